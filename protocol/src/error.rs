@@ -1,0 +1,142 @@
+//! The JSON error body and its codes. Every error the gateway returns is
+//! `{"error": "<snake_case>", "code": "<UPPER_CASE>", "message": "<human text>"}`.
+
+use serde::{Deserialize, Serialize};
+
+/// Machine-readable error codes. Each has a fixed HTTP status (see
+/// [`ErrorCode::status`]) and a snake_case twin for `error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// 400: body is not valid JSON or misses/mistypes a field.
+    InvalidJson,
+    /// 400: a field has an invalid value.
+    InvalidRequest,
+    /// 400: `content` empty or above the limit (protocol: 1..32,000 chars).
+    InvalidContent,
+    /// 400: `replyToMessageId` outside this conversation (protocol §11).
+    InvalidReplyTarget,
+    /// 400: the `cursor` parameter is not a cursor this server issued.
+    InvalidCursor,
+    /// 401: missing, unknown, rotated or revoked token (protocol §2).
+    Unauthorized,
+    /// 403: not a participant of that conversation (context / messages GET).
+    NotParticipant,
+    /// 404: unknown route or object (and non-participant sends, protocol §7).
+    NotFound,
+    /// 405.
+    MethodNotAllowed,
+    /// 409: an object with that id already exists.
+    AlreadyExists,
+    /// 409: the cursor fell out of the replay buffer or its log epoch ended (protocol §11).
+    CursorExpired,
+    /// 413: request body above the configured limit.
+    PayloadTooLarge,
+    /// 415.
+    UnsupportedMediaType,
+    /// 429: the 20/min `/updates` bucket is spent (protocol §11).
+    UpdatesRateLimited,
+    /// 429: the 60/min agent budget is spent.
+    RateLimited,
+    /// 500.
+    Internal,
+    /// 503: the store cannot be reached; retry after `Retry-After`.
+    StoreUnavailable,
+    /// 503: the node is draining or full.
+    Unavailable,
+}
+
+impl ErrorCode {
+    /// HTTP status of the code.
+    pub fn status(self) -> u16 {
+        use ErrorCode::*;
+        match self {
+            InvalidJson | InvalidRequest | InvalidContent | InvalidReplyTarget | InvalidCursor => {
+                400
+            }
+            Unauthorized => 401,
+            NotParticipant => 403,
+            NotFound => 404,
+            MethodNotAllowed => 405,
+            AlreadyExists | CursorExpired => 409,
+            PayloadTooLarge => 413,
+            UnsupportedMediaType => 415,
+            UpdatesRateLimited | RateLimited => 429,
+            Internal => 500,
+            StoreUnavailable | Unavailable => 503,
+        }
+    }
+
+    /// The UPPER_CASE wire form (`code`).
+    pub fn as_str(self) -> &'static str {
+        use ErrorCode::*;
+        match self {
+            InvalidJson => "INVALID_JSON",
+            InvalidRequest => "INVALID_REQUEST",
+            InvalidContent => "INVALID_CONTENT",
+            InvalidReplyTarget => "INVALID_REPLY_TARGET",
+            InvalidCursor => "INVALID_CURSOR",
+            Unauthorized => "UNAUTHORIZED",
+            NotParticipant => "NOT_PARTICIPANT",
+            NotFound => "NOT_FOUND",
+            MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            AlreadyExists => "ALREADY_EXISTS",
+            CursorExpired => "CURSOR_EXPIRED",
+            PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+            UpdatesRateLimited => "UPDATES_RATE_LIMITED",
+            RateLimited => "RATE_LIMITED",
+            Internal => "INTERNAL",
+            StoreUnavailable => "STORE_UNAVAILABLE",
+            Unavailable => "UNAVAILABLE",
+        }
+    }
+
+    /// The snake_case wire form (`error`), e.g. `cursor_expired`.
+    pub fn snake(self) -> String {
+        self.as_str().to_ascii_lowercase()
+    }
+}
+
+/// The JSON error body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+    pub code: String,
+    pub message: String,
+}
+
+impl ErrorBody {
+    /// Builds the body for `code` with a human-readable, lowercase `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorBody {
+            error: code.snake(),
+            code: code.as_str().to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_expired_body_matches_protocol() {
+        let body = serde_json::to_value(ErrorBody::new(ErrorCode::CursorExpired, "x")).unwrap();
+        assert_eq!(body["error"], "cursor_expired");
+        assert_eq!(body["code"], "CURSOR_EXPIRED");
+        assert_eq!(ErrorCode::CursorExpired.status(), 409);
+    }
+
+    #[test]
+    fn serde_form_matches_as_str() {
+        for code in [
+            ErrorCode::UpdatesRateLimited,
+            ErrorCode::NotParticipant,
+            ErrorCode::InvalidJson,
+        ] {
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! WebSocket frames and close codes of `GET /api/agent-api/ws` (protocol §11).
+//! Every frame is a JSON text frame tagged by `t`.
+
+use crate::event::Event;
+use serde::{Deserialize, Serialize};
+
+/// Frames a client may send. Only `hello` exists; it must be the first frame
+/// and arrive within the hello timeout (10 s by default).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(tag = "t", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ClientFrame {
+    /// `{"t":"hello","resume":"<cursor>"|null}`. `resume` is optional and
+    /// `null` means "start at now".
+    Hello {
+        #[serde(default)]
+        resume: Option<String>,
+    },
+}
+
+/// Frames the server sends.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "t", rename_all = "lowercase")]
+pub enum ServerFrame<'a> {
+    /// Connected; `cursor` echoes the client's `resume` (`null` if none).
+    Ready { cursor: Option<&'a str> },
+    /// One event, identical to an element of `/updates`'s `events`.
+    Event { event: &'a Event },
+    /// "You are now past everything sent above." Sent after each batch and
+    /// every ~25 s while idle.
+    Cursor { cursor: &'a str },
+    /// The `resume` cursor is no longer addressable (the 409 of this transport).
+    Reset,
+    /// Sent immediately before the server closes the socket.
+    Error { code: &'a str, message: &'a str },
+}
+
+impl ServerFrame<'_> {
+    /// Serializes the frame to its JSON text.
+    pub fn to_json(&self) -> String {
+        // Serializing these plain structs cannot fail: no maps with non-string keys.
+        serde_json::to_string(self).expect("server frames always serialize")
+    }
+}
+
+/// WebSocket close codes (protocol §11).
+pub mod close {
+    /// Displaced by a newer connection for the same token. Do not reconnect.
+    pub const DISPLACED: u16 = 4000;
+    /// The credential expired or was revoked.
+    pub const CREDENTIAL_REVOKED: u16 = 4001;
+    /// The client broke the framing contract (non-JSON, binary, unknown frame or fields).
+    pub const FRAMING_VIOLATION: u16 = 4002;
+    /// The server is going away (drain); resume on another node.
+    pub const GOING_AWAY: u16 = 4003;
+    /// Standard close: a message was larger than the server accepts.
+    pub const MESSAGE_TOO_BIG: u16 = 1009;
+}

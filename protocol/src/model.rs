@@ -1,0 +1,121 @@
+//! Enumerations and small records that appear on the wire: participant kinds,
+//! conversation types, roles and the reply policy (protocol §3, §4).
+
+use crate::ids::ParticipantId;
+use serde::{Deserialize, Serialize};
+
+/// `kind` of a participant (protocol §3): `user` (a human) or `agent`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParticipantKind {
+    User,
+    Agent,
+}
+
+impl ParticipantKind {
+    /// The `senderType` a message from this kind carries (`USER` / `AGENT`).
+    pub fn sender_type(self) -> SenderType {
+        match self {
+            ParticipantKind::User => SenderType::User,
+            ParticipantKind::Agent => SenderType::Agent,
+        }
+    }
+}
+
+/// `senderType` of a message (protocol §5, §11): `USER` or `AGENT`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum SenderType {
+    User,
+    Agent,
+}
+
+/// `conversation.type` (protocol §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ConversationType {
+    #[serde(rename = "DM")]
+    Dm,
+    AgentChat,
+    Group,
+}
+
+impl ConversationType {
+    /// Direct conversations (`DM`, `AGENT_CHAT`) have no reply policy, no
+    /// orchestrator, no round cap and no mention gating (protocol §3).
+    pub fn is_direct(self) -> bool {
+        !matches!(self, ConversationType::Group)
+    }
+}
+
+/// A member's role in one conversation (protocol §3: `member` / `admin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    #[default]
+    Member,
+    Admin,
+}
+
+/// `policy.agentReplyPolicy` of a GROUP (protocol §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum ReplyPolicy {
+    #[default]
+    Mentions,
+    Dedicated,
+    Orchestrator,
+    Router,
+    Open,
+}
+
+/// Default of `policy.maxAgentRounds` (protocol §4, "Round caps").
+pub const DEFAULT_MAX_AGENT_ROUNDS: u8 = 2;
+/// Upper bound of `policy.maxAgentRounds` (protocol §4: 0–5).
+pub const MAX_AGENT_ROUNDS_LIMIT: u8 = 5;
+
+/// A conversation's stored reply policy. Only GROUP conversations apply it
+/// (protocol §3: `policyApplies` is false for DM / AGENT_CHAT).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Policy {
+    /// Which of the five rules governs the group.
+    #[serde(default)]
+    pub agent_reply_policy: ReplyPolicy,
+    /// DEDICATED: the designated agent; ORCHESTRATOR: the orchestrator;
+    /// ROUTER: the fallback agent. Ignored by MENTIONS and OPEN.
+    #[serde(default)]
+    pub designated_agent_id: Option<ParticipantId>,
+    /// Round cap, 0–5 (protocol §4). Invariant: never above [`MAX_AGENT_ROUNDS_LIMIT`].
+    #[serde(default = "default_rounds")]
+    pub max_agent_rounds: u8,
+    /// The Bay's custom group rules, appended verbatim to `instructions` (protocol §3, part 8).
+    #[serde(default)]
+    pub rules: Option<String>,
+}
+
+fn default_rounds() -> u8 {
+    DEFAULT_MAX_AGENT_ROUNDS
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            agent_reply_policy: ReplyPolicy::Mentions,
+            designated_agent_id: None,
+            max_agent_rounds: DEFAULT_MAX_AGENT_ROUNDS,
+            rules: None,
+        }
+    }
+}
+
+/// One roster entry as routing and the context envelope see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RosterMember {
+    pub id: ParticipantId,
+    pub name: String,
+    pub kind: ParticipantKind,
+    pub role: Role,
+    /// What an agent is FOR (its operator's one-liner); always `None` for users.
+    pub description: Option<String>,
+}

@@ -1,1 +1,42 @@
-fn main() {}
+//! The `switchboard` binary: `switchboard serve` runs the gateway,
+//! `switchboard config check` validates and prints the effective settings.
+
+use clap::Parser;
+use switchboard_config::{check, Cli, Command, ConfigCommand};
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => {
+            let settings = match args.load() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return std::process::ExitCode::from(2);
+                }
+            };
+            switchboard_gateway::telemetry::init(settings.log_format);
+            let system = actix_rt::System::new();
+            match system.block_on(switchboard_gateway::serve(settings)) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = %e, "switchboard failed");
+                    eprintln!("error: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Config {
+            command: ConfigCommand::Check(args),
+        } => match check(&args) {
+            Ok(report) => {
+                print!("{report}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::ExitCode::from(2)
+            }
+        },
+    }
+}

@@ -1,1 +1,207 @@
-//! placeholder
+//! Switchboard's HTTP and WebSocket front.
+//!
+//! This crate owns the wire: routes, authentication, the JSON error body,
+//! the agent API (protocol §11), `/updates` and `/ws`, the admin API,
+//! health checks and the server's lifecycle (start, drain, stop). It turns
+//! requests into store calls and actor messages; it does not decide routing
+//! (the `protocol` crate does) or how events are ordered and fanned out
+//! (the `actors` crate does).
+
+pub mod api;
+pub mod auth;
+pub mod bootstrap;
+pub mod error;
+pub mod health;
+pub mod provision;
+pub mod ratelimit;
+pub mod realtime;
+pub mod state;
+pub mod telemetry;
+
+use crate::error::{json_error, path_error, query_error, ApiError};
+use crate::ratelimit::RateLimits;
+use crate::state::AppState;
+use actix_web::{web, App, HttpResponse, HttpServer};
+use sha2::{Digest, Sha256};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use switchboard_actors::feed::FeedSettings;
+use switchboard_actors::registry::{Registry, RegistrySettings};
+use switchboard_actors::session::CloseReason;
+use switchboard_actors::store::memory::{MemoryLimits, MemoryStore};
+use switchboard_actors::store::Store;
+use switchboard_config::{Settings, StoreKind};
+use switchboard_protocol::error::ErrorCode;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Bootstrap(#[from] bootstrap::BootstrapError),
+    #[error("cannot bind {bind}: {cause}")]
+    Bind { bind: String, cause: std::io::Error },
+    #[error("store engine {0:?} is not available in this build")]
+    EngineUnavailable(StoreKind),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
+    match settings.store {
+        StoreKind::Memory => Ok(Arc::new(MemoryStore::new(MemoryLimits {
+            replay_window: settings.replay_window,
+            max_entries: settings.replay_max_entries,
+        }))),
+        StoreKind::Redis => Err(StartError::EngineUnavailable(StoreKind::Redis)),
+    }
+}
+
+/// Runs the gateway until SIGINT/SIGTERM, then drains: `/readyz` turns 503,
+/// new sessions are refused, every WebSocket gets a final `cursor` frame and
+/// closes with 4003, held `/updates` answer at once, and in-flight requests
+/// get up to `timing.drain_timeout` to finish. Must run inside an actix system.
+pub async fn serve(settings: Settings) -> Result<(), StartError> {
+    let store = open_store(&settings)?;
+    if let Some(path) = &settings.bootstrap {
+        let fixed = bootstrap::load(&*store, path).await?;
+        if !fixed.is_empty() {
+            // Printed to stdout, not logged: these tokens are already in the
+            // operator's bootstrap file, and logs never carry tokens.
+            println!("Demo credentials from {}:", path.display());
+            for t in &fixed {
+                println!(
+                    "  {:<10} {:<12} {:<14} {}",
+                    t.bay, t.participant, t.name, t.token
+                );
+            }
+        }
+    }
+    let t = &settings.timing;
+    let registry = Registry::new(
+        store.clone(),
+        RegistrySettings {
+            feed: FeedSettings {
+                watermark_interval: t.watermark_interval,
+                batch_max: 512,
+                block: Duration::from_secs(5),
+            },
+            typing_ttl: t.typing_ttl,
+            actor_idle_timeout: t.actor_idle_timeout,
+            arbiters: 2,
+        },
+    );
+    let state = AppState {
+        limits: Arc::new(RateLimits::new(
+            settings.limits.updates_per_minute,
+            settings.limits.agent_requests_per_minute,
+        )),
+        admin_token_hash: settings
+            .admin_token
+            .as_ref()
+            .map(|t| Arc::new(hex::encode(Sha256::digest(t.as_bytes())))),
+        draining: Arc::new(AtomicBool::new(false)),
+        store,
+        registry,
+        settings: Arc::new(settings.clone()),
+    };
+    if state.admin_token_hash.is_none() {
+        tracing::info!("no admin token configured: the admin API answers 404 (set SWITCHBOARD_ADMIN_TOKEN to enable it)");
+    }
+    let max_body = settings.limits.max_body_bytes;
+    let app_state = state.clone();
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(web::Data::new(app_state.clone()))
+            .app_data(
+                web::JsonConfig::default()
+                    .limit(max_body)
+                    .error_handler(json_error),
+            )
+            .app_data(web::QueryConfig::default().error_handler(query_error))
+            .app_data(web::PathConfig::default().error_handler(path_error))
+            .app_data(web::PayloadConfig::default().limit(max_body))
+            .service(
+                web::scope("/api/agent-api")
+                    .configure(api::agent::routes)
+                    .configure(realtime::updates::routes)
+                    .configure(realtime::ws::routes),
+            )
+            .service(web::scope("/api/admin").configure(api::admin::routes))
+            .configure(health::routes)
+            .default_service(web::to(|| async {
+                ApiError::new(ErrorCode::NotFound, "no such route").into_response()
+            }))
+    })
+    .disable_signals()
+    .shutdown_timeout(settings.timing.drain_timeout.as_secs().max(1));
+    if let Some(workers) = settings.workers {
+        server = server.workers(workers);
+    }
+    let server = server
+        .bind(&settings.bind)
+        .map_err(|cause| StartError::Bind {
+            bind: settings.bind.clone(),
+            cause,
+        })?;
+    for addr in server.addrs() {
+        tracing::info!("listening on {addr}");
+    }
+    let server = server.run();
+    let handle = server.handle();
+    let limits = state.limits.clone();
+    actix_rt::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tick.tick().await;
+            limits.shrink();
+        }
+    });
+    let drain_state = state.clone();
+    actix_rt::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown signal received; draining");
+        drain_state.draining.store(true, Ordering::Relaxed);
+        drain_state
+            .registry
+            .close_all_sessions(CloseReason::Draining);
+        // Give the close frames a moment to flush before listeners stop.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        handle.stop(true).await;
+    });
+    server.await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+trait IntoResponse {
+    fn into_response(self) -> HttpResponse;
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> HttpResponse {
+        actix_web::ResponseError::error_response(&self)
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,43 +1,95 @@
-//! `@Name` mention parsing (protocol §7).
+//! `@Name` mention parsing (protocol §7). The rules are documented on
+//! [`parse_mentions`].
 
+use super::text::{fold, Folded};
 use crate::ids::ParticipantId;
 use crate::model::{ParticipantKind, RosterMember};
 
-/// Resolves `@Name` mentions in `content` against the roster's agents:
-/// case-insensitive, word-boundary-safe, longest name wins. Returns agent
-/// ids in order of first appearance, without duplicates.
-pub fn parse_mentions(content: &str, roster: &[RosterMember]) -> Vec<ParticipantId> {
-    let mut agents: Vec<&RosterMember> = roster
+/// The mentions found in a text: resolved ids plus the folded spans
+/// (`@` included) they occupy.
+pub(crate) struct MentionScan {
+    pub(crate) ids: Vec<ParticipantId>,
+    pub(crate) spans: Vec<(usize, usize)>,
+}
+
+/// Scans an already-folded text for mentions (rules: [`parse_mentions`]).
+pub(crate) fn scan_mentions(text: &Folded, roster: &[RosterMember]) -> MentionScan {
+    let mut agents: Vec<(Vec<char>, &RosterMember)> = roster
         .iter()
-        .filter(|m| m.kind == ParticipantKind::Agent && !m.name.is_empty())
+        .filter(|m| m.kind == ParticipantKind::Agent)
+        .map(|m| (fold(&m.name), m))
+        .filter(|(name, _)| !name.is_empty())
         .collect();
-    // Longest name first so "@Bay Brain" never resolves to "Bay".
-    agents.sort_by_key(|m| std::cmp::Reverse(m.name.chars().count()));
-    let lower = content.to_lowercase();
-    let mut found = Vec::new();
-    for (at, _) in lower.match_indices('@') {
-        let before_ok = lower[..at]
-            .chars()
-            .next_back()
-            .is_none_or(|c| !c.is_alphanumeric() && c != '_' && c != '.');
-        if !before_ok {
+    // Longest first; the sort is stable, so equal lengths keep roster order.
+    agents.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
+
+    let chars = text.chars();
+    let mut scan = MentionScan {
+        ids: Vec::new(),
+        spans: Vec::new(),
+    };
+    let mut p = 0;
+    while p < text.len() {
+        if chars[p] != '@' || !text.mention_can_start(p) {
+            p += 1;
             continue;
         }
-        let rest = &lower[at + 1..];
-        for agent in &agents {
-            let name = agent.name.to_lowercase();
-            if rest.starts_with(&name)
-                && rest[name.len()..]
-                    .chars()
-                    .next()
-                    .is_none_or(|c| !c.is_alphanumeric() && c != '_')
-            {
-                if !found.contains(&agent.id) {
-                    found.push(agent.id.clone());
-                }
-                break;
+        let start = p + 1;
+        let hit = agents.iter().find(|(name, _)| {
+            text.occurs_at(start, name) && text.boundary_after(start + name.len())
+        });
+        let Some((name, _)) = hit else {
+            p += 1;
+            continue;
+        };
+        for (other, member) in &agents {
+            if other == name && !scan.ids.contains(&member.id) {
+                scan.ids.push(member.id.clone());
             }
         }
+        let end = start + name.len();
+        scan.spans.push((p, end));
+        p = end;
     }
-    found
+    scan
+}
+
+/// Resolves `@Name` mentions in `content` against the roster's agents
+/// (protocol §7). Returns agent ids in order of first appearance, without
+/// duplicates.
+///
+/// The rules, in the order they are applied:
+///
+/// * **Agents only.** Names are resolved against the conversation's *agent*
+///   participants; `@` + a human's name resolves to nothing (§7: "only
+///   agents are mentionable"). A human name never shadows an agent name:
+///   `@Rex Smith` resolves to an agent "Rex" even if a person is called
+///   "Rex Smith".
+/// * **Where an `@` may open a mention.** At the start of the text, or after
+///   a character that is neither a word character (letter, digit, `_`) nor
+///   part of an address (`. + - % @ / \ =`). So `adam@Rex`, `a.b@Rex`,
+///   `x.com/@Rex` and `@@Rex` mention nobody, while `(@Rex)`, `"@Rex"`,
+///   `cc:@Rex` and `—@Rex` do.
+/// * **Name matching** is literal (no pattern syntax: `C++ Bot` and
+///   `R2.D2 (beta)` match only themselves), case-insensitive on full Unicode
+///   (`@ZOË` is "Zoë"), and any run of whitespace in the text matches the
+///   single spaces of a multi-word name (`@Bay  Brain`).
+/// * **Word boundary after the name.** When the name ends in a letter or
+///   digit, the next character must not be one (`@Rexford` is not "Rex"),
+///   nor a `-` or `.` that glues on another word (`@Rex-Bot`, `@Rex.io` are
+///   not "Rex"). Any other punctuation ends the mention: `@Rex,` `@Rex?`
+///   `@Rex!` `@Rex.` `@Rex:` `(@Rex)` — and **`@Rex's` / `@Rex’s` is a
+///   mention of Rex**: the possessive is how people write "@Rex's review",
+///   and no agent name is harmed by it.
+/// * **Longest name wins.** At each `@`, names are tried longest first and
+///   the first that fits (boundary included) is taken: `@Bay Brain` is
+///   "Bay Brain", never "Bay"; `@Bay Brainstorm` is "Bay" (the longer name
+///   does not end on a word boundary there).
+/// * **Same name, several agents.** If two agents carry the same name (up to
+///   case), a mention of it resolves to all of them, in roster order.
+/// * The result lists agent ids in order of first appearance, without
+///   duplicates. The mentioned text (`@` through the end of the name) is not
+///   considered again by plain-name addressing.
+pub fn parse_mentions(content: &str, roster: &[RosterMember]) -> Vec<ParticipantId> {
+    scan_mentions(&Folded::new(content), roster).ids
 }

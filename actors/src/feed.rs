@@ -1,0 +1,442 @@
+//! `BayFeed`: one per Bay with local sessions, per node.
+//!
+//! The feed tails the Bay's event log in order (a task blocked in
+//! [`Store::read_log`]) and, for each batch, sends every local session one
+//! [`Deliver`] holding the records addressed to it, stamped with the batch's
+//! `through`. Because a session receives everything through this single
+//! mailbox, the `through` it last received is a valid cursor (protocol §11,
+//! DESIGN "cursor invariant" rule 1). Sessions that a batch did not concern
+//! get a [`Watermark`] at most once per `watermark_interval`, so idle clients
+//! advance too (rule 2).
+//!
+//! The feed also keeps the Bay's membership index (conversation → member
+//! ids), loaded from the store at start and then kept current by the `Roster`
+//! entries of the log itself, so a participant added to a conversation
+//! receives exactly the messages logged after the change. Control entries
+//! close sessions: `CredentialRevoked` (4001) and `SessionOpened`
+//! (displacement, 4000), whichever node wrote them.
+
+use crate::session::{Close, CloseReason, Deliver, SessionHandle, Watermark};
+use crate::store::log::{LogEvent, LogRecord};
+use crate::store::{Replay, Store, StoreError};
+use actix::prelude::*;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+use switchboard_protocol::cursor::{EntryId, LogPosition};
+use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId, SessionId, TokenId};
+
+/// Tunables of a feed.
+#[derive(Clone, Copy, Debug)]
+pub struct FeedSettings {
+    /// How often sessions that received nothing get a watermark.
+    pub watermark_interval: Duration,
+    /// Most entries read from the log at once.
+    pub batch_max: usize,
+    /// How long one blocking log read waits before reading again.
+    pub block: Duration,
+}
+
+/// The feed actor. See the module docs.
+pub struct BayFeed {
+    bay: BayId,
+    store: Arc<dyn Store>,
+    settings: FeedSettings,
+    /// The position the feed is past; `None` until the index is loaded.
+    position: Option<LogPosition>,
+    /// Membership index. Invariant: equals the store's membership as of
+    /// `position` (modulo the start-up window, see `load`).
+    members: HashMap<ConversationId, HashSet<ParticipantId>>,
+    sessions: HashMap<SessionId, Attachment>,
+    by_participant: HashMap<ParticipantId, Vec<SessionId>>,
+    by_token: HashMap<TokenId, Vec<SessionId>>,
+}
+
+struct Attachment {
+    participant: ParticipantId,
+    token: TokenId,
+    /// Log entry of this session's `SessionOpened`: the newest one per token wins.
+    opened_at: EntryId,
+    handle: SessionHandle,
+    /// The last `through` this session was sent.
+    last_sent: EntryId,
+}
+
+impl BayFeed {
+    /// Creates a feed; it loads its index and starts tailing when started.
+    pub fn new(bay: BayId, store: Arc<dyn Store>, settings: FeedSettings) -> Self {
+        BayFeed {
+            bay,
+            store,
+            settings,
+            position: None,
+            members: HashMap::new(),
+            sessions: HashMap::new(),
+            by_participant: HashMap::new(),
+            by_token: HashMap::new(),
+        }
+    }
+
+    /// Loads the membership index, then starts the tail. The head is read
+    /// before the conversations, so `Roster` entries appended in between are
+    /// replayed by the tail; they are full snapshots, so re-applying them is
+    /// harmless.
+    fn load(&mut self, ctx: &mut Context<Self>) {
+        let store = self.store.clone();
+        let bay = self.bay.clone();
+        let fut = async move {
+            let head = store.log_head(&bay).await?;
+            let conversations = store.conversations(&bay).await?;
+            Ok::<_, StoreError>((head, conversations))
+        };
+        ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
+            Ok((head, conversations)) => {
+                act.members = conversations
+                    .into_iter()
+                    .map(|c| {
+                        let ids = c.member_ids().into_iter().collect();
+                        (c.id, ids)
+                    })
+                    .collect();
+                act.position = Some(head.clone());
+                act.start_tail(head, ctx);
+            }
+            Err(err) => {
+                tracing::warn!(bay = %act.bay, error = %err, "feed could not load its index; retrying");
+                ctx.run_later(Duration::from_secs(1), |act, ctx| act.load(ctx));
+            }
+        }));
+    }
+
+    fn start_tail(&self, from: LogPosition, ctx: &mut Context<Self>) {
+        let addr = ctx.address();
+        let store = self.store.clone();
+        let bay = self.bay.clone();
+        let settings = self.settings;
+        actix_rt::spawn(async move {
+            let mut pos = from;
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                if !addr.connected() {
+                    return;
+                }
+                match store
+                    .read_log(&bay, &pos, settings.batch_max, Some(settings.block))
+                    .await
+                {
+                    Ok(Replay::Records { records, through }) => {
+                        backoff = Duration::from_millis(100);
+                        if records.is_empty() && through == pos.entry {
+                            continue;
+                        }
+                        pos.entry = through;
+                        if addr.send(Batch { records, through }).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Replay::Expired | Replay::EpochChanged) => {
+                        match store.log_head(&bay).await {
+                            Ok(head) => {
+                                // The feed reloads its index and starts a new tail.
+                                addr.do_send(LogLost { head });
+                                return;
+                            }
+                            Err(err) => {
+                                tracing::warn!(bay = %bay, error = %err, "feed lost its log and cannot read the head");
+                                tokio::time::sleep(backoff).await;
+                            }
+                        }
+                    }
+                    Err(err) => {
+                        tracing::warn!(bay = %bay, error = %err, backoff_ms = backoff.as_millis() as u64, "feed tail read failed");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+        });
+    }
+
+    fn close_session(&mut self, session: &SessionId, reason: CloseReason) {
+        if let Some(att) = self.sessions.remove(session) {
+            att.handle.close.do_send(Close { reason });
+            remove_from(&mut self.by_participant, &att.participant, session);
+            remove_from(&mut self.by_token, &att.token, session);
+        }
+    }
+
+    /// Closes every session of `token` opened before `opened_at`.
+    fn displace_older(&mut self, token: &TokenId, opened_at: EntryId, keep: &SessionId) {
+        let older: Vec<SessionId> = self
+            .by_token
+            .get(token)
+            .into_iter()
+            .flatten()
+            .filter(|s| *s != keep)
+            .filter(|s| {
+                self.sessions
+                    .get(*s)
+                    .is_some_and(|a| a.opened_at < opened_at)
+            })
+            .cloned()
+            .collect();
+        for s in older {
+            self.close_session(&s, CloseReason::Displaced);
+        }
+    }
+
+    fn apply_control(&mut self, record: &LogRecord) {
+        match &record.event {
+            LogEvent::Roster {
+                conversation,
+                members,
+            } => {
+                self.members
+                    .insert(conversation.id.clone(), members.iter().cloned().collect());
+            }
+            LogEvent::CredentialRevoked { token, .. } => {
+                let revoked: Vec<SessionId> = self.by_token.get(token).cloned().unwrap_or_default();
+                for s in revoked {
+                    self.close_session(&s, CloseReason::Revoked);
+                }
+            }
+            LogEvent::SessionOpened { token, session } => {
+                self.displace_older(token, record.id, session);
+            }
+            LogEvent::Message { .. } => {}
+        }
+    }
+}
+
+fn remove_from<K: std::hash::Hash + Eq>(
+    map: &mut HashMap<K, Vec<SessionId>>,
+    key: &K,
+    session: &SessionId,
+) {
+    if let Some(list) = map.get_mut(key) {
+        list.retain(|s| s != session);
+        if list.is_empty() {
+            map.remove(key);
+        }
+    }
+}
+
+impl Actor for BayFeed {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.load(ctx);
+        ctx.run_interval(self.settings.watermark_interval, |act, _| {
+            let Some(pos) = &act.position else { return };
+            let through = pos.entry;
+            for att in act.sessions.values_mut() {
+                if att.last_sent < through {
+                    att.last_sent = through;
+                    att.handle.watermark.do_send(Watermark { through });
+                }
+            }
+        });
+    }
+}
+
+/// Registers a session with the feed. From the moment this is handled, every
+/// record logged after the returned `position` and addressed to the session's
+/// participant is pushed to it.
+#[derive(Message)]
+#[rtype(result = "Result<Attached, AttachError>")]
+pub struct Attach {
+    pub session: SessionId,
+    pub participant: ParticipantId,
+    pub token: TokenId,
+    /// Entry of the session's own `SessionOpened` in the log.
+    pub opened_at: EntryId,
+    pub handle: SessionHandle,
+}
+
+/// Reply to [`Attach`].
+#[derive(Debug, Clone)]
+pub struct Attached {
+    /// The feed's position at attach time. Everything after it is pushed;
+    /// everything up to it must come from a replay.
+    pub position: LogPosition,
+    /// The participant's conversations as of `position`.
+    pub conversations: HashSet<ConversationId>,
+}
+
+/// Why an [`Attach`] was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttachError {
+    /// The feed has not loaded its index (the store is unreachable).
+    #[error("the bay feed is not ready")]
+    NotReady,
+    /// A newer connection of the same token already exists.
+    #[error("a newer connection of this token exists")]
+    Superseded,
+}
+
+impl Handler<Attach> for BayFeed {
+    type Result = Result<Attached, AttachError>;
+
+    fn handle(&mut self, msg: Attach, _: &mut Self::Context) -> Self::Result {
+        let position = self.position.clone().ok_or(AttachError::NotReady)?;
+        let newer_exists = self
+            .by_token
+            .get(&msg.token)
+            .into_iter()
+            .flatten()
+            .any(|s| {
+                self.sessions
+                    .get(s)
+                    .is_some_and(|a| a.opened_at > msg.opened_at)
+            });
+        if newer_exists {
+            return Err(AttachError::Superseded);
+        }
+        self.displace_older(&msg.token, msg.opened_at, &msg.session);
+        let conversations = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.contains(&msg.participant))
+            .map(|(c, _)| c.clone())
+            .collect();
+        self.by_participant
+            .entry(msg.participant.clone())
+            .or_default()
+            .push(msg.session.clone());
+        self.by_token
+            .entry(msg.token.clone())
+            .or_default()
+            .push(msg.session.clone());
+        self.sessions.insert(
+            msg.session,
+            Attachment {
+                participant: msg.participant,
+                token: msg.token,
+                opened_at: msg.opened_at,
+                handle: msg.handle,
+                last_sent: position.entry,
+            },
+        );
+        Ok(Attached {
+            position,
+            conversations,
+        })
+    }
+}
+
+/// Unregisters a session (its connection ended).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Detach {
+    pub session: SessionId,
+}
+
+impl Handler<Detach> for BayFeed {
+    type Result = ();
+
+    fn handle(&mut self, msg: Detach, _: &mut Self::Context) {
+        if let Some(att) = self.sessions.remove(&msg.session) {
+            remove_from(&mut self.by_participant, &att.participant, &msg.session);
+            remove_from(&mut self.by_token, &att.token, &msg.session);
+        }
+    }
+}
+
+/// Closes every session with `reason` (graceful drain).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CloseAll {
+    pub reason: CloseReason,
+}
+
+impl Handler<CloseAll> for BayFeed {
+    type Result = ();
+
+    fn handle(&mut self, msg: CloseAll, _: &mut Self::Context) {
+        let all: Vec<SessionId> = self.sessions.keys().cloned().collect();
+        for s in all {
+            self.close_session(&s, msg.reason);
+        }
+    }
+}
+
+/// Number of sessions attached (for metrics and tests).
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct SessionCount;
+
+impl Handler<SessionCount> for BayFeed {
+    type Result = usize;
+
+    fn handle(&mut self, _: SessionCount, _: &mut Self::Context) -> usize {
+        self.sessions.len()
+    }
+}
+
+/// Entries read by the tail task, in log order.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Batch {
+    records: Vec<Arc<LogRecord>>,
+    through: EntryId,
+}
+
+impl Handler<Batch> for BayFeed {
+    type Result = ();
+
+    fn handle(&mut self, msg: Batch, _: &mut Self::Context) {
+        let mut outbox: HashMap<SessionId, Vec<Arc<LogRecord>>> = HashMap::new();
+        for record in &msg.records {
+            match &record.event {
+                LogEvent::Message { conversation, .. } => {
+                    let Some(members) = self.members.get(&conversation.id) else {
+                        continue;
+                    };
+                    for participant in members {
+                        for session in self.by_participant.get(participant).into_iter().flatten() {
+                            outbox
+                                .entry(session.clone())
+                                .or_default()
+                                .push(record.clone());
+                        }
+                    }
+                }
+                _ => self.apply_control(record),
+            }
+        }
+        for (session, records) in outbox {
+            if let Some(att) = self.sessions.get_mut(&session) {
+                att.last_sent = msg.through;
+                att.handle.deliver.do_send(Deliver {
+                    records,
+                    through: msg.through,
+                });
+            }
+        }
+        if let Some(pos) = &mut self.position {
+            pos.entry = msg.through;
+        }
+    }
+}
+
+/// The tail found its position gone (log lost or trimmed past it).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct LogLost {
+    head: LogPosition,
+}
+
+impl Handler<LogLost> for BayFeed {
+    type Result = ();
+
+    fn handle(&mut self, msg: LogLost, ctx: &mut Self::Context) {
+        tracing::warn!(bay = %self.bay, epoch = %msg.head.epoch, "bay log was lost; resetting every session");
+        let all: Vec<SessionId> = self.sessions.keys().cloned().collect();
+        for s in all {
+            self.close_session(&s, CloseReason::LogReset);
+        }
+        self.position = None;
+        // The index may be stale too: reload it from the new head.
+        self.load(ctx);
+    }
+}

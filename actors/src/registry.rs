@@ -1,0 +1,141 @@
+//! The per-node registry: finds or starts the [`BayFeed`] of a Bay and the
+//! [`ConversationActor`] of a conversation.
+//!
+//! Feeds and conversation actors run on a small pool of dedicated arbiters
+//! (threads), spread by a hash of their id, so HTTP workers only parse,
+//! serialize and write.
+
+use crate::conversation::ConversationActor;
+use crate::feed::{BayFeed, CloseAll, FeedSettings};
+use crate::session::CloseReason;
+use crate::store::Store;
+use actix::prelude::*;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+use switchboard_protocol::ids::{BayId, ConversationId};
+
+/// Settings the registry passes to the actors it starts.
+#[derive(Clone, Copy, Debug)]
+pub struct RegistrySettings {
+    pub feed: FeedSettings,
+    /// Typing indicator lifetime (protocol §11: 5 s).
+    pub typing_ttl: Duration,
+    /// A conversation actor with no traffic for this long stops.
+    pub actor_idle_timeout: Duration,
+    /// Dedicated arbiter threads for feeds and conversation actors.
+    pub arbiters: usize,
+}
+
+/// Cheap to clone; all clones share one directory.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    settings: RegistrySettings,
+    arbiters: Vec<ArbiterHandle>,
+    feeds: Mutex<HashMap<BayId, Addr<BayFeed>>>,
+    conversations: Mutex<HashMap<(BayId, ConversationId), Addr<ConversationActor>>>,
+}
+
+impl Registry {
+    /// Creates the registry and its arbiter threads. Must run inside an actix system.
+    pub fn new(store: Arc<dyn Store>, settings: RegistrySettings) -> Self {
+        let arbiters = (0..settings.arbiters.max(1))
+            .map(|_| Arbiter::new().handle())
+            .collect();
+        Registry {
+            inner: Arc::new(Inner {
+                store,
+                settings,
+                arbiters,
+                feeds: Mutex::new(HashMap::new()),
+                conversations: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The store every actor uses.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    fn arbiter_for(&self, key: &impl Hash) -> &ArbiterHandle {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut h);
+        &self.inner.arbiters[(h.finish() as usize) % self.inner.arbiters.len()]
+    }
+
+    /// The feed of `bay`, started if needed.
+    pub fn feed(&self, bay: &BayId) -> Addr<BayFeed> {
+        let mut feeds = self.inner.feeds.lock();
+        if let Some(addr) = feeds.get(bay).filter(|a| a.connected()) {
+            return addr.clone();
+        }
+        let (b, store, settings) = (
+            bay.clone(),
+            self.inner.store.clone(),
+            self.inner.settings.feed,
+        );
+        let addr = BayFeed::start_in_arbiter(self.arbiter_for(bay), move |_| {
+            BayFeed::new(b, store, settings)
+        });
+        feeds.insert(bay.clone(), addr.clone());
+        addr
+    }
+
+    /// The actor of one conversation, started if needed. A stopped actor
+    /// (idle timeout) is replaced transparently.
+    pub fn conversation(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+    ) -> Addr<ConversationActor> {
+        let key = (bay.clone(), conversation.clone());
+        let mut convs = self.inner.conversations.lock();
+        if let Some(addr) = convs.get(&key).filter(|a| a.connected()) {
+            return addr.clone();
+        }
+        convs.retain(|_, a| a.connected());
+        let (b, c, store) = (bay.clone(), conversation.clone(), self.inner.store.clone());
+        let (ttl, idle) = (
+            self.inner.settings.typing_ttl,
+            self.inner.settings.actor_idle_timeout,
+        );
+        let addr = ConversationActor::start_in_arbiter(self.arbiter_for(&key), move |_| {
+            ConversationActor::new(b, c, store, ttl, idle)
+        });
+        convs.insert(key, addr.clone());
+        addr
+    }
+
+    /// Number of live feeds and conversation actors (for metrics).
+    pub fn actor_counts(&self) -> (usize, usize) {
+        (
+            self.inner
+                .feeds
+                .lock()
+                .values()
+                .filter(|a| a.connected())
+                .count(),
+            self.inner
+                .conversations
+                .lock()
+                .values()
+                .filter(|a| a.connected())
+                .count(),
+        )
+    }
+
+    /// Closes every session on this node (graceful drain).
+    pub fn close_all_sessions(&self, reason: CloseReason) {
+        for feed in self.inner.feeds.lock().values() {
+            feed.do_send(CloseAll { reason });
+        }
+    }
+}

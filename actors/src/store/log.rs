@@ -1,0 +1,56 @@
+//! Entries of a Bay's event log: the replay buffer behind every cursor.
+//!
+//! Besides messages, the log carries the control facts every node must see
+//! in order with them: roster snapshots (so a feed subscribes sessions to a
+//! conversation exactly from the entry where they joined), credential
+//! revocations and session openings (cluster-wide displacement).
+
+use crate::model::StoredMessage;
+use serde::{Deserialize, Serialize};
+use switchboard_protocol::cursor::EntryId;
+use switchboard_protocol::event::ConversationRef;
+use switchboard_protocol::ids::{ConversationId, ParticipantId, SessionId, TokenId};
+
+/// One log entry: its id and what happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogRecord {
+    pub id: EntryId,
+    pub event: LogEvent,
+}
+
+/// What a log entry records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LogEvent {
+    /// A new message; delivered to the conversation's members as an `Event`.
+    Message {
+        conversation: ConversationRef,
+        message: StoredMessage,
+    },
+    /// The conversation was created or changed: its full member list after
+    /// the change. Idempotent, so replaying it twice is harmless.
+    Roster {
+        conversation: ConversationRef,
+        members: Vec<ParticipantId>,
+    },
+    /// A token was rotated or revoked: its sessions close (4001 / 401).
+    CredentialRevoked {
+        participant: ParticipantId,
+        token: TokenId,
+    },
+    /// A connection for `token` opened; every other connection of that
+    /// token, on any node, is displaced (4000 / empty answer).
+    SessionOpened { token: TokenId, session: SessionId },
+}
+
+impl LogEvent {
+    /// The conversation an event belongs to, if any.
+    pub fn conversation(&self) -> Option<&ConversationId> {
+        match self {
+            LogEvent::Message { conversation, .. } | LogEvent::Roster { conversation, .. } => {
+                Some(&conversation.id)
+            }
+            LogEvent::CredentialRevoked { .. } | LogEvent::SessionOpened { .. } => None,
+        }
+    }
+}

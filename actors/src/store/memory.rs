@@ -1,0 +1,591 @@
+//! The embedded engine: everything in process memory, nothing to install.
+//!
+//! One mutex guards all state, which makes every write (history + log +
+//! round counter) trivially atomic. Each Bay's log gets a random epoch when
+//! it is first touched in this process, so cursors from an earlier process
+//! are expired (409 / `reset`) instead of silently re-based: the log they
+//! named is gone.
+
+use super::log::{LogEvent, LogRecord};
+use super::{Appended, Created, NewMessage, Principal, Replay, Store, StoreError, Updated};
+use crate::model::{Bay, Conversation, Member, Participant, StoredMessage};
+use crate::token::TokenHash;
+use async_trait::async_trait;
+use chrono::{DateTime, SubsecRound, Utc};
+use parking_lot::Mutex;
+use rand::Rng;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
+use switchboard_protocol::model::{ParticipantKind, Policy};
+use tokio::sync::watch;
+
+/// Replay-buffer limits of the memory engine.
+#[derive(Clone, Copy, Debug)]
+pub struct MemoryLimits {
+    /// Entries older than this are trimmed (protocol §11: 15 minutes).
+    pub replay_window: Duration,
+    /// Safety cap on entries kept per Bay, whatever their age.
+    pub max_entries: usize,
+}
+
+/// The embedded store engine.
+pub struct MemoryStore {
+    limits: MemoryLimits,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    bays: HashMap<BayId, BayState>,
+    /// Token hash → owner. Invariant: exactly the tokens of live participants.
+    tokens: HashMap<TokenHash, (BayId, ParticipantId)>,
+    /// Each Bay's event log, created on first touch (a read of an unknown
+    /// Bay still gets a log, so cursors behave uniformly).
+    logs: HashMap<BayId, Log>,
+}
+
+struct BayState {
+    bay: Bay,
+    participants: HashMap<ParticipantId, ParticipantState>,
+    conversations: HashMap<ConversationId, ConversationState>,
+}
+
+struct ParticipantState {
+    participant: Participant,
+    token: Option<TokenHash>,
+}
+
+struct ConversationState {
+    conversation: Conversation,
+    /// History, oldest first. Never trimmed (the replay buffer is the log).
+    messages: Vec<StoredMessage>,
+    /// Consecutive agent messages since the last human one (protocol §4).
+    agent_rounds: u32,
+}
+
+struct Log {
+    epoch: Epoch,
+    entries: VecDeque<Arc<LogRecord>>,
+    /// Id of the newest entry ever appended (the head).
+    last: EntryId,
+    /// Id of the newest entry trimmed away. A cursor below it is expired.
+    max_deleted: EntryId,
+    /// Wakes tails when `last` moves.
+    head_tx: watch::Sender<EntryId>,
+}
+
+impl Log {
+    fn new() -> Self {
+        let epoch: String = rand::rng()
+            .sample_iter(rand::distr::Alphanumeric)
+            .take(10)
+            .map(|c| (c as char).to_ascii_lowercase())
+            .collect();
+        Log {
+            epoch: Epoch(epoch),
+            entries: VecDeque::new(),
+            last: EntryId::ZERO,
+            max_deleted: EntryId::ZERO,
+            head_tx: watch::channel(EntryId::ZERO).0,
+        }
+    }
+
+    fn append(&mut self, event: LogEvent, limits: &MemoryLimits) -> EntryId {
+        let now = now_ms();
+        let id = if now > self.last.ms {
+            EntryId::new(now, 0)
+        } else {
+            self.last.next()
+        };
+        self.entries.push_back(Arc::new(LogRecord { id, event }));
+        self.last = id;
+        self.trim(now, limits);
+        self.head_tx.send_replace(id);
+        id
+    }
+
+    /// Drops entries older than the replay window (like Redis `XTRIM MINID`)
+    /// and beyond the entry cap (like `MAXLEN`).
+    fn trim(&mut self, now: u64, limits: &MemoryLimits) {
+        let min_ms = now.saturating_sub(limits.replay_window.as_millis() as u64);
+        while let Some(front) = self.entries.front() {
+            if front.id.ms < min_ms || self.entries.len() > limits.max_entries {
+                self.max_deleted = front.id;
+                self.entries.pop_front();
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn read(&self, after: &LogPosition, max: usize) -> Replay {
+        if after.epoch != self.epoch {
+            return Replay::EpochChanged;
+        }
+        if after.entry < self.max_deleted || after.entry > self.last {
+            return Replay::Expired;
+        }
+        let start = self.entries.partition_point(|r| r.id <= after.entry);
+        let records: Vec<_> = self.entries.iter().skip(start).take(max).cloned().collect();
+        let through = if records.len() < max {
+            self.last.max(after.entry)
+        } else {
+            records.last().map(|r| r.id).unwrap_or(after.entry)
+        };
+        Replay::Records { records, through }
+    }
+}
+
+fn log_of<'a>(logs: &'a mut HashMap<BayId, Log>, bay: &BayId) -> &'a mut Log {
+    logs.entry(bay.clone()).or_insert_with(Log::new)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl MemoryStore {
+    /// Creates an empty store.
+    pub fn new(limits: MemoryLimits) -> Self {
+        MemoryStore {
+            limits,
+            state: Mutex::new(State::default()),
+        }
+    }
+}
+
+fn roster_event(c: &Conversation) -> LogEvent {
+    LogEvent::Roster {
+        conversation: c.reference(),
+        members: c.member_ids(),
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn create_bay(&self, bay: Bay) -> Result<Created<Bay>, StoreError> {
+        let mut st = self.state.lock();
+        if st.bays.contains_key(&bay.id) {
+            return Ok(Created::AlreadyExists);
+        }
+        st.bays.insert(
+            bay.id.clone(),
+            BayState {
+                bay: bay.clone(),
+                participants: HashMap::new(),
+                conversations: HashMap::new(),
+            },
+        );
+        Ok(Created::Created(bay))
+    }
+
+    async fn bay(&self, bay: &BayId) -> Result<Option<Bay>, StoreError> {
+        Ok(self.state.lock().bays.get(bay).map(|b| b.bay.clone()))
+    }
+
+    async fn create_participant(
+        &self,
+        bay: &BayId,
+        participant: Participant,
+        token: TokenHash,
+    ) -> Result<Created<Participant>, StoreError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let Some(b) = st.bays.get_mut(bay) else {
+            return Ok(Created::AlreadyExists);
+        };
+        if b.participants.contains_key(&participant.id) || st.tokens.contains_key(&token) {
+            return Ok(Created::AlreadyExists);
+        }
+        st.tokens
+            .insert(token.clone(), (bay.clone(), participant.id.clone()));
+        b.participants.insert(
+            participant.id.clone(),
+            ParticipantState {
+                participant: participant.clone(),
+                token: Some(token),
+            },
+        );
+        Ok(Created::Created(participant))
+    }
+
+    async fn participant(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<Participant>, StoreError> {
+        Ok(self
+            .state
+            .lock()
+            .bays
+            .get(bay)
+            .and_then(|b| b.participants.get(participant))
+            .map(|p| p.participant.clone()))
+    }
+
+    async fn participants(&self, bay: &BayId) -> Result<Vec<Participant>, StoreError> {
+        let st = self.state.lock();
+        let mut out: Vec<Participant> = st
+            .bays
+            .get(bay)
+            .map(|b| {
+                b.participants
+                    .values()
+                    .map(|p| p.participant.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    async fn set_token(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        token: Option<TokenHash>,
+    ) -> Result<Updated<()>, StoreError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let Some(b) = st.bays.get_mut(bay) else {
+            return Ok(Updated::NotFound);
+        };
+        let Some(p) = b.participants.get_mut(participant) else {
+            return Ok(Updated::NotFound);
+        };
+        let old = std::mem::replace(&mut p.token, token.clone());
+        if let Some(new) = token {
+            st.tokens.insert(new, (bay.clone(), participant.clone()));
+        }
+        if let Some(old) = old {
+            st.tokens.remove(&old);
+            log_of(&mut st.logs, bay).append(
+                LogEvent::CredentialRevoked {
+                    participant: participant.clone(),
+                    token: old.id(),
+                },
+                &self.limits,
+            );
+        }
+        Ok(Updated::Updated(()))
+    }
+
+    async fn authenticate(&self, token: &TokenHash) -> Result<Option<Principal>, StoreError> {
+        let st = self.state.lock();
+        let Some((bay, pid)) = st.tokens.get(token) else {
+            return Ok(None);
+        };
+        Ok(st
+            .bays
+            .get(bay)
+            .and_then(|b| b.participants.get(pid))
+            .map(|p| Principal {
+                bay: bay.clone(),
+                participant: p.participant.clone(),
+                token: token.id(),
+            }))
+    }
+
+    async fn create_conversation(
+        &self,
+        bay: &BayId,
+        conversation: Conversation,
+    ) -> Result<Created<Conversation>, StoreError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let Some(b) = st.bays.get_mut(bay) else {
+            return Ok(Created::AlreadyExists);
+        };
+        if b.conversations.contains_key(&conversation.id) {
+            return Ok(Created::AlreadyExists);
+        }
+        log_of(&mut st.logs, bay).append(roster_event(&conversation), &self.limits);
+        b.conversations.insert(
+            conversation.id.clone(),
+            ConversationState {
+                conversation: conversation.clone(),
+                messages: Vec::new(),
+                agent_rounds: 0,
+            },
+        );
+        Ok(Created::Created(conversation))
+    }
+
+    async fn conversation(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+    ) -> Result<Option<Conversation>, StoreError> {
+        Ok(self
+            .state
+            .lock()
+            .bays
+            .get(bay)
+            .and_then(|b| b.conversations.get(conversation))
+            .map(|c| c.conversation.clone()))
+    }
+
+    async fn conversations(&self, bay: &BayId) -> Result<Vec<Conversation>, StoreError> {
+        let st = self.state.lock();
+        let mut out: Vec<Conversation> = st
+            .bays
+            .get(bay)
+            .map(|b| {
+                b.conversations
+                    .values()
+                    .map(|c| c.conversation.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    async fn conversations_of(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Vec<Conversation>, StoreError> {
+        let mut all = self.conversations(bay).await?;
+        all.retain(|c| c.member(participant).is_some());
+        Ok(all)
+    }
+
+    async fn upsert_member(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        member: Member,
+    ) -> Result<Updated<Conversation>, StoreError> {
+        self.change_conversation(bay, conversation, |c| {
+            match c
+                .members
+                .iter_mut()
+                .find(|m| m.participant == member.participant)
+            {
+                Some(existing) => existing.role = member.role,
+                None => c.members.push(member),
+            }
+            true
+        })
+    }
+
+    async fn remove_member(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        participant: &ParticipantId,
+    ) -> Result<Updated<Conversation>, StoreError> {
+        self.change_conversation(bay, conversation, |c| {
+            let before = c.members.len();
+            c.members.retain(|m| &m.participant != participant);
+            c.members.len() != before
+        })
+    }
+
+    async fn update_conversation(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        title: Option<Option<String>>,
+        policy: Option<Policy>,
+    ) -> Result<Updated<Conversation>, StoreError> {
+        self.change_conversation(bay, conversation, |c| {
+            if let Some(title) = title {
+                c.title = title;
+            }
+            if let Some(policy) = policy {
+                c.policy = policy;
+            }
+            true
+        })
+    }
+
+    async fn append_message(
+        &self,
+        bay: &BayId,
+        new: NewMessage,
+        sender_kind: ParticipantKind,
+    ) -> Result<Appended, StoreError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let b = st.bays.get_mut(bay).ok_or_else(|| StoreError::Corrupt {
+            doing: "appending a message",
+            cause: format!("bay {bay} vanished"),
+        })?;
+        let conv = b
+            .conversations
+            .get_mut(&new.conversation.id)
+            .ok_or_else(|| StoreError::Corrupt {
+                doing: "appending a message",
+                cause: format!("conversation {} vanished", new.conversation.id),
+            })?;
+        let mut message = new.message;
+        // History is ordered by createdAt (the `since` poll relies on it):
+        // stamp here, strictly after the previous message, at wire precision.
+        let floor = conv
+            .messages
+            .last()
+            .map(|m| m.created_at + chrono::Duration::milliseconds(1));
+        let now = Utc::now().trunc_subsecs(3);
+        message.created_at = floor.map_or(now, |f| f.max(now));
+        match sender_kind {
+            ParticipantKind::User => conv.agent_rounds = 0,
+            ParticipantKind::Agent => {
+                conv.agent_rounds += 1;
+                if let Some(cap) = new.round_cap {
+                    message.routing.suppressed = conv.agent_rounds >= u32::from(cap);
+                }
+            }
+        }
+        conv.messages.push(message.clone());
+        let entry = log_of(&mut st.logs, bay).append(
+            LogEvent::Message {
+                conversation: new.conversation,
+                message: message.clone(),
+            },
+            &self.limits,
+        );
+        Ok(Appended { message, entry })
+    }
+
+    async fn message(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        message: &MessageId,
+    ) -> Result<Option<StoredMessage>, StoreError> {
+        Ok(self.with_history(bay, conversation, |msgs| {
+            msgs.iter().rev().find(|m| &m.id == message).cloned()
+        }))
+    }
+
+    async fn messages_since(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        since: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        Ok(self.with_history(bay, conversation, |msgs| {
+            let start = msgs.partition_point(|m| m.created_at <= since);
+            msgs[start..].iter().take(limit).cloned().collect()
+        }))
+    }
+
+    async fn messages_before(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        before: Option<&MessageId>,
+        limit: usize,
+    ) -> Result<(Vec<StoredMessage>, bool), StoreError> {
+        Ok(self.with_history(bay, conversation, |msgs| {
+            let end = match before {
+                Some(id) => msgs.iter().position(|m| &m.id == id).unwrap_or(0),
+                None => msgs.len(),
+            };
+            let start = end.saturating_sub(limit);
+            (msgs[start..end].to_vec(), start > 0)
+        }))
+    }
+
+    async fn log_head(&self, bay: &BayId) -> Result<LogPosition, StoreError> {
+        let mut st = self.state.lock();
+        let log = log_of(&mut st.logs, bay);
+        Ok(LogPosition {
+            epoch: log.epoch.clone(),
+            entry: log.last,
+        })
+    }
+
+    async fn read_log(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<Replay, StoreError> {
+        let (replay, mut head_rx) = {
+            let mut st = self.state.lock();
+            let log = log_of(&mut st.logs, bay);
+            (log.read(after, max), log.head_tx.subscribe())
+        };
+        let Some(block) = block else {
+            return Ok(replay);
+        };
+        match &replay {
+            Replay::Records { records, .. } if records.is_empty() => {}
+            _ => return Ok(replay),
+        }
+        head_rx.mark_unchanged();
+        let deadline = tokio::time::Instant::now() + block;
+        loop {
+            match tokio::time::timeout_at(deadline, head_rx.changed()).await {
+                Ok(Ok(())) => {
+                    if *head_rx.borrow_and_update() > after.entry {
+                        let mut st = self.state.lock();
+                        return Ok(log_of(&mut st.logs, bay).read(after, max));
+                    }
+                }
+                // Timed out, or the log was dropped: report what we had.
+                Ok(Err(_)) | Err(_) => return Ok(replay),
+            }
+        }
+    }
+
+    async fn append_control(&self, bay: &BayId, event: LogEvent) -> Result<EntryId, StoreError> {
+        let mut st = self.state.lock();
+        Ok(log_of(&mut st.logs, bay).append(event, &self.limits))
+    }
+}
+
+impl MemoryStore {
+    fn with_history<T: Default>(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        f: impl FnOnce(&[StoredMessage]) -> T,
+    ) -> T {
+        let st = self.state.lock();
+        st.bays
+            .get(bay)
+            .and_then(|b| b.conversations.get(conversation))
+            .map(|c| f(&c.messages))
+            .unwrap_or_default()
+    }
+
+    /// Applies `change` (which reports whether it changed anything) and, when
+    /// it did, appends the new roster to the log in the same critical section.
+    fn change_conversation(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        change: impl FnOnce(&mut Conversation) -> bool,
+    ) -> Result<Updated<Conversation>, StoreError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let Some(b) = st.bays.get_mut(bay) else {
+            return Ok(Updated::NotFound);
+        };
+        let Some(c) = b.conversations.get_mut(conversation) else {
+            return Ok(Updated::NotFound);
+        };
+        if !change(&mut c.conversation) {
+            return Ok(Updated::NotFound);
+        }
+        let snapshot = c.conversation.clone();
+        log_of(&mut st.logs, bay).append(roster_event(&snapshot), &self.limits);
+        Ok(Updated::Updated(snapshot))
+    }
+}

@@ -1,0 +1,287 @@
+//! The settings types, their defaults (the embedded `default.toml`) and the
+//! ways to print them.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The text of `config/default.toml`, compiled in.
+///
+/// It is the single source of the built-in defaults: [`Settings::default`]
+/// parses it, so the documented file and the running defaults cannot drift.
+pub const DEFAULT_TOML: &str = include_str!("../default.toml");
+
+/// What a secret is replaced with by [`Settings::masked`] and `Debug`.
+pub const MASK: &str = "********";
+
+/// Every setting of a Switchboard node. See `config/default.toml` for the
+/// meaning, unit and protocol rule of each field.
+///
+/// `Debug` masks the secrets (`admin_token`, the password in `redis.url`);
+/// `Serialize` does not — use [`Settings::masked`] before showing it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Listener address, `host:port`.
+    pub bind: String,
+    /// Storage engine.
+    pub store: StoreKind,
+    /// Redis connection, used when `store` is [`StoreKind::Redis`].
+    pub redis: RedisSettings,
+    /// File of Bays, participants and tokens loaded at start-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<PathBuf>,
+    /// Bearer token of the admin API. Secret. Invariant (validated): not empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_token: Option<String>,
+    /// Log line format.
+    pub log_format: LogFormat,
+    /// actix-web worker threads; `None` = one per CPU core. Invariant: not `Some(0)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+    /// How long a Bay's log keeps events for replay (protocol §11: 15 min).
+    /// Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub replay_window: Duration,
+    /// Cap on the entries of one Bay's log, whatever their age. Invariant: at least 1.
+    pub replay_max_entries: usize,
+    /// Request, size and connection limits.
+    pub limits: Limits,
+    /// Timeouts and intervals.
+    pub timing: Timing,
+}
+
+/// Storage engine of the node.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// In process, single node; state is lost on exit.
+    #[default]
+    Memory,
+    /// Shared Redis; many nodes.
+    Redis,
+}
+
+/// Format of log lines.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Redis connection settings.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSettings {
+    /// `redis://`, `rediss://`, `redis+unix://` or `unix://` URL. May hold a password (secret).
+    pub url: String,
+    /// Pooled connections per node. Invariant: at least 1.
+    pub pool_size: usize,
+}
+
+/// Rate, size and connection limits. Every field is at least 1 unless it says otherwise.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// `/updates` calls per token per minute (protocol §11: 20/min, its own bucket).
+    pub updates_per_minute: u32,
+    /// Agent API calls per token per minute, `/updates` excluded (protocol §11: 60/min).
+    pub agent_requests_per_minute: u32,
+    /// Longest message `content`, in Unicode characters.
+    pub max_content_chars: usize,
+    /// Largest HTTP request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Largest WebSocket frame from a client, in bytes.
+    pub max_ws_frame_bytes: usize,
+    /// Concurrent connections per client IP on this node; 0 = unlimited.
+    pub max_connections_per_ip: usize,
+    /// Concurrent connections on this node.
+    pub max_connections: usize,
+    /// Frames queued per session before it is closed as too slow.
+    pub outbound_queue_frames: usize,
+}
+
+/// Timeouts and intervals. Every duration is non-zero unless it says otherwise.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timing {
+    /// `/updates` hold time when `wait` is absent or unparsable (protocol §11: 25 s).
+    #[serde(with = "humantime_serde")]
+    pub updates_wait_default: Duration,
+    /// Lower clamp of `wait` (protocol §11: 1 s). Invariant: `>= 1s`, `<= updates_wait_default`.
+    #[serde(with = "humantime_serde")]
+    pub updates_wait_min: Duration,
+    /// Upper clamp of `wait` (protocol §11: 30 s). Invariant: `>= updates_wait_default`, `<= 30s`.
+    #[serde(with = "humantime_serde")]
+    pub updates_wait_max: Duration,
+    /// Time a WebSocket has to send `hello` (protocol §11: 10 s).
+    #[serde(with = "humantime_serde")]
+    pub hello_timeout: Duration,
+    /// Interval of server pings (protocol §11: 20 s).
+    #[serde(with = "humantime_serde")]
+    pub ping_interval: Duration,
+    /// Consecutive missed pongs that drop a connection (protocol §11: 2). Invariant: at least 1.
+    pub missed_pongs: u32,
+    /// Interval of the idle `cursor` frame (protocol §11: ~25 s).
+    #[serde(with = "humantime_serde")]
+    pub idle_cursor_interval: Duration,
+    /// How often idle sessions' cursors advance through watermarks.
+    #[serde(with = "humantime_serde")]
+    pub watermark_interval: Duration,
+    /// Lifetime of a typing indicator (protocol §11: 5 s).
+    #[serde(with = "humantime_serde")]
+    pub typing_ttl: Duration,
+    /// Grace period for open connections on shutdown; zero is allowed (close at once).
+    #[serde(with = "humantime_serde")]
+    pub drain_timeout: Duration,
+    /// Idle conversation / feed actors stop after this long.
+    #[serde(with = "humantime_serde")]
+    pub actor_idle_timeout: Duration,
+}
+
+impl Default for Settings {
+    /// The embedded `config/default.toml`, parsed.
+    fn default() -> Self {
+        static DEFAULTS: OnceLock<Settings> = OnceLock::new();
+        DEFAULTS
+            .get_or_init(|| {
+                // The file is compiled in and a test parses it, so this cannot fail at run time.
+                toml::from_str(DEFAULT_TOML).expect("embedded config/default.toml is valid")
+            })
+            .clone()
+    }
+}
+
+impl Default for RedisSettings {
+    /// `[redis]` of the embedded `default.toml`.
+    fn default() -> Self {
+        Settings::default().redis
+    }
+}
+
+impl Default for Limits {
+    /// `[limits]` of the embedded `default.toml`.
+    fn default() -> Self {
+        Settings::default().limits
+    }
+}
+
+impl Default for Timing {
+    /// `[timing]` of the embedded `default.toml`.
+    fn default() -> Self {
+        Settings::default().timing
+    }
+}
+
+impl Settings {
+    /// A copy safe to print or log: `admin_token` becomes [`MASK`] and the
+    /// password in `redis.url` (userinfo or a `pass` / `password` query
+    /// parameter) is masked.
+    pub fn masked(&self) -> Settings {
+        let mut masked = self.clone();
+        if masked.admin_token.is_some() {
+            masked.admin_token = Some(MASK.to_owned());
+        }
+        masked.redis.url = mask_url_password(&self.redis.url);
+        masked
+    }
+
+    /// The settings as pretty TOML, loadable again with `--config`.
+    ///
+    /// Secrets are included as they are: call [`Settings::masked`] first to
+    /// print them.
+    pub fn to_toml(&self) -> String {
+        // Every field is a string, integer, duration string or table with no
+        // `None` inside arrays, all of which TOML can express.
+        toml::to_string_pretty(self).expect("settings always serialize to TOML")
+    }
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("bind", &self.bind)
+            .field("store", &self.store)
+            .field("redis", &self.redis)
+            .field("bootstrap", &self.bootstrap)
+            .field("admin_token", &self.admin_token.as_ref().map(|_| MASK))
+            .field("log_format", &self.log_format)
+            .field("workers", &self.workers)
+            .field("replay_window", &self.replay_window)
+            .field("replay_max_entries", &self.replay_max_entries)
+            .field("limits", &self.limits)
+            .field("timing", &self.timing)
+            .finish()
+    }
+}
+
+impl fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("url", &mask_url_password(&self.url))
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
+}
+
+/// Replaces the password of a URL with [`MASK`]: the part after `:` in the
+/// userinfo (`redis://user:secret@host` → `redis://user:********@host`) and
+/// the value of `pass=` / `password=` query parameters (redis-rs reads those
+/// for unix sockets). Anything else is returned unchanged.
+pub fn mask_url_password(url: &str) -> String {
+    let (head, query) = match url.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (url, None),
+    };
+    let mut out = String::with_capacity(url.len());
+    match head.split_once("://") {
+        Some((scheme, rest)) => {
+            out.push_str(scheme);
+            out.push_str("://");
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => {
+                    match userinfo.split_once(':') {
+                        Some((user, _password)) => {
+                            out.push_str(user);
+                            out.push(':');
+                            out.push_str(MASK);
+                        }
+                        None => out.push_str(userinfo),
+                    }
+                    out.push('@');
+                    out.push_str(host);
+                }
+                None => out.push_str(authority),
+            }
+            out.push_str(path);
+        }
+        None => out.push_str(head),
+    }
+    if let Some(query) = query {
+        out.push('?');
+        let params: Vec<String> = query
+            .split('&')
+            .map(|param| match param.split_once('=') {
+                Some((name, _)) if name == "pass" || name == "password" => {
+                    format!("{name}={MASK}")
+                }
+                _ => param.to_owned(),
+            })
+            .collect();
+        out.push_str(&params.join("&"));
+    }
+    out
+}

@@ -1,0 +1,175 @@
+//! Range checks that serde's types cannot express.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::{ConfigError, Settings};
+
+/// Protocol §11: the `wait` of `GET /updates` is clamped to 1–30 s, so the
+/// configurable clamp must stay inside that range.
+pub const UPDATES_WAIT_FLOOR: Duration = Duration::from_secs(1);
+/// See [`UPDATES_WAIT_FLOOR`].
+pub const UPDATES_WAIT_CEILING: Duration = Duration::from_secs(30);
+
+/// URL schemes a Redis URL may use.
+const REDIS_SCHEMES: [&str; 4] = ["redis", "rediss", "redis+unix", "unix"];
+
+impl Settings {
+    /// Checks every range and cross-field rule.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] naming the first offending key (dotted, e.g.
+    /// `timing.hello_timeout`), with what is allowed.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_bind(&self.bind)?;
+
+        check_redis_url(&self.redis.url)?;
+        at_least_one("redis.pool_size", self.redis.pool_size)?;
+
+        if let Some(token) = &self.admin_token {
+            if token.is_empty() {
+                return Err(ConfigError::invalid(
+                    "admin_token",
+                    "must not be empty (leave it unset for no admin token)",
+                ));
+            }
+        }
+        if self.workers == Some(0) {
+            return Err(ConfigError::invalid(
+                "workers",
+                "must be at least 1 (leave it unset for one per CPU core)",
+            ));
+        }
+
+        non_zero("replay_window", self.replay_window)?;
+        at_least_one("replay_max_entries", self.replay_max_entries)?;
+
+        let limits = &self.limits;
+        at_least_one(
+            "limits.updates_per_minute",
+            limits.updates_per_minute as usize,
+        )?;
+        at_least_one(
+            "limits.agent_requests_per_minute",
+            limits.agent_requests_per_minute as usize,
+        )?;
+        at_least_one("limits.max_content_chars", limits.max_content_chars)?;
+        at_least_one("limits.max_body_bytes", limits.max_body_bytes)?;
+        at_least_one("limits.max_ws_frame_bytes", limits.max_ws_frame_bytes)?;
+        // limits.max_connections_per_ip: 0 means unlimited, every value is valid.
+        at_least_one("limits.max_connections", limits.max_connections)?;
+        at_least_one("limits.outbound_queue_frames", limits.outbound_queue_frames)?;
+
+        let timing = &self.timing;
+        if timing.updates_wait_min < UPDATES_WAIT_FLOOR {
+            return Err(ConfigError::invalid(
+                "timing.updates_wait_min",
+                format!(
+                    "is {}, must be at least 1s (protocol §11: wait is clamped to 1–30 s)",
+                    show(timing.updates_wait_min)
+                ),
+            ));
+        }
+        if timing.updates_wait_max > UPDATES_WAIT_CEILING {
+            return Err(ConfigError::invalid(
+                "timing.updates_wait_max",
+                format!(
+                    "is {}, must be at most 30s (protocol §11: wait is clamped to 1–30 s)",
+                    show(timing.updates_wait_max)
+                ),
+            ));
+        }
+        if timing.updates_wait_default < timing.updates_wait_min {
+            return Err(ConfigError::invalid(
+                "timing.updates_wait_default",
+                format!(
+                    "is {}, must be at least timing.updates_wait_min ({})",
+                    show(timing.updates_wait_default),
+                    show(timing.updates_wait_min)
+                ),
+            ));
+        }
+        if timing.updates_wait_default > timing.updates_wait_max {
+            return Err(ConfigError::invalid(
+                "timing.updates_wait_default",
+                format!(
+                    "is {}, must be at most timing.updates_wait_max ({})",
+                    show(timing.updates_wait_default),
+                    show(timing.updates_wait_max)
+                ),
+            ));
+        }
+        non_zero("timing.hello_timeout", timing.hello_timeout)?;
+        non_zero("timing.ping_interval", timing.ping_interval)?;
+        at_least_one("timing.missed_pongs", timing.missed_pongs as usize)?;
+        non_zero("timing.idle_cursor_interval", timing.idle_cursor_interval)?;
+        non_zero("timing.watermark_interval", timing.watermark_interval)?;
+        non_zero("timing.typing_ttl", timing.typing_ttl)?;
+        // timing.drain_timeout: zero is valid (close connections at once).
+        non_zero("timing.actor_idle_timeout", timing.actor_idle_timeout)?;
+        Ok(())
+    }
+}
+
+fn show(duration: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(duration)
+}
+
+fn non_zero(key: &str, value: Duration) -> Result<(), ConfigError> {
+    if value.is_zero() {
+        return Err(ConfigError::invalid(
+            key,
+            "must be a duration greater than zero, e.g. \"500ms\" or \"10s\"",
+        ));
+    }
+    Ok(())
+}
+
+fn at_least_one(key: &str, value: usize) -> Result<(), ConfigError> {
+    if value == 0 {
+        return Err(ConfigError::invalid(key, "is 0, must be at least 1"));
+    }
+    Ok(())
+}
+
+/// `host:port` with a numeric port: a socket address, or a host name
+/// (resolved by the listener, not here, so validation never does DNS).
+fn check_bind(bind: &str) -> Result<(), ConfigError> {
+    if bind.parse::<SocketAddr>().is_ok() {
+        return Ok(());
+    }
+    let valid = match bind.rsplit_once(':') {
+        Some((host, port)) => {
+            !host.is_empty()
+                && !host.contains(char::is_whitespace)
+                && (!host.contains(':') || (host.starts_with('[') && host.ends_with(']')))
+                && port.parse::<u16>().is_ok()
+        }
+        None => false,
+    };
+    if valid {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            "bind",
+            format!("{bind:?} is not host:port, e.g. \"127.0.0.1:8080\" or \"[::]:8080\""),
+        ))
+    }
+}
+
+fn check_redis_url(url: &str) -> Result<(), ConfigError> {
+    let valid = match url.split_once("://") {
+        Some((scheme, rest)) => REDIS_SCHEMES.contains(&scheme) && !rest.is_empty(),
+        None => false,
+    };
+    if valid {
+        Ok(())
+    } else {
+        // The URL may hold a password: never echo it.
+        Err(ConfigError::invalid(
+            "redis.url",
+            "must be a redis://, rediss://, redis+unix:// or unix:// URL",
+        ))
+    }
+}

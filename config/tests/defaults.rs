@@ -1,0 +1,301 @@
+//! The built-in defaults: the embedded `default.toml`, the protocol's numbers,
+//! validation, masking and printing. No environment is touched here.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use switchboard_config::{
+    mask_url_password, ConfigError, Limits, LogFormat, RedisSettings, Settings, StoreKind, Timing,
+    DEFAULT_TOML, MASK,
+};
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+#[test]
+fn defaults_equal_the_protocol_values() {
+    let expected = Settings {
+        bind: "127.0.0.1:8080".into(),
+        store: StoreKind::Memory,
+        redis: RedisSettings {
+            url: "redis://127.0.0.1:6379".into(),
+            pool_size: 16,
+        },
+        bootstrap: None,
+        admin_token: None,
+        log_format: LogFormat::Text,
+        workers: None,
+        // protocol §11: the replay buffer holds content for up to 15 minutes
+        replay_window: secs(15 * 60),
+        replay_max_entries: 1_000_000,
+        limits: Limits {
+            updates_per_minute: 20,        // protocol §11: /updates bucket 20/min
+            agent_requests_per_minute: 60, // protocol §11: 60 req/min agent budget
+            max_content_chars: 32_000,
+            max_body_bytes: 262_144,
+            max_ws_frame_bytes: 65_536,
+            max_connections_per_ip: 1000,
+            max_connections: 100_000,
+            outbound_queue_frames: 4096,
+        },
+        timing: Timing {
+            updates_wait_default: secs(25), // protocol §11: absent wait → 25
+            updates_wait_min: secs(1),      // protocol §11: clamped to 1–30
+            updates_wait_max: secs(30),
+            hello_timeout: secs(10), // protocol §11: hello within 10 seconds
+            ping_interval: secs(20), // protocol §11: pings every 20 seconds
+            missed_pongs: 2,         // protocol §11: drops one that misses two
+            idle_cursor_interval: secs(25), // protocol §11: cursor every ~25s while idle
+            watermark_interval: secs(1),
+            typing_ttl: secs(5), // protocol §11: typing has a 5s TTL
+            drain_timeout: secs(10),
+            actor_idle_timeout: secs(60),
+        },
+    };
+    assert_eq!(Settings::default(), expected);
+    assert_eq!(Limits::default(), expected.limits);
+    assert_eq!(Timing::default(), expected.timing);
+    assert_eq!(RedisSettings::default(), expected.redis);
+    assert_eq!(StoreKind::default(), StoreKind::Memory);
+    assert_eq!(LogFormat::default(), LogFormat::Text);
+}
+
+#[test]
+fn embedded_default_toml_parses_and_validates() {
+    let parsed: Settings = toml::from_str(DEFAULT_TOML).expect("default.toml parses");
+    assert_eq!(parsed, Settings::default());
+    parsed.validate().expect("defaults are valid");
+}
+
+#[test]
+fn embedded_default_toml_is_the_file_on_disk() {
+    let on_disk = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/default.toml"))
+        .expect("config/default.toml exists");
+    assert_eq!(on_disk, DEFAULT_TOML);
+}
+
+/// The optional settings are shown commented out; uncommented, each example parses.
+#[test]
+fn commented_out_examples_in_default_toml_parse() {
+    let uncommented: String = DEFAULT_TOML
+        .lines()
+        .map(|line| {
+            for key in ["bootstrap", "admin_token", "workers"] {
+                if let Some(rest) = line.strip_prefix(&format!("# {key} = ")) {
+                    return format!("{key} = {rest}\n");
+                }
+            }
+            format!("{line}\n")
+        })
+        .collect();
+    let parsed: Settings = toml::from_str(&uncommented).expect("examples parse");
+    assert_eq!(parsed.bootstrap, Some(PathBuf::from("bootstrap.toml")));
+    assert_eq!(parsed.admin_token.as_deref(), Some("change-me"));
+    assert_eq!(parsed.workers, Some(4));
+    parsed.validate().expect("examples are valid");
+}
+
+/// Every `key = value` line in default.toml has a comment right above it.
+#[test]
+fn every_setting_in_default_toml_is_documented() {
+    let mut previous = "";
+    for line in DEFAULT_TOML.lines() {
+        let trimmed = line.trim();
+        let is_setting = !trimmed.is_empty()
+            && !trimmed.starts_with('#')
+            && !trimmed.starts_with('[')
+            && trimmed.contains(" = ");
+        if is_setting {
+            assert!(
+                previous.starts_with('#'),
+                "`{trimmed}` in default.toml has no comment above it"
+            );
+        }
+        previous = trimmed;
+    }
+}
+
+fn invalid_key(settings: &Settings) -> String {
+    match settings.validate() {
+        Err(ConfigError::Invalid { key, .. }) => key,
+        other => panic!("expected an invalid key, got {other:?}"),
+    }
+}
+
+#[test]
+fn out_of_range_values_name_their_key() {
+    type Spoil = fn(&mut Settings);
+    let cases: Vec<(&str, Spoil)> = vec![
+        ("bind", |s| s.bind = "nowhere".into()),
+        ("bind", |s| s.bind = "host:99999".into()),
+        ("redis.url", |s| s.redis.url = "http://x".into()),
+        ("redis.pool_size", |s| s.redis.pool_size = 0),
+        ("admin_token", |s| s.admin_token = Some(String::new())),
+        ("workers", |s| s.workers = Some(0)),
+        ("replay_window", |s| s.replay_window = Duration::ZERO),
+        ("replay_max_entries", |s| s.replay_max_entries = 0),
+        ("limits.updates_per_minute", |s| {
+            s.limits.updates_per_minute = 0
+        }),
+        ("limits.agent_requests_per_minute", |s| {
+            s.limits.agent_requests_per_minute = 0
+        }),
+        ("limits.max_content_chars", |s| {
+            s.limits.max_content_chars = 0
+        }),
+        ("limits.max_body_bytes", |s| s.limits.max_body_bytes = 0),
+        ("limits.max_ws_frame_bytes", |s| {
+            s.limits.max_ws_frame_bytes = 0
+        }),
+        ("limits.max_connections", |s| s.limits.max_connections = 0),
+        ("limits.outbound_queue_frames", |s| {
+            s.limits.outbound_queue_frames = 0
+        }),
+        ("timing.updates_wait_min", |s| {
+            s.timing.updates_wait_min = Duration::from_millis(500)
+        }),
+        ("timing.updates_wait_max", |s| {
+            s.timing.updates_wait_max = secs(31 * 60)
+        }),
+        ("timing.updates_wait_default", |s| {
+            s.timing.updates_wait_default = secs(31)
+        }),
+        ("timing.updates_wait_default", |s| {
+            s.timing.updates_wait_min = secs(10);
+            s.timing.updates_wait_default = secs(5);
+        }),
+        ("timing.updates_wait_default", |s| {
+            s.timing.updates_wait_max = secs(20);
+        }),
+        ("timing.hello_timeout", |s| {
+            s.timing.hello_timeout = Duration::ZERO
+        }),
+        ("timing.ping_interval", |s| {
+            s.timing.ping_interval = Duration::ZERO
+        }),
+        ("timing.missed_pongs", |s| s.timing.missed_pongs = 0),
+        ("timing.idle_cursor_interval", |s| {
+            s.timing.idle_cursor_interval = Duration::ZERO
+        }),
+        ("timing.watermark_interval", |s| {
+            s.timing.watermark_interval = Duration::ZERO
+        }),
+        ("timing.typing_ttl", |s| {
+            s.timing.typing_ttl = Duration::ZERO
+        }),
+        ("timing.actor_idle_timeout", |s| {
+            s.timing.actor_idle_timeout = Duration::ZERO
+        }),
+    ];
+    for (key, spoil) in cases {
+        let mut settings = Settings::default();
+        spoil(&mut settings);
+        assert_eq!(invalid_key(&settings), key, "{settings:?}");
+        let message = settings.validate().unwrap_err().to_string();
+        assert!(message.contains(&format!("`{key}`")), "{message}");
+    }
+}
+
+#[test]
+fn edge_values_that_make_sense_are_valid() {
+    let mut settings = Settings::default();
+    settings.limits.max_connections_per_ip = 0; // unlimited
+    settings.timing.drain_timeout = Duration::ZERO; // close at once
+    settings.timing.updates_wait_min = secs(30);
+    settings.timing.updates_wait_default = secs(30);
+    settings.bind = "[::]:0".into();
+    settings.redis.url = "rediss://user:pw@redis.example:6380/2".into();
+    settings.workers = Some(1);
+    settings.validate().expect("valid");
+    settings.bind = "localhost:8080".into();
+    settings.redis.url = "redis+unix:///run/redis.sock".into();
+    settings.validate().expect("valid");
+}
+
+#[test]
+fn masking_hides_the_admin_token_and_redis_password() {
+    let settings = Settings {
+        admin_token: Some("s3cret-token".into()),
+        redis: RedisSettings {
+            url: "redis://default:hunter2@db:6379/0".into(),
+            pool_size: 16,
+        },
+        ..Settings::default()
+    };
+
+    let masked = settings.masked();
+    assert_eq!(masked.admin_token.as_deref(), Some(MASK));
+    assert_eq!(
+        masked.redis.url,
+        format!("redis://default:{MASK}@db:6379/0")
+    );
+    // Nothing else changes, and the original keeps its secrets.
+    assert_eq!(masked.bind, settings.bind);
+    assert_eq!(settings.admin_token.as_deref(), Some("s3cret-token"));
+
+    for shown in [
+        masked.to_toml(),
+        format!("{settings:?}"),
+        format!("{masked:?}"),
+    ] {
+        assert!(!shown.contains("s3cret-token"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+    // No token stays no token.
+    assert_eq!(Settings::default().masked().admin_token, None);
+}
+
+#[test]
+fn url_password_masking_cases() {
+    for (url, masked) in [
+        ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+        ("redis://:pw@h:1", "redis://:********@h:1"),
+        ("redis://user@h:1", "redis://user@h:1"),
+        ("rediss://u:p@ss@h/3", "rediss://u:********@h/3"),
+        (
+            "unix:///tmp/r.sock?db=1&pass=pw",
+            "unix:///tmp/r.sock?db=1&pass=********",
+        ),
+        (
+            "redis+unix:///tmp/r.sock?password=pw",
+            "redis+unix:///tmp/r.sock?password=********",
+        ),
+        ("not a url", "not a url"),
+    ] {
+        assert_eq!(mask_url_password(url), masked, "{url}");
+    }
+}
+
+#[test]
+fn to_toml_round_trips() {
+    let mut settings = Settings {
+        bootstrap: Some("seed.toml".into()),
+        admin_token: Some("tok".into()),
+        workers: Some(3),
+        store: StoreKind::Redis,
+        log_format: LogFormat::Json,
+        ..Settings::default()
+    };
+    settings.timing.watermark_interval = Duration::from_millis(250);
+    let text = settings.to_toml();
+    assert!(text.contains("replay_window = \"15m\""), "{text}");
+    assert!(text.contains("watermark_interval = \"250ms\""), "{text}");
+    assert!(text.contains("store = \"redis\""), "{text}");
+    let parsed: Settings = toml::from_str(&text).expect("to_toml output parses");
+    assert_eq!(parsed, settings);
+}
+
+#[test]
+fn serde_names_of_the_enums() {
+    assert_eq!(
+        serde_json::to_string(&StoreKind::Redis).unwrap(),
+        "\"redis\""
+    );
+    assert_eq!(
+        serde_json::to_string(&StoreKind::Memory).unwrap(),
+        "\"memory\""
+    );
+    assert_eq!(serde_json::to_string(&LogFormat::Json).unwrap(), "\"json\"");
+    assert_eq!(serde_json::to_string(&LogFormat::Text).unwrap(), "\"text\"");
+}

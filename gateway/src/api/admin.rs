@@ -1,0 +1,288 @@
+//! The admin API for operators and the platform backend, under
+//! `/api/admin`, authenticated by `Authorization: Bearer <admin token>`
+//! (from config / `SWITCHBOARD_ADMIN_TOKEN`). With no admin token
+//! configured every admin route answers 404, as if it did not exist.
+
+use crate::error::ApiError;
+use crate::provision::{self, NewConversation, NewParticipant, PolicyInput};
+use crate::state::AppState;
+use actix_web::http::header::AUTHORIZATION;
+use actix_web::{delete, patch, post, web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use switchboard_actors::model::{Conversation, Member};
+use switchboard_actors::store::Updated;
+use switchboard_actors::token::{self, TokenHash};
+use switchboard_protocol::error::ErrorCode;
+use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
+use switchboard_protocol::model::Role;
+
+/// Registers the routes under `/api/admin`.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(create_bay)
+        .service(create_participant)
+        .service(rotate_token)
+        .service(revoke_token)
+        .service(create_conversation)
+        .service(add_member)
+        .service(remove_member)
+        .service(patch_conversation);
+}
+
+/// Checks the admin bearer token. 404 when the admin API is disabled, 401
+/// for a wrong token. Compares SHA-256 digests so timing reveals nothing
+/// about the configured token.
+fn guard(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
+    let Some(expected) = &state.admin_token_hash else {
+        return Err(ApiError::not_found());
+    };
+    let presented = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| hex::encode(Sha256::digest(t.trim().as_bytes())))
+        .ok_or_else(ApiError::unauthorized)?;
+    let same = presented
+        .bytes()
+        .zip(expected.bytes())
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0;
+    if same && presented.len() == expected.len() {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized())
+    }
+}
+
+fn conversation_json(c: &Conversation) -> serde_json::Value {
+    json!({
+        "id": c.id,
+        "type": c.kind,
+        "title": c.title,
+        "policy": c.policy,
+        "members": c.members.iter().map(|m| json!({"participantId": m.participant, "role": m.role})).collect::<Vec<_>>(),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewBay {
+    id: Option<String>,
+    name: String,
+}
+
+/// `POST /bays` `{id?, name}` → 201 `{id, name}`; 409 when the id is taken.
+#[post("/bays")]
+async fn create_bay(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Json<NewBay>,
+) -> Result<HttpResponse, ApiError> {
+    guard(&state, &req)?;
+    let body = body.into_inner();
+    let bay = provision::create_bay(&*state.store, body.id, body.name).await?;
+    Ok(HttpResponse::Created().json(bay))
+}
+
+/// `POST /bays/{bay}/participants` `{id?, kind, name, description?}` →
+/// 201 `{participant, token}`. The token is shown only here.
+#[post("/bays/{bay}/participants")]
+async fn create_participant(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<NewParticipant>,
+) -> Result<HttpResponse, ApiError> {
+    guard(&state, &req)?;
+    let mut input = body.into_inner();
+    if input.token.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "token is minted by the server",
+        ));
+    }
+    input.token = None;
+    let bay = BayId(path.into_inner());
+    let (participant, token) = provision::create_participant(&*state.store, &bay, input).await?;
+    Ok(HttpResponse::Created().json(json!({ "participant": participant, "token": token })))
+}
+
+/// `POST /bays/{bay}/participants/{pid}/token` → 201 `{token}`. The old
+/// token stops working at once: its WebSocket closes with 4001 and its held
+/// `/updates` answers 401, on every node.
+#[post("/bays/{bay}/participants/{pid}/token")]
+async fn rotate_token(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    guard(&state, &req)?;
+    let (bay, pid) = path.into_inner();
+    let (bay, pid) = (BayId(bay), ParticipantId(pid));
+    let participant = state
+        .store
+        .participant(&bay, &pid)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    let token = token::mint(participant.kind);
+    match state
+        .store
+        .set_token(&bay, &pid, Some(TokenHash::of(&token)))
+        .await?
+    {
+        Updated::Updated(()) => Ok(HttpResponse::Created().json(json!({ "token": token }))),
+        Updated::NotFound => Err(ApiError::not_found()),
+    }
+}
+
+/// `DELETE /bays/{bay}/participants/{pid}/token` → 204. Same effects as a
+/// rotation, and the participant has no token until the next rotation.
+#[delete("/bays/{bay}/participants/{pid}/token")]
+async fn revoke_token(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    guard(&state, &req)?;
+    let (bay, pid) = path.into_inner();
+    match state
+        .store
+        .set_token(&BayId(bay), &ParticipantId(pid), None)
+        .await?
+    {
+        Updated::Updated(()) => Ok(HttpResponse::NoContent().finish()),
+        Updated::NotFound => Err(ApiError::not_found()),
+    }
+}
+
+/// `POST /bays/{bay}/conversations` `{id?, type, title?, members:[pid], admins?, policy?}` → 201.
+#[post("/bays/{bay}/conversations")]
+async fn create_conversation(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<NewConversation>,
+) -> Result<HttpResponse, ApiError> {
+    guard(&state, &req)?;
+    let bay = BayId(path.into_inner());
+    let c = provision::create_conversation(&*state.store, &bay, body.into_inner()).await?;
+    Ok(HttpResponse::Created().json(conversation_json(&c)))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewMember {
+    participant_id: String,
+    role: Option<Role>,
+}
+
+/// `POST /bays/{bay}/conversations/{cid}/members` `{participantId, role?}` →
+/// 200 with the conversation. The member receives the conversation's
+/// messages from this point on, over both transports.
+#[post("/bays/{bay}/conversations/{cid}/members")]
+async fn add_member(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    body: web::Json<NewMember>,
+) -> Result<HttpResponse, ApiError> {
+    guard(&state, &req)?;
+    let (bay, cid) = path.into_inner();
+    let bay = BayId(bay);
+    let body = body.into_inner();
+    let pid = ParticipantId(body.participant_id);
+    if state.store.participant(&bay, &pid).await?.is_none() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "participantId is not a participant of this bay",
+        ));
+    }
+    let member = Member {
+        participant: pid,
+        role: body.role.unwrap_or_default(),
+    };
+    match state
+        .store
+        .upsert_member(&bay, &ConversationId(cid), member)
+        .await?
+    {
+        Updated::Updated(c) => Ok(HttpResponse::Ok().json(conversation_json(&c))),
+        Updated::NotFound => Err(ApiError::not_found()),
+    }
+}
+
+/// `DELETE /bays/{bay}/conversations/{cid}/members/{pid}` → 204; 404 when
+/// the conversation does not exist or the participant is not a member.
+#[delete("/bays/{bay}/conversations/{cid}/members/{pid}")]
+async fn remove_member(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    guard(&state, &req)?;
+    let (bay, cid, pid) = path.into_inner();
+    match state
+        .store
+        .remove_member(&BayId(bay), &ConversationId(cid), &ParticipantId(pid))
+        .await?
+    {
+        Updated::Updated(_) => Ok(HttpResponse::NoContent().finish()),
+        Updated::NotFound => Err(ApiError::not_found()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConversationPatch {
+    /// Absent: unchanged; `null`: cleared.
+    #[serde(default, with = "double_option")]
+    title: Option<Option<String>>,
+    policy: Option<PolicyInput>,
+}
+
+mod double_option {
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Option<String>>, D::Error> {
+        Option::<String>::deserialize(d).map(Some)
+    }
+}
+
+/// `PATCH /bays/{bay}/conversations/{cid}` `{title?, policy?}` → 200 with the conversation.
+#[patch("/bays/{bay}/conversations/{cid}")]
+async fn patch_conversation(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    body: web::Json<ConversationPatch>,
+) -> Result<HttpResponse, ApiError> {
+    guard(&state, &req)?;
+    let (bay, cid) = path.into_inner();
+    let (bay, cid) = (BayId(bay), ConversationId(cid));
+    let body = body.into_inner();
+    let current = state
+        .store
+        .conversation(&bay, &cid)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    let policy = match body.policy {
+        Some(p) => {
+            let participants = state.store.participants(&bay).await?;
+            Some(p.apply(current.policy.clone(), &participants)?)
+        }
+        None => None,
+    };
+    match state
+        .store
+        .update_conversation(&bay, &cid, body.title, policy)
+        .await?
+    {
+        Updated::Updated(c) => Ok(HttpResponse::Ok().json(conversation_json(&c))),
+        Updated::NotFound => Err(ApiError::not_found()),
+    }
+}

@@ -1,0 +1,307 @@
+//! The agent API (protocol §11), same routes for agent (`bay_…`) and user
+//! (`bay_u_…`) tokens. Every call here draws on the caller's agent budget
+//! (60/min by default); `/updates` and `/ws` live in `realtime`.
+
+use super::views::Room;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+use actix_web::{get, post, web, HttpResponse};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::json;
+use switchboard_actors::conversation::{Post, PostOutcome, Typing, TypingOutcome};
+use switchboard_protocol::error::ErrorCode;
+use switchboard_protocol::ids::{ConversationId, MessageId};
+use switchboard_protocol::PROTOCOL_VERSION;
+
+/// Most messages one `GET …/messages` returns.
+const MAX_PAGE: usize = 200;
+/// Page size when `limit` is absent.
+const DEFAULT_PAGE: usize = 50;
+
+/// Registers the routes under `/api/agent-api`.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(me_route)
+        .service(conversations)
+        .service(context)
+        .service(list_messages)
+        .service(send_message)
+        .service(typing);
+}
+
+/// `GET /me` → `{ id, name, kind, status, webhookUrl, protocolVersion, bayId }` (protocol §2, §11).
+#[get("/me")]
+async fn me_route(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ApiError> {
+    state.limits.check_agent(&caller.principal.token)?;
+    let p = &caller.principal.participant;
+    Ok(HttpResponse::Ok().json(json!({
+        "id": p.id,
+        "name": p.name,
+        "kind": p.kind,
+        "status": "active",
+        "webhookUrl": null,
+        "protocolVersion": PROTOCOL_VERSION,
+        "bayId": caller.principal.bay,
+    })))
+}
+
+/// `GET /conversations` → `{ conversations: [{ id, type, title, role }] }`.
+#[get("/conversations")]
+async fn conversations(
+    state: web::Data<AppState>,
+    caller: Caller,
+) -> Result<HttpResponse, ApiError> {
+    state.limits.check_agent(&caller.principal.token)?;
+    let reader = &caller.principal.participant.id;
+    let list = state
+        .store
+        .conversations_of(&caller.principal.bay, reader)
+        .await?;
+    let items: Vec<_> = list
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "type": c.kind,
+                "title": c.title,
+                "role": c.member(reader).map(|m| m.role),
+            })
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({ "conversations": items })))
+}
+
+/// Loads a conversation the caller is a member of. Unknown ids, other Bays'
+/// ids and non-membership all give `None`, so the caller can never tell them apart.
+async fn room_of(
+    state: &AppState,
+    caller: &Caller,
+    id: &ConversationId,
+) -> Result<Option<Room>, ApiError> {
+    let bay = &caller.principal.bay;
+    let Some(conversation) = state.store.conversation(bay, id).await? else {
+        return Ok(None);
+    };
+    if conversation
+        .member(&caller.principal.participant.id)
+        .is_none()
+    {
+        return Ok(None);
+    }
+    let participants = state.store.participants(bay).await?;
+    Ok(Some(Room::new(conversation, &participants)))
+}
+
+fn not_participant() -> ApiError {
+    ApiError::new(
+        ErrorCode::NotParticipant,
+        "you are not a participant of this conversation",
+    )
+}
+
+/// `GET /conversations/{id}/context` → the context envelope (protocol §3).
+/// Non-participants (and unknown ids) get 403 NOT_PARTICIPANT.
+#[get("/conversations/{id}/context")]
+async fn context(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    state.limits.check_agent(&caller.principal.token)?;
+    let room = room_of(&state, &caller, &ConversationId(path.into_inner()))
+        .await?
+        .ok_or_else(not_participant)?;
+    Ok(HttpResponse::Ok().json(room.envelope(&caller.principal.participant.id)))
+}
+
+#[derive(Deserialize)]
+struct MessagesQuery {
+    /// ISO-8601: messages strictly newer than this, ascending (forward polling).
+    since: Option<String>,
+    /// A message id: the page of messages older than it (history paging).
+    cursor: Option<String>,
+    /// Page size, 1–200 (default 50).
+    limit: Option<String>,
+}
+
+/// `GET /conversations/{id}/messages` → `{ messages, context, nextCursor }`
+/// (protocol §5, §11). With `since`: newer messages, ascending. Without:
+/// the newest page (or the page before `cursor`), ascending, and
+/// `nextCursor` naming the page before it (null at the beginning).
+#[get("/conversations/{id}/messages")]
+async fn list_messages(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    query: web::Query<MessagesQuery>,
+) -> Result<HttpResponse, ApiError> {
+    state.limits.check_agent(&caller.principal.token)?;
+    let id = ConversationId(path.into_inner());
+    let room = room_of(&state, &caller, &id)
+        .await?
+        .ok_or_else(not_participant)?;
+    let limit = match &query.limit {
+        None => DEFAULT_PAGE,
+        Some(raw) => raw
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "limit must be an integer from 1 to 200",
+                )
+            })?,
+    };
+    let bay = &caller.principal.bay;
+    let (messages, next_cursor) = match (&query.since, &query.cursor) {
+        (Some(since), _) => {
+            let since: DateTime<Utc> = DateTime::parse_from_rfc3339(since)
+                .map_err(|_| {
+                    ApiError::new(
+                        ErrorCode::InvalidRequest,
+                        "since must be an ISO-8601 timestamp",
+                    )
+                })?
+                .with_timezone(&Utc);
+            let page = state.store.messages_since(bay, &id, since, limit).await?;
+            (page, None)
+        }
+        (None, cursor) => {
+            let before = cursor.as_ref().map(|c| MessageId(c.clone()));
+            if let Some(b) = &before {
+                if state.store.message(bay, &id, b).await?.is_none() {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidCursor,
+                        "cursor names no message of this conversation",
+                    ));
+                }
+            }
+            let (page, more) = state
+                .store
+                .messages_before(bay, &id, before.as_ref(), limit)
+                .await?;
+            let next = more.then(|| page.first().map(|m| m.id.clone())).flatten();
+            (page, next)
+        }
+    };
+    let reader = &caller.principal.participant.id;
+    let messages: Vec<_> = messages
+        .iter()
+        .map(|m| room.rest_message(m, reader))
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({
+        "messages": messages,
+        "context": room.envelope(reader),
+        "nextCursor": next_cursor,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SendBody {
+    content: serde_json::Value,
+    reply_to_message_id: Option<String>,
+    metadata: Option<serde_json::Value>,
+    attachments: Option<serde_json::Value>,
+    attachment_id: Option<serde_json::Value>,
+}
+
+/// `POST /conversations/{id}/messages` `{content, replyToMessageId?, metadata?}`
+/// → 201 with the stored message in the GET shape. Non-participants get
+/// 404 (protocol §7: never confirm the id exists).
+#[post("/conversations/{id}/messages")]
+async fn send_message(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    body: web::Json<SendBody>,
+) -> Result<HttpResponse, ApiError> {
+    state.limits.check_agent(&caller.principal.token)?;
+    let body = body.into_inner();
+    let max = state.settings.limits.max_content_chars;
+    let content = match body.content {
+        serde_json::Value::String(s) => s,
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidContent,
+                "content must be a string",
+            ))
+        }
+    };
+    let chars = content.chars().count();
+    if chars == 0 || chars > max || content.trim().is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidContent,
+            format!("content must be 1 to {max} characters and not blank"),
+        ));
+    }
+    if !matches!(
+        body.metadata,
+        None | Some(serde_json::Value::Object(_)) | Some(serde_json::Value::Null)
+    ) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "metadata must be an object",
+        ));
+    }
+    if body.attachments.is_some() || body.attachment_id.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "attachments are not supported by this gateway",
+        ));
+    }
+    let id = ConversationId(path.into_inner());
+    let outcome = state
+        .registry
+        .conversation(&caller.principal.bay, &id)
+        .send(Post {
+            sender: caller.principal.participant.clone(),
+            content,
+            reply_to: body.reply_to_message_id.map(MessageId),
+            metadata: body.metadata.filter(|m| !m.is_null()),
+        })
+        .await??;
+    match outcome {
+        PostOutcome::Posted(message) => {
+            let reader = &caller.principal.participant.id;
+            let view = message.view_for(reader, message.sender.clone());
+            Ok(HttpResponse::Created().json(super::views::RestMessage {
+                conversation_id: message.conversation_id.clone(),
+                view,
+            }))
+        }
+        PostOutcome::NotFound => Err(ApiError::not_found()),
+        PostOutcome::InvalidReplyTarget => Err(ApiError::new(
+            ErrorCode::InvalidReplyTarget,
+            "replyToMessageId is not a message of this conversation",
+        )),
+    }
+}
+
+/// `POST /conversations/{id}/typing` → `{ ok: true, ttlMs }` (protocol §11:
+/// 5 s TTL, self-expiring). Non-participants get 404.
+#[post("/conversations/{id}/typing")]
+async fn typing(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    state.limits.check_agent(&caller.principal.token)?;
+    let id = ConversationId(path.into_inner());
+    let outcome = state
+        .registry
+        .conversation(&caller.principal.bay, &id)
+        .send(Typing {
+            participant: caller.principal.participant.id.clone(),
+        })
+        .await??;
+    match outcome {
+        TypingOutcome::Started { ttl } => Ok(HttpResponse::Ok().json(json!({
+            "ok": true,
+            "ttlMs": ttl.as_millis() as u64,
+        }))),
+        TypingOutcome::NotFound => Err(ApiError::not_found()),
+    }
+}

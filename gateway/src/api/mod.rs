@@ -1,0 +1,5 @@
+//! REST routes: the agent API (protocol §11) and the admin API.
+
+pub mod admin;
+pub mod agent;
+pub mod views;

@@ -1,0 +1,85 @@
+//! Building the agent API's response shapes from stored records: the
+//! context envelope (protocol §3) and enriched REST messages (protocol §5).
+
+use serde::Serialize;
+use switchboard_actors::model::{roster, Conversation, Participant, StoredMessage};
+use switchboard_protocol::context::{ContextEnvelope, ParticipantView, YouView};
+use switchboard_protocol::event::{MessageView, SenderView};
+use switchboard_protocol::ids::{ConversationId, ParticipantId};
+use switchboard_protocol::model::RosterMember;
+use switchboard_protocol::routing::{instructions, is_orchestrator, policy_view};
+
+/// A conversation with the participant records of its members.
+pub struct Room {
+    pub conversation: Conversation,
+    pub roster: Vec<RosterMember>,
+}
+
+impl Room {
+    /// Joins a conversation with the Bay's participants.
+    pub fn new(conversation: Conversation, participants: &[Participant]) -> Self {
+        let roster = roster(&conversation, participants);
+        Room {
+            conversation,
+            roster,
+        }
+    }
+
+    /// The context envelope for `reader` (protocol §3), `instructions` built
+    /// for that reader.
+    pub fn envelope(&self, reader: &ParticipantId) -> ContextEnvelope {
+        let c = &self.conversation;
+        let reference = c.reference();
+        ContextEnvelope {
+            participants: self
+                .roster
+                .iter()
+                .map(|m| ParticipantView {
+                    id: m.id.clone(),
+                    name: m.name.clone(),
+                    kind: m.kind,
+                    role: m.role,
+                    is_orchestrator: is_orchestrator(c.kind, &c.policy, &m.id),
+                    description: m.description.clone(),
+                })
+                .collect(),
+            policy: policy_view(c.kind, &c.policy),
+            you: YouView {
+                agent_id: reader.clone(),
+                is_orchestrator: is_orchestrator(c.kind, &c.policy, reader),
+            },
+            instructions: instructions(reader, &reference, &c.policy, &self.roster),
+            conversation: reference,
+        }
+    }
+
+    /// A stored message as REST returns it to `reader`: the sender resolved
+    /// against the current roster (`role: null` once they left, protocol §5).
+    pub fn rest_message(&self, message: &StoredMessage, reader: &ParticipantId) -> RestMessage {
+        let sender = match self.roster.iter().find(|m| m.id == message.sender.id) {
+            Some(m) => SenderView {
+                id: m.id.clone(),
+                name: m.name.clone(),
+                kind: m.kind,
+                role: Some(m.role),
+            },
+            None => SenderView {
+                role: None,
+                ..message.sender.clone()
+            },
+        };
+        RestMessage {
+            conversation_id: message.conversation_id.clone(),
+            view: message.view_for(reader, sender),
+        }
+    }
+}
+
+/// The REST message shape: the event's message fields plus `conversationId`.
+#[derive(Serialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct RestMessage {
+    pub conversation_id: ConversationId,
+    #[serde(flatten)]
+    pub view: MessageView,
+}

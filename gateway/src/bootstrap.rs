@@ -1,0 +1,140 @@
+//! `--bootstrap FILE`: loads Bays, participants (optionally with fixed
+//! tokens, for demos) and conversations at start, through the same rules as
+//! the admin API. Objects that already exist are left as they are, so a
+//! restart against a persistent store is harmless.
+//!
+//! File shape (TOML, or JSON with the same structure):
+//! ```toml
+//! [[bays]]
+//! id = "demo"
+//! name = "Demo Bay"
+//! [[bays.participants]]
+//! id = "ana"
+//! kind = "user"
+//! name = "Ana"
+//! token = "bay_u_demo_ana_0000000000000000"   # optional; minted when absent
+//! [[bays.conversations]]
+//! id = "launch"
+//! type = "GROUP"
+//! title = "Launch room"
+//! members = ["ana"]
+//! policy = { agentReplyPolicy = "MENTIONS", maxAgentRounds = 2 }
+//! ```
+
+use crate::error::ApiError;
+use crate::provision::{self, NewConversation, NewParticipant};
+use serde::Deserialize;
+use std::path::Path;
+use switchboard_actors::store::Store;
+use switchboard_protocol::error::ErrorCode;
+use switchboard_protocol::ids::BayId;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    bays: Vec<BayEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BayEntry {
+    id: String,
+    name: String,
+    #[serde(default)]
+    participants: Vec<NewParticipant>,
+    #[serde(default)]
+    conversations: Vec<NewConversation>,
+}
+
+/// A participant whose token the bootstrap file fixed (printed at start-up
+/// so a demo user can copy it; minted tokens are never printed).
+#[derive(Debug, Clone)]
+pub struct FixedToken {
+    pub bay: String,
+    pub participant: String,
+    pub name: String,
+    pub token: String,
+}
+
+/// Why a bootstrap file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error("cannot read bootstrap file {path}: {cause}")]
+    Read { path: String, cause: String },
+    #[error("bootstrap file {path} is invalid: {cause}")]
+    Parse { path: String, cause: String },
+    #[error("bootstrap file {path}: {what}: {cause}")]
+    Apply {
+        path: String,
+        what: String,
+        cause: String,
+    },
+}
+
+/// Loads `path` into `store`. Returns the participants with fixed tokens.
+pub async fn load(store: &dyn Store, path: &Path) -> Result<Vec<FixedToken>, BootstrapError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| BootstrapError::Read {
+        path: shown.clone(),
+        cause: e.to_string(),
+    })?;
+    let file: File = if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    {
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    } else {
+        toml::from_str(&text).map_err(|e| e.to_string())
+    }
+    .map_err(|cause| BootstrapError::Parse {
+        path: shown.clone(),
+        cause,
+    })?;
+    let apply = |what: String| {
+        let path = shown.clone();
+        move |e: ApiError| BootstrapError::Apply {
+            path,
+            what,
+            cause: e.message,
+        }
+    };
+    let exists = |e: &ApiError| e.code == ErrorCode::AlreadyExists;
+    let mut fixed = Vec::new();
+    for bay in file.bays {
+        match provision::create_bay(store, Some(bay.id.clone()), bay.name).await {
+            Ok(_) => {}
+            Err(e) if exists(&e) => {}
+            Err(e) => return Err(apply(format!("bay {}", bay.id))(e)),
+        }
+        let bay_id = BayId(bay.id.clone());
+        for p in bay.participants {
+            let label = format!("participant {:?} of bay {}", p.id, bay.id);
+            let token = p.token.clone();
+            let name = p.name.clone();
+            match provision::create_participant(store, &bay_id, p).await {
+                Ok((participant, _)) => {
+                    if let Some(token) = token {
+                        fixed.push(FixedToken {
+                            bay: bay.id.clone(),
+                            participant: participant.id.to_string(),
+                            name,
+                            token,
+                        });
+                    }
+                }
+                Err(e) if exists(&e) => {}
+                Err(e) => return Err(apply(label)(e)),
+            }
+        }
+        for c in bay.conversations {
+            let label = format!("conversation {:?} of bay {}", c.id, bay.id);
+            match provision::create_conversation(store, &bay_id, c).await {
+                Ok(_) => {}
+                Err(e) if exists(&e) => {}
+                Err(e) => return Err(apply(label)(e)),
+            }
+        }
+    }
+    Ok(fixed)
+}

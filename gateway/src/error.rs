@@ -1,0 +1,133 @@
+//! The one place errors become HTTP answers: status, JSON body
+//! (`{error, code, message}`) and `Retry-After` where a client should wait.
+
+use actix_web::http::header::{HeaderValue, RETRY_AFTER};
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use std::fmt;
+use std::time::Duration;
+use switchboard_actors::store::StoreError;
+use switchboard_protocol::error::{ErrorBody, ErrorCode};
+
+/// An error answer. Build with [`ApiError::new`] or a `From` conversion.
+#[derive(Debug)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Seconds a client should wait before retrying (`Retry-After`).
+    pub retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    /// An error with a lowercase human-readable message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// Adds `Retry-After` (rounded up to whole seconds, at least 1).
+    pub fn retry_after(mut self, wait: Duration) -> Self {
+        self.retry_after = Some(wait);
+        self
+    }
+
+    /// 404 that never confirms whether an id exists.
+    pub fn not_found() -> Self {
+        ApiError::new(ErrorCode::NotFound, "not found")
+    }
+
+    /// 401 for a missing, unknown or revoked token (protocol §2).
+    pub fn unauthorized() -> Self {
+        ApiError::new(ErrorCode::Unauthorized, "missing or invalid bearer token")
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut res = HttpResponse::build(self.status_code())
+            .json(ErrorBody::new(self.code, self.message.clone()));
+        if let Some(wait) = self.retry_after {
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {
+                res.headers_mut().insert(RETRY_AFTER, v);
+            }
+        }
+        res
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Unavailable { .. } => {
+                tracing::warn!(error = %err, "store unavailable");
+                ApiError::new(
+                    ErrorCode::StoreUnavailable,
+                    "the store is unavailable; retry later",
+                )
+                .retry_after(Duration::from_secs(1))
+            }
+            StoreError::Corrupt { .. } => {
+                tracing::error!(error = %err, "store returned corrupt data");
+                ApiError::new(ErrorCode::Internal, "internal error")
+            }
+        }
+    }
+}
+
+impl From<actix::MailboxError> for ApiError {
+    fn from(err: actix::MailboxError) -> Self {
+        tracing::error!(error = %err, "actor mailbox failed");
+        ApiError::new(ErrorCode::Unavailable, "the node is busy; retry")
+            .retry_after(Duration::from_secs(1))
+    }
+}
+
+/// Maps actix-web's JSON extractor failures to 400 INVALID_JSON / 413 / 415
+/// with the JSON body (never an HTML or plain-text page).
+pub fn json_error(
+    err: actix_web::error::JsonPayloadError,
+    _: &actix_web::HttpRequest,
+) -> actix_web::Error {
+    use actix_web::error::JsonPayloadError as E;
+    let api = match &err {
+        E::OverflowKnownLength { .. } | E::Overflow { .. } => {
+            ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")
+        }
+        E::ContentType => ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "content-type must be application/json",
+        ),
+        E::Deserialize(e) => {
+            ApiError::new(ErrorCode::InvalidJson, format!("invalid json body: {e}"))
+        }
+        _ => ApiError::new(ErrorCode::InvalidJson, "invalid json body"),
+    };
+    api.into()
+}
+
+/// Maps query-string failures to 400 INVALID_REQUEST.
+pub fn query_error(
+    err: actix_web::error::QueryPayloadError,
+    _: &actix_web::HttpRequest,
+) -> actix_web::Error {
+    ApiError::new(ErrorCode::InvalidRequest, format!("invalid query: {err}")).into()
+}
+
+/// Maps path failures to 404.
+pub fn path_error(_: actix_web::error::PathError, _: &actix_web::HttpRequest) -> actix_web::Error {
+    ApiError::not_found().into()
+}

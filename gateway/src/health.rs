@@ -1,0 +1,32 @@
+//! `/healthz` (the process is alive) and `/readyz` (the store answers and
+//! the node is not draining), for load balancers and orchestrators.
+
+use crate::state::AppState;
+use actix_web::{get, web, HttpResponse};
+use serde_json::json;
+
+/// `GET /healthz` → 200 `{status:"ok"}` while the process runs.
+#[get("/healthz")]
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "status": "ok" }))
+}
+
+/// `GET /readyz` → 200 `{status:"ready"}`, or 503 `{status, reason}` while
+/// draining or while the store cannot be reached.
+#[get("/readyz")]
+async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    if state.is_draining() {
+        return HttpResponse::ServiceUnavailable()
+            .json(json!({ "status": "not_ready", "reason": "draining" }));
+    }
+    match state.store.ping().await {
+        Ok(()) => HttpResponse::Ok().json(json!({ "status": "ready" })),
+        Err(err) => HttpResponse::ServiceUnavailable()
+            .json(json!({ "status": "not_ready", "reason": "store_unavailable", "message": err.to_string() })),
+    }
+}
+
+/// Registers both routes at the root.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(healthz).service(readyz);
+}

@@ -1,0 +1,235 @@
+//! Creating and changing Bays, participants and conversations: the rules
+//! shared by the admin API and the `--bootstrap` loader.
+
+use crate::error::ApiError;
+use serde::Deserialize;
+use switchboard_actors::model::{Bay, Conversation, Member, Participant};
+use switchboard_actors::store::{Created, Store};
+use switchboard_actors::token::{self, looks_like_token, TokenHash};
+use switchboard_protocol::error::ErrorCode;
+use switchboard_protocol::ids::{is_valid_id, BayId, ConversationId, ParticipantId};
+use switchboard_protocol::model::{
+    ConversationType, ParticipantKind, Policy, ReplyPolicy, Role, MAX_AGENT_ROUNDS_LIMIT,
+};
+
+/// Longest display name or title, in characters.
+const MAX_NAME_CHARS: usize = 200;
+/// Longest agent description or custom rules text, in characters.
+const MAX_TEXT_CHARS: usize = 4000;
+
+fn invalid(message: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorCode::InvalidRequest, message)
+}
+
+/// Uses the caller's id (validated) or mints one with `prefix`.
+pub fn id_or_new(id: Option<String>, prefix: &str) -> Result<String, ApiError> {
+    match id {
+        Some(id) if is_valid_id(&id) => Ok(id),
+        Some(_) => Err(invalid(
+            "id must be 1-64 characters of A-Z, a-z, 0-9, _ or -",
+        )),
+        None => Ok(format!(
+            "{prefix}{}",
+            ulid::Ulid::new().to_string().to_ascii_lowercase()
+        )),
+    }
+}
+
+fn check_text(field: &str, value: &str, max: usize, required: bool) -> Result<(), ApiError> {
+    let n = value.chars().count();
+    if (required && value.trim().is_empty()) || n > max {
+        return Err(invalid(format!(
+            "{field} must be {} to {max} characters",
+            u8::from(required)
+        )));
+    }
+    Ok(())
+}
+
+/// Creates a Bay. 409 ALREADY_EXISTS when the id is taken.
+pub async fn create_bay(
+    store: &dyn Store,
+    id: Option<String>,
+    name: String,
+) -> Result<Bay, ApiError> {
+    check_text("name", &name, MAX_NAME_CHARS, true)?;
+    let bay = Bay {
+        id: BayId(id_or_new(id, "bay")?),
+        name,
+    };
+    match store.create_bay(bay).await? {
+        Created::Created(bay) => Ok(bay),
+        Created::AlreadyExists => Err(ApiError::new(
+            ErrorCode::AlreadyExists,
+            "a bay with this id exists",
+        )),
+    }
+}
+
+/// Input of a new participant.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct NewParticipant {
+    pub id: Option<String>,
+    pub kind: ParticipantKind,
+    pub name: String,
+    pub description: Option<String>,
+    /// Bootstrap only: a fixed token (demo files). The admin API always mints.
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+/// Creates a participant and returns it with its plaintext token (shown once).
+pub async fn create_participant(
+    store: &dyn Store,
+    bay: &BayId,
+    input: NewParticipant,
+) -> Result<(Participant, String), ApiError> {
+    check_text("name", &input.name, MAX_NAME_CHARS, true)?;
+    if let Some(d) = &input.description {
+        check_text("description", d, MAX_TEXT_CHARS, false)?;
+    }
+    if store.bay(bay).await?.is_none() {
+        return Err(ApiError::not_found());
+    }
+    let token = match input.token {
+        Some(t) if looks_like_token(&t) => t,
+        Some(_) => {
+            return Err(invalid(
+                "token must start with bay_ and be 20-200 url-safe characters",
+            ))
+        }
+        None => token::mint(input.kind),
+    };
+    let participant = Participant {
+        id: ParticipantId(id_or_new(input.id, "p_")?),
+        kind: input.kind,
+        name: input.name.trim().to_owned(),
+        description: match input.kind {
+            ParticipantKind::Agent => input.description,
+            ParticipantKind::User => None,
+        },
+    };
+    match store
+        .create_participant(bay, participant, TokenHash::of(&token))
+        .await?
+    {
+        Created::Created(p) => Ok((p, token)),
+        Created::AlreadyExists => Err(ApiError::new(
+            ErrorCode::AlreadyExists,
+            "a participant with this id (or token) exists",
+        )),
+    }
+}
+
+/// Policy input: every field optional; `orchestratorId` is an alias of
+/// `designatedAgentId` (the orchestrator is ORCHESTRATOR's designated agent).
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyInput {
+    pub agent_reply_policy: Option<ReplyPolicy>,
+    pub designated_agent_id: Option<String>,
+    pub orchestrator_id: Option<String>,
+    pub max_agent_rounds: Option<i64>,
+    pub rules: Option<String>,
+}
+
+impl PolicyInput {
+    /// Applies the input over `base`, validating ranges and ids.
+    pub fn apply(self, mut base: Policy, participants: &[Participant]) -> Result<Policy, ApiError> {
+        if let Some(p) = self.agent_reply_policy {
+            base.agent_reply_policy = p;
+        }
+        if let Some(n) = self.max_agent_rounds {
+            if !(0..=i64::from(MAX_AGENT_ROUNDS_LIMIT)).contains(&n) {
+                return Err(invalid("policy.maxAgentRounds must be 0 to 5"));
+            }
+            base.max_agent_rounds = n as u8;
+        }
+        if let Some(rules) = self.rules {
+            check_text("policy.rules", &rules, MAX_TEXT_CHARS, false)?;
+            base.rules = (!rules.trim().is_empty()).then_some(rules);
+        }
+        if let Some(id) = self.designated_agent_id.or(self.orchestrator_id) {
+            let id = ParticipantId(id);
+            if !participants
+                .iter()
+                .any(|p| p.id == id && p.kind == ParticipantKind::Agent)
+            {
+                return Err(invalid(
+                    "policy.designatedAgentId must name an agent of this bay",
+                ));
+            }
+            base.designated_agent_id = Some(id);
+        }
+        Ok(base)
+    }
+}
+
+/// Input of a new conversation.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct NewConversation {
+    pub id: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: ConversationType,
+    pub title: Option<String>,
+    pub members: Vec<String>,
+    /// Members that get the `admin` role (they must also be in `members`).
+    #[serde(default)]
+    pub admins: Vec<String>,
+    pub policy: Option<PolicyInput>,
+}
+
+/// Creates a conversation. Every member must be a participant of the Bay.
+pub async fn create_conversation(
+    store: &dyn Store,
+    bay: &BayId,
+    input: NewConversation,
+) -> Result<Conversation, ApiError> {
+    if store.bay(bay).await?.is_none() {
+        return Err(ApiError::not_found());
+    }
+    if let Some(t) = &input.title {
+        check_text("title", t, MAX_NAME_CHARS, false)?;
+    }
+    let participants = store.participants(bay).await?;
+    let mut members: Vec<Member> = Vec::new();
+    for id in input.members {
+        let id = ParticipantId(id);
+        if !participants.iter().any(|p| p.id == id) {
+            return Err(invalid(format!(
+                "member {id} is not a participant of this bay"
+            )));
+        }
+        if members.iter().all(|m| m.participant != id) {
+            let role = if input.admins.iter().any(|a| a == id.as_str()) {
+                Role::Admin
+            } else {
+                Role::Member
+            };
+            members.push(Member {
+                participant: id,
+                role,
+            });
+        }
+    }
+    let policy = input
+        .policy
+        .unwrap_or_default()
+        .apply(Policy::default(), &participants)?;
+    let conversation = Conversation {
+        id: ConversationId(id_or_new(input.id, "c_")?),
+        kind: input.kind,
+        title: input.title,
+        policy,
+        members,
+    };
+    match store.create_conversation(bay, conversation).await? {
+        Created::Created(c) => Ok(c),
+        Created::AlreadyExists => Err(ApiError::new(
+            ErrorCode::AlreadyExists,
+            "a conversation with this id exists",
+        )),
+    }
+}

@@ -1,0 +1,5 @@
+//! The realtime transports: `/ws` and `/updates`, sharing one cursor.
+
+pub mod open;
+pub mod updates;
+pub mod ws;

@@ -1,0 +1,219 @@
+//! Opening a session, shared by `/ws` and `/updates`: announce it (cluster-
+//! wide displacement), attach to the Bay feed, re-check the credential, and
+//! replay the log from the client's cursor.
+//!
+//! Order matters for the cursor invariant: the session attaches *before*
+//! the replay reads the log, so every entry is either in the replay (≤ the
+//! replay's `through`) or pushed live by the feed (> the feed's position at
+//! attach time); live copies of replayed entries are dropped by
+//! [`SessionCursor::is_new`].
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+use actix::Addr;
+use std::collections::HashSet;
+use switchboard_actors::feed::{Attach, AttachError, BayFeed};
+use switchboard_actors::session::{SessionCursor, SessionHandle};
+use switchboard_actors::store::log::{LogEvent, LogRecord};
+use switchboard_actors::store::Replay;
+use switchboard_protocol::cursor::{EntryId, LogPosition};
+use switchboard_protocol::error::ErrorCode;
+use switchboard_protocol::event::Event;
+use switchboard_protocol::ids::{ConversationId, ParticipantId, SessionId};
+
+/// Log entries read per store call during a replay.
+const REPLAY_READ: usize = 1000;
+
+/// A session that attached and replayed.
+pub struct Opened {
+    pub feed: Addr<BayFeed>,
+    pub cursor: SessionCursor,
+    /// Replayed events addressed to the caller, in log order.
+    pub events: Vec<Event>,
+    /// False when the replay stopped at `max_events` before reaching the head.
+    pub complete: bool,
+}
+
+/// Why a session could not open.
+pub enum OpenFailure {
+    /// The resume cursor is not addressable: 409 CURSOR_EXPIRED / `reset`.
+    /// The session is attached and can continue from `cursor` (the head).
+    Expired {
+        feed: Addr<BayFeed>,
+        cursor: SessionCursor,
+    },
+    /// A newer connection of the same token exists (4000 / empty answer).
+    Superseded,
+    /// The credential was revoked while the session opened (4001 / 401).
+    Revoked { feed: Addr<BayFeed> },
+    /// Store or node trouble.
+    Failed(ApiError),
+}
+
+impl From<ApiError> for OpenFailure {
+    fn from(e: ApiError) -> Self {
+        OpenFailure::Failed(e)
+    }
+}
+
+/// Opens a session for `caller`. `resume` is `None` for "start at now".
+/// Replays at most `max_events` events (`usize::MAX` for all).
+pub async fn open_session(
+    state: AppState,
+    caller: Caller,
+    session: SessionId,
+    handle: SessionHandle,
+    resume: Option<LogPosition>,
+    max_events: usize,
+) -> Result<Opened, OpenFailure> {
+    let bay = caller.principal.bay.clone();
+    let store = state.store.clone();
+    let opened_at = store
+        .append_control(
+            &bay,
+            LogEvent::SessionOpened {
+                token: caller.principal.token.clone(),
+                session: session.clone(),
+            },
+        )
+        .await
+        .map_err(ApiError::from)?;
+    let attach = || Attach {
+        session: session.clone(),
+        participant: caller.principal.participant.id.clone(),
+        token: caller.principal.token.clone(),
+        opened_at,
+        handle: handle.clone(),
+    };
+    let mut feed = state.registry.feed(&bay);
+    let attached = match feed.send(attach()).await {
+        Ok(r) => r,
+        // The feed stopped between lookup and send: ask again once.
+        Err(_) => {
+            feed = state.registry.feed(&bay);
+            feed.send(attach()).await.map_err(ApiError::from)?
+        }
+    };
+    let attached = match attached {
+        Ok(a) => a,
+        Err(AttachError::Superseded) => return Err(OpenFailure::Superseded),
+        Err(AttachError::NotReady) => {
+            return Err(OpenFailure::Failed(
+                ApiError::new(
+                    ErrorCode::StoreUnavailable,
+                    "the store is unavailable; retry later",
+                )
+                .retry_after(std::time::Duration::from_secs(1)),
+            ))
+        }
+    };
+    // A rotation that raced the attach: the feed may have applied it before
+    // this session registered, so look again now that it has.
+    let still_valid = store
+        .authenticate(&caller.token_hash)
+        .await
+        .map_err(ApiError::from)?
+        .is_some_and(|p| p.token == caller.principal.token);
+    if !still_valid {
+        return Err(OpenFailure::Revoked { feed });
+    }
+    let participant = &caller.principal.participant.id;
+    let mut conversations = attached.conversations;
+    let start = resume.unwrap_or_else(|| attached.position.clone());
+    let mut from = start.clone();
+    let mut events = Vec::new();
+    loop {
+        let replay = store
+            .read_log(&bay, &from, REPLAY_READ, None)
+            .await
+            .map_err(ApiError::from)?;
+        let (records, through) = match replay {
+            Replay::Records { records, through } => (records, through),
+            Replay::Expired | Replay::EpochChanged => {
+                let head = attached.position.clone();
+                let cursor = SessionCursor::after_replay(head.epoch.clone(), head.entry);
+                return Err(OpenFailure::Expired { feed, cursor });
+            }
+        };
+        let read_all = records.len() < REPLAY_READ;
+        let mut stopped_at: Option<EntryId> = None;
+        for record in &records {
+            if let Some(event) = project(record, participant, &mut conversations) {
+                events.push(event);
+                if events.len() >= max_events {
+                    stopped_at = Some(record.id);
+                    break;
+                }
+            }
+        }
+        if let Some(at) = stopped_at {
+            let done = read_all && records.last().map(|r| r.id) == Some(at);
+            let through = if done { through } else { at };
+            return Ok(Opened {
+                feed,
+                cursor: SessionCursor::after_replay(from.epoch, through),
+                events,
+                complete: done,
+            });
+        }
+        from.entry = through;
+        if read_all {
+            return Ok(Opened {
+                feed,
+                cursor: SessionCursor::after_replay(from.epoch, through),
+                events,
+                complete: true,
+            });
+        }
+    }
+}
+
+/// The event `record` gives `participant`, if any, keeping `conversations`
+/// (the participant's memberships) current as `Roster` entries pass by.
+pub fn project(
+    record: &LogRecord,
+    participant: &ParticipantId,
+    conversations: &mut HashSet<ConversationId>,
+) -> Option<Event> {
+    match &record.event {
+        LogEvent::Message {
+            conversation,
+            message,
+        } => conversations
+            .contains(&conversation.id)
+            .then(|| message.event_for(conversation, participant)),
+        LogEvent::Roster {
+            conversation,
+            members,
+        } => {
+            if members.contains(participant) {
+                conversations.insert(conversation.id.clone());
+            } else {
+                conversations.remove(&conversation.id);
+            }
+            None
+        }
+        LogEvent::CredentialRevoked { .. } | LogEvent::SessionOpened { .. } => None,
+    }
+}
+
+/// Projects records the feed pushed (already filtered to the participant's
+/// conversations), skipping those the replay covered.
+pub fn live_events(
+    records: &[std::sync::Arc<LogRecord>],
+    cursor: &SessionCursor,
+    participant: &ParticipantId,
+) -> Vec<Event> {
+    records
+        .iter()
+        .filter(|r| cursor.is_new(r.id))
+        .filter_map(|r| match &r.event {
+            LogEvent::Message {
+                conversation,
+                message,
+            } => Some(message.event_for(conversation, participant)),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,293 @@
+//! `GET /api/agent-api/updates?wait&cursor`: one held request covering
+//! every conversation of the caller (protocol §11).
+//!
+//! Each call is a short-lived [`PollSession`] actor: it opens a session
+//! (displacing any other connection of the token), answers at once when the
+//! replay from `cursor` found events, and otherwise holds until the feed
+//! pushes one, the wait ends, or the session is closed. The answer is always
+//! `{cursor, events}`; the cursor covers every event returned.
+
+use super::open::{live_events, open_session, OpenFailure, Opened};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+use actix::prelude::*;
+use actix_web::{get, web, HttpResponse};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use switchboard_actors::feed::{BayFeed, Detach};
+use switchboard_actors::session::{
+    Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
+};
+use switchboard_protocol::cursor::LogPosition;
+use switchboard_protocol::error::ErrorCode;
+use switchboard_protocol::event::Event;
+use switchboard_protocol::ids::SessionId;
+use tokio::sync::oneshot;
+
+/// Most events one answer carries; the cursor then points past the last one
+/// returned and the next call continues from there.
+const MAX_EVENTS_PER_ANSWER: usize = 500;
+
+/// The `/updates` answer (protocol §11): the same shape with or without events.
+#[derive(Serialize, Debug)]
+pub struct UpdatesBody {
+    pub cursor: String,
+    pub events: Vec<Event>,
+}
+
+#[derive(Deserialize)]
+struct UpdatesQuery {
+    wait: Option<String>,
+    cursor: Option<String>,
+}
+
+/// Parses `wait` (seconds): absent or unparsable → the default (25 s);
+/// otherwise clamped to [min, max] (1–30 s), protocol §11.
+pub fn parse_wait(raw: Option<&str>, default: Duration, min: Duration, max: Duration) -> Duration {
+    raw.and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite())
+        .map(|s| Duration::from_secs_f64(s.max(0.0).min(max.as_secs_f64())).clamp(min, max))
+        .unwrap_or(default)
+}
+
+fn cursor_expired(message: &str) -> ApiError {
+    ApiError::new(ErrorCode::CursorExpired, message)
+}
+
+/// The route. See the module docs.
+#[get("/updates")]
+async fn updates(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: web::Query<UpdatesQuery>,
+) -> Result<HttpResponse, ApiError> {
+    if state.is_draining() {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "this node is draining; retry on another",
+        )
+        .retry_after(Duration::from_secs(1)));
+    }
+    state.limits.check_updates(&caller.principal.token)?;
+    let t = &state.settings.timing;
+    let wait = parse_wait(
+        query.wait.as_deref(),
+        t.updates_wait_default,
+        t.updates_wait_min,
+        t.updates_wait_max,
+    );
+    let resume = match query.cursor.as_deref().map(str::trim) {
+        None | Some("") => None,
+        // A cursor this server never issued (another deployment's, or a
+        // mangled one) gets the protocol's own recovery path: reset and
+        // start over.
+        Some(c) => Some(
+            LogPosition::decode(c)
+                .map_err(|_| cursor_expired("cursor is not one this server issued; catch up over REST and call again without a cursor"))?,
+        ),
+    };
+    let (tx, rx) = oneshot::channel();
+    PollSession {
+        state: state.get_ref().clone(),
+        caller,
+        session: SessionId(format!("poll_{}", ulid::Ulid::new())),
+        resume,
+        wait,
+        reply: Some(tx),
+        live: None,
+    }
+    .start();
+    let body = rx
+        .await
+        .map_err(|_| ApiError::new(ErrorCode::Internal, "the poll ended without an answer"))??;
+    Ok(HttpResponse::Ok()
+        .insert_header(("Cache-Control", "no-store"))
+        .json(body))
+}
+
+/// Registers the route under `/api/agent-api`.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(updates);
+}
+
+struct Live {
+    feed: Addr<BayFeed>,
+    cursor: SessionCursor,
+}
+
+/// One held `/updates` call.
+pub struct PollSession {
+    state: AppState,
+    caller: Caller,
+    session: SessionId,
+    resume: Option<LogPosition>,
+    wait: Duration,
+    /// Taken when the answer is sent; `None` afterwards.
+    reply: Option<oneshot::Sender<Result<UpdatesBody, ApiError>>>,
+    /// Set once the session is attached and replayed.
+    live: Option<Live>,
+}
+
+impl PollSession {
+    fn answer(&mut self, result: Result<UpdatesBody, ApiError>, ctx: &mut Context<Self>) {
+        if let Some(tx) = self.reply.take() {
+            let _ = tx.send(result);
+        }
+        ctx.stop();
+    }
+
+    fn answer_events(&mut self, events: Vec<Event>, ctx: &mut Context<Self>) {
+        match &self.live {
+            Some(live) => {
+                let cursor = live.cursor.position().encode();
+                self.answer(Ok(UpdatesBody { cursor, events }), ctx);
+            }
+            None => self.answer(
+                Err(ApiError::new(ErrorCode::Internal, "poll has no position")),
+                ctx,
+            ),
+        }
+    }
+}
+
+impl Actor for PollSession {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let handle = SessionHandle::of(&ctx.address());
+        let fut = open_session(
+            self.state.clone(),
+            self.caller.clone(),
+            self.session.clone(),
+            handle,
+            self.resume.clone(),
+            MAX_EVENTS_PER_ANSWER,
+        );
+        ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
+            Ok(Opened {
+                feed,
+                cursor,
+                events,
+                complete,
+            }) => {
+                act.live = Some(Live { feed, cursor });
+                if !events.is_empty() || !complete {
+                    act.answer_events(events, ctx);
+                    return;
+                }
+                ctx.run_later(act.wait, |act, ctx| act.answer_events(Vec::new(), ctx));
+                // Stop holding for a client that went away.
+                ctx.run_interval(Duration::from_millis(500), |act, ctx| {
+                    if act.reply.as_ref().is_none_or(|tx| tx.is_closed()) {
+                        ctx.stop();
+                    }
+                });
+            }
+            Err(OpenFailure::Expired { feed, cursor }) => {
+                act.live = Some(Live { feed, cursor });
+                act.answer(
+                    Err(cursor_expired(
+                        "cursor expired: it fell out of the replay buffer or the log was reset",
+                    )),
+                    ctx,
+                );
+            }
+            Err(OpenFailure::Superseded) => {
+                // A newer call already displaced this one: answer empty, same cursor.
+                let cursor = act.resume.as_ref().map(|p| p.encode()).unwrap_or_default();
+                act.answer(
+                    Ok(UpdatesBody {
+                        cursor,
+                        events: Vec::new(),
+                    }),
+                    ctx,
+                );
+            }
+            Err(OpenFailure::Revoked { feed }) => {
+                feed.do_send(Detach {
+                    session: act.session.clone(),
+                });
+                act.answer(Err(ApiError::unauthorized()), ctx);
+            }
+            Err(OpenFailure::Failed(err)) => act.answer(Err(err), ctx),
+        }));
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        if let Some(live) = &self.live {
+            live.feed.do_send(Detach {
+                session: self.session.clone(),
+            });
+        }
+        if let Some(tx) = self.reply.take() {
+            let _ = tx.send(Err(ApiError::new(ErrorCode::Internal, "the poll stopped")));
+        }
+    }
+}
+
+impl Handler<Deliver> for PollSession {
+    type Result = ();
+
+    fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
+        let Some(live) = &mut self.live else { return };
+        let events = live_events(
+            &msg.records,
+            &live.cursor,
+            &self.caller.principal.participant.id,
+        );
+        live.cursor.advance(msg.through);
+        if !events.is_empty() {
+            self.answer_events(events, ctx);
+        }
+    }
+}
+
+impl Handler<Watermark> for PollSession {
+    type Result = ();
+
+    fn handle(&mut self, msg: Watermark, _: &mut Self::Context) {
+        if let Some(live) = &mut self.live {
+            live.cursor.advance(msg.through);
+        }
+    }
+}
+
+impl Handler<Close> for PollSession {
+    type Result = ();
+
+    fn handle(&mut self, msg: Close, ctx: &mut Self::Context) {
+        match msg.reason {
+            CloseReason::Displaced | CloseReason::Draining => self.answer_events(Vec::new(), ctx),
+            CloseReason::Revoked => self.answer(Err(ApiError::unauthorized()), ctx),
+            CloseReason::LogReset => self.answer(
+                Err(cursor_expired("the replay buffer was reset; catch up over REST and call again without a cursor")),
+                ctx,
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_wait;
+    use std::time::Duration;
+
+    #[test]
+    fn wait_is_clamped_and_defaults_to_25() {
+        let (d, lo, hi) = (
+            Duration::from_secs(25),
+            Duration::from_secs(1),
+            Duration::from_secs(30),
+        );
+        let w = |s: Option<&str>| parse_wait(s, d, lo, hi);
+        assert_eq!(w(None), d);
+        assert_eq!(w(Some("abc")), d);
+        assert_eq!(w(Some("NaN")), d);
+        assert_eq!(w(Some("0")), lo);
+        assert_eq!(w(Some("-5")), lo);
+        assert_eq!(w(Some("10")), Duration::from_secs(10));
+        assert_eq!(w(Some("999")), hi);
+        assert_eq!(w(Some("1e308")), hi);
+    }
+}

@@ -1,0 +1,400 @@
+//! `GET /api/agent-api/ws`: the same events as `/updates` over a WebSocket
+//! (protocol §11).
+//!
+//! Frame grammar: the client sends `{"t":"hello","resume":<cursor|null>}`
+//! first (within the hello timeout); the server answers `ready`, replays
+//! what the client missed as `event` frames, then a `cursor` frame, and
+//! from then on streams `event` frames, each batch followed by a `cursor`
+//! frame, plus an idle `cursor` frame every ~25 s. Close codes: 4000
+//! displaced, 4001 credential revoked, 4002 framing violation, 4003 going
+//! away, 1009 message too big. An `error` frame precedes every close the
+//! server initiates.
+
+use super::open::{live_events, open_session, OpenFailure, Opened};
+use crate::auth::authenticate;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+use actix::prelude::*;
+use actix_web::{get, web, HttpRequest, HttpResponse};
+use actix_web_actors::ws::{self, CloseCode, CloseReason as WsCloseReason, ProtocolError};
+use std::time::{Duration, Instant};
+use switchboard_actors::feed::{BayFeed, Detach};
+use switchboard_actors::session::{
+    Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
+};
+use switchboard_protocol::cursor::{EntryId, LogPosition};
+use switchboard_protocol::error::ErrorCode;
+use switchboard_protocol::event::Event;
+use switchboard_protocol::frame::{close, ClientFrame, ServerFrame};
+use switchboard_protocol::ids::SessionId;
+
+/// The upgrade route. Authenticates before upgrading (401 JSON on a bad
+/// credential, never a 101).
+#[get("/ws")]
+async fn upgrade(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    stream: web::Payload,
+) -> Result<HttpResponse, actix_web::Error> {
+    if state.is_draining() {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "this node is draining; connect to another",
+        )
+        .retry_after(Duration::from_secs(1))
+        .into());
+    }
+    let caller = authenticate(&req, true).await?;
+    state.limits.check_updates(&caller.principal.token)?;
+    let session = WsSession {
+        state: state.get_ref().clone(),
+        caller,
+        session: SessionId(format!("ws_{}", ulid::Ulid::new())),
+        phase: Phase::AwaitingHello,
+        live: None,
+        last_frame_at: Instant::now(),
+        missed_pongs: 0,
+    };
+    ws::WsResponseBuilder::new(session, &req, stream)
+        .frame_size(state.settings.limits.max_ws_frame_bytes)
+        .start()
+}
+
+/// Registers the route under `/api/agent-api`.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(upgrade);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Nothing is sent until `hello` arrives (protocol §11).
+    AwaitingHello,
+    /// `hello` received; attaching and replaying.
+    Opening,
+    /// Streaming.
+    Live,
+    /// A close was sent; ignore everything else.
+    Closing,
+}
+
+struct Live {
+    feed: Addr<BayFeed>,
+    cursor: SessionCursor,
+    /// The entry of the last `cursor` frame sent.
+    last_cursor_sent: Option<EntryId>,
+}
+
+/// One WebSocket connection of one token.
+pub struct WsSession {
+    state: AppState,
+    caller: Caller,
+    session: SessionId,
+    phase: Phase,
+    live: Option<Live>,
+    /// When the last `cursor` frame went out (for the idle cursor frame).
+    last_frame_at: Instant,
+    /// Pings sent without a pong since.
+    missed_pongs: u32,
+}
+
+impl WsSession {
+    fn send(&mut self, frame: &ServerFrame<'_>, ctx: &mut ws::WebsocketContext<Self>) {
+        ctx.text(frame.to_json());
+    }
+
+    fn send_event(&mut self, event: &Event, ctx: &mut ws::WebsocketContext<Self>) {
+        self.send(&ServerFrame::Event { event }, ctx);
+    }
+
+    /// Sends a `cursor` frame with the current position.
+    fn send_cursor(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+        let Some(live) = &mut self.live else { return };
+        let pos = live.cursor.position();
+        live.last_cursor_sent = Some(pos.entry);
+        let cursor = pos.encode();
+        self.last_frame_at = Instant::now();
+        ctx.text(ServerFrame::Cursor { cursor: &cursor }.to_json());
+    }
+
+    /// Sends an `error` frame, then closes with `code`.
+    fn close_with(
+        &mut self,
+        code: u16,
+        error: &str,
+        message: &str,
+        ctx: &mut ws::WebsocketContext<Self>,
+    ) {
+        if self.phase == Phase::Closing {
+            return;
+        }
+        self.phase = Phase::Closing;
+        self.send(
+            &ServerFrame::Error {
+                code: error,
+                message,
+            },
+            ctx,
+        );
+        ctx.close(Some(WsCloseReason {
+            code: CloseCode::Other(code),
+            description: Some(message.to_owned()),
+        }));
+        ctx.stop();
+    }
+
+    fn violation(&mut self, message: &str, ctx: &mut ws::WebsocketContext<Self>) {
+        self.close_with(close::FRAMING_VIOLATION, "FRAMING_VIOLATION", message, ctx);
+    }
+
+    fn on_text(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
+        let frame: ClientFrame = match serde_json::from_str(text) {
+            Ok(f) => f,
+            Err(e) => return self.violation(&format!("invalid frame: {e}"), ctx),
+        };
+        match (frame, self.phase) {
+            (ClientFrame::Hello { resume }, Phase::AwaitingHello) => self.on_hello(resume, ctx),
+            (ClientFrame::Hello { .. }, _) => self.violation("hello was already received", ctx),
+        }
+    }
+
+    fn on_hello(&mut self, resume: Option<String>, ctx: &mut ws::WebsocketContext<Self>) {
+        self.phase = Phase::Opening;
+        // An undecodable resume is "not addressable": ready, then reset.
+        let (position, undecodable) = match resume.as_deref().map(LogPosition::decode) {
+            None => (None, false),
+            Some(Ok(p)) => (Some(p), false),
+            Some(Err(_)) => (None, true),
+        };
+        let handle = SessionHandle::of(&ctx.address());
+        let fut = open_session(
+            self.state.clone(),
+            self.caller.clone(),
+            self.session.clone(),
+            handle,
+            position,
+            usize::MAX,
+        );
+        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
+            if act.phase == Phase::Closing {
+                if let Ok(Opened { feed, .. }) = &res {
+                    feed.do_send(Detach {
+                        session: act.session.clone(),
+                    });
+                }
+                return;
+            }
+            act.send(
+                &ServerFrame::Ready {
+                    cursor: resume.as_deref(),
+                },
+                ctx,
+            );
+            match res {
+                Ok(Opened {
+                    feed,
+                    cursor,
+                    events,
+                    ..
+                }) => {
+                    act.live = Some(Live {
+                        feed,
+                        cursor,
+                        last_cursor_sent: None,
+                    });
+                    act.phase = Phase::Live;
+                    if undecodable {
+                        act.send(&ServerFrame::Reset, ctx);
+                    }
+                    for event in &events {
+                        act.send_event(event, ctx);
+                    }
+                    act.send_cursor(ctx);
+                }
+                Err(OpenFailure::Expired { feed, cursor }) => {
+                    act.live = Some(Live {
+                        feed,
+                        cursor,
+                        last_cursor_sent: None,
+                    });
+                    act.phase = Phase::Live;
+                    act.send(&ServerFrame::Reset, ctx);
+                    act.send_cursor(ctx);
+                }
+                Err(OpenFailure::Superseded) => act.close_with(
+                    close::DISPLACED,
+                    "DISPLACED",
+                    "a newer connection for this token exists",
+                    ctx,
+                ),
+                Err(OpenFailure::Revoked { feed }) => {
+                    feed.do_send(Detach {
+                        session: act.session.clone(),
+                    });
+                    act.close_with(
+                        close::CREDENTIAL_REVOKED,
+                        "CREDENTIAL_REVOKED",
+                        "the credential was revoked",
+                        ctx,
+                    )
+                }
+                Err(OpenFailure::Failed(err)) => {
+                    act.close_with(close::GOING_AWAY, err.code.as_str(), &err.message, ctx)
+                }
+            }
+        }));
+    }
+}
+
+impl Actor for WsSession {
+    type Context = ws::WebsocketContext<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let timing = self.state.settings.timing.clone();
+        ctx.run_later(timing.hello_timeout, |act, ctx| {
+            if act.phase == Phase::AwaitingHello {
+                act.close_with(
+                    close::FRAMING_VIOLATION,
+                    "HELLO_TIMEOUT",
+                    "no hello frame within the hello timeout",
+                    ctx,
+                );
+            }
+        });
+        let missed_limit = timing.missed_pongs;
+        ctx.run_interval(timing.ping_interval, move |act, ctx| {
+            if act.missed_pongs >= missed_limit {
+                tracing::info!(session = %act.session, "dropping connection after missed pongs");
+                act.phase = Phase::Closing;
+                ctx.stop();
+                return;
+            }
+            act.missed_pongs += 1;
+            ctx.ping(b"");
+        });
+        let idle = timing.idle_cursor_interval;
+        ctx.run_interval(
+            (idle / 5).max(Duration::from_millis(50)),
+            move |act, ctx| {
+                if act.phase == Phase::Live && act.last_frame_at.elapsed() >= idle {
+                    act.send_cursor(ctx);
+                }
+            },
+        );
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        if let Some(live) = &self.live {
+            live.feed.do_send(Detach {
+                session: self.session.clone(),
+            });
+        }
+    }
+}
+
+impl StreamHandler<Result<ws::Message, ProtocolError>> for WsSession {
+    fn handle(&mut self, item: Result<ws::Message, ProtocolError>, ctx: &mut Self::Context) {
+        if self.phase == Phase::Closing {
+            return;
+        }
+        match item {
+            Ok(ws::Message::Text(text)) => self.on_text(&text, ctx),
+            Ok(ws::Message::Binary(_)) => self.violation("binary frames are not allowed", ctx),
+            Ok(ws::Message::Continuation(_)) => {
+                self.violation("fragmented frames are not supported", ctx)
+            }
+            Ok(ws::Message::Ping(p)) => ctx.pong(&p),
+            Ok(ws::Message::Pong(_)) => self.missed_pongs = 0,
+            Ok(ws::Message::Close(reason)) => {
+                self.phase = Phase::Closing;
+                ctx.close(reason);
+                ctx.stop();
+            }
+            Ok(ws::Message::Nop) => {}
+            Err(ProtocolError::Overflow) => self.close_with(
+                close::MESSAGE_TOO_BIG,
+                "MESSAGE_TOO_BIG",
+                "frame exceeds the size limit",
+                ctx,
+            ),
+            Err(e) => {
+                tracing::debug!(session = %self.session, error = %e, "websocket protocol error");
+                self.phase = Phase::Closing;
+                ctx.stop();
+            }
+        }
+    }
+}
+
+impl Handler<Deliver> for WsSession {
+    type Result = ();
+
+    fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
+        if self.phase != Phase::Live {
+            return;
+        }
+        let Some(live) = &mut self.live else { return };
+        let events = live_events(
+            &msg.records,
+            &live.cursor,
+            &self.caller.principal.participant.id,
+        );
+        live.cursor.advance(msg.through);
+        if events.is_empty() {
+            return;
+        }
+        for event in &events {
+            self.send_event(event, ctx);
+        }
+        self.send_cursor(ctx);
+    }
+}
+
+impl Handler<Watermark> for WsSession {
+    type Result = ();
+
+    fn handle(&mut self, msg: Watermark, _: &mut Self::Context) {
+        if let Some(live) = &mut self.live {
+            live.cursor.advance(msg.through);
+        }
+    }
+}
+
+impl Handler<Close> for WsSession {
+    type Result = ();
+
+    fn handle(&mut self, msg: Close, ctx: &mut Self::Context) {
+        match msg.reason {
+            CloseReason::Displaced => self.close_with(
+                close::DISPLACED,
+                "DISPLACED",
+                "a newer connection for this token opened",
+                ctx,
+            ),
+            CloseReason::Revoked => self.close_with(
+                close::CREDENTIAL_REVOKED,
+                "CREDENTIAL_REVOKED",
+                "the credential was rotated or revoked",
+                ctx,
+            ),
+            CloseReason::LogReset => {
+                self.send(&ServerFrame::Reset, ctx);
+                self.close_with(
+                    close::GOING_AWAY,
+                    "LOG_RESET",
+                    "the replay buffer was reset; reconnect without a cursor",
+                    ctx,
+                )
+            }
+            CloseReason::Draining => {
+                self.send_cursor(ctx);
+                self.close_with(
+                    close::GOING_AWAY,
+                    "GOING_AWAY",
+                    "the server is going away; resume on another node",
+                    ctx,
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! Shared application state handed to every handler.
+
+use crate::ratelimit::RateLimits;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use switchboard_actors::registry::Registry;
+use switchboard_actors::store::Store;
+use switchboard_config::Settings;
+
+/// Everything handlers need. Cheap to clone (all `Arc`s).
+#[derive(Clone)]
+pub struct AppState {
+    pub settings: Arc<Settings>,
+    pub store: Arc<dyn Store>,
+    pub registry: Registry,
+    pub limits: Arc<RateLimits>,
+    /// SHA-256 hex of the admin token; `None` disables the admin API (404).
+    pub admin_token_hash: Option<Arc<String>>,
+    /// Set on SIGTERM/SIGINT: `/readyz` answers 503 and new sessions are refused.
+    pub draining: Arc<AtomicBool>,
+}
+
+impl AppState {
+    /// Whether the node is draining.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+}

@@ -87,7 +87,7 @@ pub struct Post {
 #[derive(Debug, Clone)]
 pub enum PostOutcome {
     /// Stored and logged; `routing.suppressed` says whether the round cap applied.
-    Posted(StoredMessage),
+    Posted(Box<StoredMessage>),
     /// No such conversation, or the sender is not a member (answered as 404
     /// so the id is never confirmed, protocol §7).
     NotFound,
@@ -185,7 +185,7 @@ async fn post(
             msg.sender.kind,
         )
         .await?;
-    Ok(PostOutcome::Posted(appended.message))
+    Ok(PostOutcome::Posted(Box::new(appended.message)))
 }
 
 /// Shows `participant` as typing for the TTL (protocol §11: 5 s, no stop call).

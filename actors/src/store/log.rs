@@ -21,6 +21,9 @@ pub struct LogRecord {
 /// What a log entry records.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+// Records live behind `Arc` and are never moved by value in bulk, so the
+// size gap between variants costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum LogEvent {
     /// A new message; delivered to the conversation's members as an `Event`.
     Message {

@@ -1,0 +1,446 @@
+//! Fixtures for end-to-end tests: a real `switchboard` process on a free
+//! port, real HTTP (reqwest) and WebSocket (tokio-tungstenite) clients.
+//! Nothing here mocks the server or the network.
+#![allow(dead_code)]
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
+
+/// A running gateway process. Killed when dropped.
+pub struct Gateway {
+    pub addr: String,
+    child: Child,
+    /// Every line the process wrote to stdout/stderr so far.
+    pub output: Arc<Mutex<Vec<String>>>,
+    pub http: reqwest::Client,
+}
+
+/// Settings for [`Gateway::spawn_with`]: extra environment variables over
+/// test-friendly defaults (high rate limits, fast watermarks).
+#[derive(Default, Clone)]
+pub struct Opts {
+    pub env: Vec<(String, String)>,
+    pub args: Vec<String>,
+}
+
+impl Opts {
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.to_owned());
+        self
+    }
+}
+
+impl Gateway {
+    pub async fn spawn() -> Gateway {
+        Self::spawn_with(Opts::default()).await
+    }
+
+    pub async fn spawn_with(opts: Opts) -> Gateway {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        cmd.arg("serve")
+            .arg("--bind")
+            .arg("127.0.0.1:0")
+            .args(&opts.args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RUST_LOG", "info")
+            .env("SWITCHBOARD_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "100000")
+            .env("SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE", "1000000")
+            .env("SWITCHBOARD_TIMING__WATERMARK_INTERVAL", "100ms")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in &opts.env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start switchboard");
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let out = output.clone();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let clean = strip_ansi(&line);
+                    out.lock().unwrap().push(clean.clone());
+                    let _ = tx.send(clean);
+                }
+            });
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let addr = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = rx.recv_timeout(left).unwrap_or_else(|_| {
+                panic!(
+                    "gateway did not report its address: {:?}",
+                    output.lock().unwrap()
+                )
+            });
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                break rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .trim_matches('"')
+                    .to_owned();
+            }
+        };
+        Gateway {
+            addr,
+            child,
+            output,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits for the process to exit (up to `patience`).
+    pub fn terminate(&mut self, patience: Duration) -> Option<std::process::ExitStatus> {
+        unsafe_kill(self.child.id(), "-TERM");
+        let deadline = std::time::Instant::now() + patience;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    pub fn logs(&self) -> String {
+        self.output.lock().unwrap().join("\n")
+    }
+
+    // ---- admin API ----
+
+    pub async fn admin(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, self.url(&format!("/api/admin{path}")))
+            .bearer_auth(ADMIN_TOKEN);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        let text = res.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub async fn create_bay(&self, id: &str) {
+        let (s, b) = self
+            .admin(
+                reqwest::Method::POST,
+                "/bays",
+                Some(json!({"id": id, "name": id})),
+            )
+            .await;
+        assert_eq!(s, 201, "create bay: {b}");
+    }
+
+    /// Creates a participant and returns its token.
+    pub async fn create_participant(&self, bay: &str, id: &str, kind: &str, name: &str) -> String {
+        let (s, b) = self
+            .admin(
+                reqwest::Method::POST,
+                &format!("/bays/{bay}/participants"),
+                Some(json!({"id": id, "kind": kind, "name": name})),
+            )
+            .await;
+        assert_eq!(s, 201, "create participant: {b}");
+        b["token"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn create_conversation(&self, bay: &str, id: &str, kind: &str, members: &[&str]) {
+        let (s, b) = self
+            .admin(
+                reqwest::Method::POST,
+                &format!("/bays/{bay}/conversations"),
+                Some(json!({"id": id, "type": kind, "title": id, "members": members})),
+            )
+            .await;
+        assert_eq!(s, 201, "create conversation: {b}");
+    }
+
+    // ---- agent API ----
+
+    pub async fn get(&self, token: &str, path: &str) -> (u16, Value) {
+        let res = self
+            .http
+            .get(self.url(&format!("/api/agent-api{path}")))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Posts a message; returns (status, body).
+    pub async fn post_message(
+        &self,
+        token: &str,
+        conversation: &str,
+        content: &str,
+    ) -> (u16, Value) {
+        self.post_json(
+            token,
+            &format!("/conversations/{conversation}/messages"),
+            json!({ "content": content }),
+        )
+        .await
+    }
+
+    pub async fn post_json(&self, token: &str, path: &str, body: Value) -> (u16, Value) {
+        let res = self
+            .http
+            .post(self.url(&format!("/api/agent-api{path}")))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    /// One `/updates` call. Returns (status, body, Retry-After header).
+    pub async fn updates(&self, token: &str, cursor: Option<&str>, wait: &str) -> (u16, Value) {
+        let mut url = format!("{}?wait={wait}", self.url("/api/agent-api/updates"));
+        if let Some(c) = cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let res = self.http.get(url).bearer_auth(token).send().await.unwrap();
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Opens a WebSocket with the bearer header (no hello sent yet).
+    pub async fn ws(&self, token: &str) -> Ws {
+        let mut req = format!("ws://{}/api/agent-api/ws", self.addr)
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("Authorization", format!("Bearer {token}").parse().unwrap());
+        let (stream, _) = tokio_tungstenite::connect_async(req)
+            .await
+            .expect("ws connect");
+        Ws { stream }
+    }
+
+    /// Opens a WebSocket, sends hello with `resume`, and reads `ready`.
+    pub async fn ws_ready(&self, token: &str, resume: Option<&str>) -> Ws {
+        let mut ws = self.ws(token).await;
+        ws.hello(resume).await;
+        let ready = ws.next_json().await;
+        assert_eq!(ready["t"], "ready", "{ready}");
+        ws
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn unsafe_kill(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .arg(signal)
+        .arg(pid.to_string())
+        .status();
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// What the WebSocket yielded next.
+#[derive(Debug)]
+pub enum WsNext {
+    Json(Value),
+    Closed(Option<u16>),
+    Timeout,
+}
+
+/// A real WebSocket client.
+pub struct Ws {
+    pub stream: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+impl Ws {
+    pub async fn hello(&mut self, resume: Option<&str>) {
+        self.send_text(&json!({"t": "hello", "resume": resume}).to_string())
+            .await;
+    }
+
+    pub async fn send_text(&mut self, text: &str) {
+        self.stream
+            .send(WsMessage::text(text.to_owned()))
+            .await
+            .unwrap();
+    }
+
+    /// The next JSON frame or close, skipping pings, within `patience`.
+    pub async fn next_within(&mut self, patience: Duration) -> WsNext {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            match tokio::time::timeout_at(deadline, self.stream.next()).await {
+                Err(_) => return WsNext::Timeout,
+                Ok(None) => return WsNext::Closed(None),
+                Ok(Some(Err(_))) => return WsNext::Closed(None),
+                Ok(Some(Ok(WsMessage::Text(t)))) => {
+                    return WsNext::Json(serde_json::from_str(&t).unwrap())
+                }
+                Ok(Some(Ok(WsMessage::Close(frame)))) => {
+                    return WsNext::Closed(frame.map(|f| u16::from(f.code)))
+                }
+                Ok(Some(Ok(_))) => continue,
+            }
+        }
+    }
+
+    /// The next JSON frame; panics on close or after 10 s.
+    pub async fn next_json(&mut self) -> Value {
+        match self.next_within(Duration::from_secs(10)).await {
+            WsNext::Json(v) => v,
+            other => panic!("expected a frame, got {other:?}"),
+        }
+    }
+
+    /// Reads until the socket closes; returns the close code and the frames seen before.
+    pub async fn expect_close(&mut self, patience: Duration) -> (Option<u16>, Vec<Value>) {
+        let mut frames = Vec::new();
+        loop {
+            match self.next_within(patience).await {
+                WsNext::Json(v) => frames.push(v),
+                WsNext::Closed(code) => return (code, frames),
+                WsNext::Timeout => panic!("socket did not close; frames: {frames:?}"),
+            }
+        }
+    }
+
+    /// Collects event frames until a `cursor` frame; returns (events, cursor).
+    pub async fn read_batch(&mut self) -> (Vec<Value>, String) {
+        let mut events = Vec::new();
+        loop {
+            let f = self.next_json().await;
+            match f["t"].as_str() {
+                Some("event") => events.push(f["event"].clone()),
+                Some("cursor") => return (events, f["cursor"].as_str().unwrap().to_owned()),
+                _ => panic!("unexpected frame {f}"),
+            }
+        }
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.stream.close(None).await;
+    }
+}
+
+/// Close code as u16 (for comparisons with protocol constants).
+pub fn code(c: CloseCode) -> u16 {
+    u16::from(c)
+}
+
+/// Polls `check` until it returns true or `patience` runs out.
+pub async fn eventually<F, Fut>(patience: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + patience;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// A Bay with two humans, three agents, a GROUP with all of them and a DM.
+pub struct World {
+    pub ana: String,
+    pub ben: String,
+    pub rex: String,
+    pub brain: String,
+    pub scout: String,
+}
+
+impl World {
+    pub async fn create(gw: &Gateway, bay: &str) -> World {
+        gw.create_bay(bay).await;
+        let ana = gw.create_participant(bay, "ana", "user", "Ana").await;
+        let ben = gw.create_participant(bay, "ben", "user", "Ben").await;
+        let rex = gw.create_participant(bay, "rex", "agent", "Rex").await;
+        let brain = gw
+            .create_participant(bay, "brain", "agent", "Bay Brain")
+            .await;
+        let scout = gw.create_participant(bay, "scout", "agent", "Scout").await;
+        gw.create_conversation(
+            bay,
+            "group",
+            "GROUP",
+            &["ana", "ben", "rex", "brain", "scout"],
+        )
+        .await;
+        gw.create_conversation(bay, "dm", "DM", &["ana", "rex"])
+            .await;
+        World {
+            ana,
+            ben,
+            rex,
+            brain,
+            scout,
+        }
+    }
+}

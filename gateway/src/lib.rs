@@ -12,6 +12,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod error;
 pub mod health;
+pub mod middleware;
 pub mod provision;
 pub mod ratelimit;
 pub mod realtime;
@@ -112,6 +113,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
         App::new()
+            .wrap(actix_web::middleware::from_fn(middleware::request_log::request_log))
             .app_data(web::Data::new(app_state.clone()))
             .app_data(
                 web::JsonConfig::default()

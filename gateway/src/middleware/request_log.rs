@@ -1,0 +1,86 @@
+//! Gives every request an id (`x-request-id`, reused from the client when
+//! it sent a sane one), runs the handler inside a tracing span carrying it,
+//! and logs one line per finished request.
+//!
+//! Tokens never reach the logs: the query string is logged with the values
+//! of `token` (and any parameter whose name contains `token`, `secret` or
+//! `key`) replaced by `***`, and headers are never logged.
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use std::time::Instant;
+use tracing::Instrument;
+
+/// Response (and accepted request) header carrying the request id.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// Returns `query` with secret-looking parameter values masked.
+pub fn redact_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _)) if is_secret_name(k) => format!("{k}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("token") || n.contains("secret") || n.contains("key") || n.contains("password")
+}
+
+fn client_request_id(req: &ServiceRequest) -> Option<String> {
+    let v = req.headers().get(REQUEST_ID)?.to_str().ok()?;
+    (v.len() <= 64 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        .then(|| v.to_owned())
+}
+
+/// The middleware function (use with `actix_web::middleware::from_fn`).
+pub async fn request_log(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let id = client_request_id(&req).unwrap_or_else(|| ulid::Ulid::new().to_string());
+    let method = req.method().to_string();
+    let path = req.path().to_owned();
+    let query = redact_query(req.query_string());
+    let span = tracing::info_span!("request", request_id = %id, %method, %path);
+    let started = Instant::now();
+    let result = next.call(req).instrument(span.clone()).await;
+    let _enter = span.enter();
+    match result {
+        Ok(mut res) => {
+            if let Ok(v) = HeaderValue::from_str(&id) {
+                res.headers_mut().insert(HeaderName::from_static(REQUEST_ID), v);
+            }
+            tracing::info!(
+                status = res.status().as_u16(),
+                elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+                query = %query,
+                "request finished"
+            );
+            Ok(res)
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, query = %query, "request failed");
+            Err(err)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_query;
+
+    #[test]
+    fn token_values_are_masked() {
+        assert_eq!(redact_query("token=bay_abc&wait=5"), "token=***&wait=5");
+        assert_eq!(redact_query("wait=5&cursor=x"), "wait=5&cursor=x");
+        assert_eq!(redact_query("api_key=1&Access_Token=2"), "api_key=***&Access_Token=***");
+        assert_eq!(redact_query(""), "");
+    }
+}

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod error;
 pub mod health;
+pub mod metrics;
 pub mod middleware;
 pub mod provision;
 pub mod ratelimit;
@@ -30,6 +31,7 @@ use std::time::Duration;
 use switchboard_actors::feed::FeedSettings;
 use switchboard_actors::registry::{Registry, RegistrySettings};
 use switchboard_actors::session::CloseReason;
+use switchboard_actors::store::instrumented::Instrumented;
 use switchboard_actors::store::memory::{MemoryLimits, MemoryStore};
 use switchboard_actors::store::Store;
 use switchboard_config::{Settings, StoreKind};
@@ -63,7 +65,8 @@ fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
 /// closes with 4003, held `/updates` answer at once, and in-flight requests
 /// get up to `timing.drain_timeout` to finish. Must run inside an actix system.
 pub async fn serve(settings: Settings) -> Result<(), StartError> {
-    let store = open_store(&settings)?;
+    metrics::install();
+    let store: Arc<dyn Store> = Arc::new(Instrumented::new(open_store(&settings)?));
     if let Some(path) = &settings.bootstrap {
         let fixed = bootstrap::load(&*store, path).await?;
         if !fixed.is_empty() {
@@ -113,7 +116,9 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
         App::new()
-            .wrap(actix_web::middleware::from_fn(middleware::request_log::request_log))
+            .wrap(actix_web::middleware::from_fn(
+                middleware::request_log::request_log,
+            ))
             .app_data(web::Data::new(app_state.clone()))
             .app_data(
                 web::JsonConfig::default()
@@ -131,6 +136,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             )
             .service(web::scope("/api/admin").configure(api::admin::routes))
             .configure(health::routes)
+            .configure(metrics::routes)
             .default_service(web::to(|| async {
                 ApiError::new(ErrorCode::NotFound, "no such route").into_response()
             }))

@@ -35,6 +35,7 @@ impl RateLimits {
     /// 429 `UPDATES_RATE_LIMITED` with `Retry-After` when the bucket is empty.
     pub fn check_updates(&self, token: &TokenId) -> Result<(), ApiError> {
         check(&self.updates, token).map_err(|wait| {
+            metrics::counter!(crate::metrics::RATE_LIMITED, "bucket" => "updates").increment(1);
             ApiError::new(
                 ErrorCode::UpdatesRateLimited,
                 "too many /updates calls; slow the poll loop",
@@ -49,6 +50,7 @@ impl RateLimits {
     /// 429 `RATE_LIMITED` with `Retry-After` when the budget is spent.
     pub fn check_agent(&self, token: &TokenId) -> Result<(), ApiError> {
         check(&self.agent, token).map_err(|wait| {
+            metrics::counter!(crate::metrics::RATE_LIMITED, "bucket" => "agent").increment(1);
             ApiError::new(ErrorCode::RateLimited, "agent request budget exceeded").retry_after(wait)
         })
     }

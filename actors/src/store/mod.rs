@@ -7,6 +7,7 @@
 //! step as the change itself, so every node's feed observes them in one
 //! order.
 
+pub mod instrumented;
 pub mod log;
 pub mod memory;
 

@@ -35,8 +35,10 @@ fn is_secret_name(name: &str) -> bool {
 
 fn client_request_id(req: &ServiceRequest) -> Option<String> {
     let v = req.headers().get(REQUEST_ID)?.to_str().ok()?;
-    (v.len() <= 64 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
-        .then(|| v.to_owned())
+    (v.len() <= 64
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+    .then(|| v.to_owned())
 }
 
 /// The middleware function (use with `actix_web::middleware::from_fn`).
@@ -55,10 +57,15 @@ pub async fn request_log(
     match result {
         Ok(mut res) => {
             if let Ok(v) = HeaderValue::from_str(&id) {
-                res.headers_mut().insert(HeaderName::from_static(REQUEST_ID), v);
+                res.headers_mut()
+                    .insert(HeaderName::from_static(REQUEST_ID), v);
             }
+            let status = res.status().as_u16();
+            metrics::counter!(crate::metrics::HTTP_REQUESTS, "method" => method.clone(), "status" => status.to_string()).increment(1);
+            metrics::histogram!(crate::metrics::HTTP_SECONDS, "method" => method.clone())
+                .record(started.elapsed().as_secs_f64());
             tracing::info!(
-                status = res.status().as_u16(),
+                status,
                 elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
                 query = %query,
                 "request finished"
@@ -80,7 +87,10 @@ mod tests {
     fn token_values_are_masked() {
         assert_eq!(redact_query("token=bay_abc&wait=5"), "token=***&wait=5");
         assert_eq!(redact_query("wait=5&cursor=x"), "wait=5&cursor=x");
-        assert_eq!(redact_query("api_key=1&Access_Token=2"), "api_key=***&Access_Token=***");
+        assert_eq!(
+            redact_query("api_key=1&Access_Token=2"),
+            "api_key=***&Access_Token=***"
+        );
         assert_eq!(redact_query(""), "");
     }
 }

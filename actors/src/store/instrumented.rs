@@ -1,0 +1,230 @@
+//! A `Store` decorator that records each call's latency
+//! (`switchboard_store_operation_seconds{op}`) and failures
+//! (`switchboard_store_errors_total{op}`). Blocking log reads (the feeds'
+//! tails) are recorded separately as `read_log_blocking`, since their
+//! latency is mostly the wait.
+
+use super::log::LogEvent;
+use super::{Appended, Created, NewMessage, Principal, Replay, Store, StoreError, Updated};
+use crate::model::{Bay, Conversation, Member, Participant, StoredMessage};
+use crate::token::TokenHash;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use switchboard_protocol::cursor::{EntryId, LogPosition};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
+use switchboard_protocol::model::{ParticipantKind, Policy};
+
+/// Histogram of store call latency, seconds, labelled by `op`.
+pub const STORE_SECONDS: &str = "switchboard_store_operation_seconds";
+/// Counter of failed store calls, labelled by `op`.
+pub const STORE_ERRORS: &str = "switchboard_store_errors_total";
+
+/// Wraps any engine.
+pub struct Instrumented {
+    inner: Arc<dyn Store>,
+}
+
+impl Instrumented {
+    /// Instruments `inner`.
+    pub fn new(inner: Arc<dyn Store>) -> Self {
+        Instrumented { inner }
+    }
+}
+
+async fn timed<T>(
+    op: &'static str,
+    fut: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let started = Instant::now();
+    let out = fut.await;
+    metrics::histogram!(STORE_SECONDS, "op" => op).record(started.elapsed().as_secs_f64());
+    if out.is_err() {
+        metrics::counter!(STORE_ERRORS, "op" => op).increment(1);
+    }
+    out
+}
+
+#[async_trait]
+impl Store for Instrumented {
+    async fn ping(&self) -> Result<(), StoreError> {
+        timed("ping", self.inner.ping()).await
+    }
+    async fn create_bay(&self, bay: Bay) -> Result<Created<Bay>, StoreError> {
+        timed("create_bay", self.inner.create_bay(bay)).await
+    }
+    async fn bay(&self, bay: &BayId) -> Result<Option<Bay>, StoreError> {
+        timed("bay", self.inner.bay(bay)).await
+    }
+    async fn create_participant(
+        &self,
+        bay: &BayId,
+        participant: Participant,
+        token: TokenHash,
+    ) -> Result<Created<Participant>, StoreError> {
+        timed(
+            "create_participant",
+            self.inner.create_participant(bay, participant, token),
+        )
+        .await
+    }
+    async fn participant(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<Participant>, StoreError> {
+        timed("participant", self.inner.participant(bay, participant)).await
+    }
+    async fn participants(&self, bay: &BayId) -> Result<Vec<Participant>, StoreError> {
+        timed("participants", self.inner.participants(bay)).await
+    }
+    async fn set_token(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        token: Option<TokenHash>,
+    ) -> Result<Updated<()>, StoreError> {
+        timed("set_token", self.inner.set_token(bay, participant, token)).await
+    }
+    async fn authenticate(&self, token: &TokenHash) -> Result<Option<Principal>, StoreError> {
+        timed("authenticate", self.inner.authenticate(token)).await
+    }
+    async fn create_conversation(
+        &self,
+        bay: &BayId,
+        conversation: Conversation,
+    ) -> Result<Created<Conversation>, StoreError> {
+        timed(
+            "create_conversation",
+            self.inner.create_conversation(bay, conversation),
+        )
+        .await
+    }
+    async fn conversation(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+    ) -> Result<Option<Conversation>, StoreError> {
+        timed("conversation", self.inner.conversation(bay, conversation)).await
+    }
+    async fn conversations(&self, bay: &BayId) -> Result<Vec<Conversation>, StoreError> {
+        timed("conversations", self.inner.conversations(bay)).await
+    }
+    async fn conversations_of(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Vec<Conversation>, StoreError> {
+        timed(
+            "conversations_of",
+            self.inner.conversations_of(bay, participant),
+        )
+        .await
+    }
+    async fn upsert_member(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        member: Member,
+    ) -> Result<Updated<Conversation>, StoreError> {
+        timed(
+            "upsert_member",
+            self.inner.upsert_member(bay, conversation, member),
+        )
+        .await
+    }
+    async fn remove_member(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        participant: &ParticipantId,
+    ) -> Result<Updated<Conversation>, StoreError> {
+        timed(
+            "remove_member",
+            self.inner.remove_member(bay, conversation, participant),
+        )
+        .await
+    }
+    async fn update_conversation(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        title: Option<Option<String>>,
+        policy: Option<Policy>,
+    ) -> Result<Updated<Conversation>, StoreError> {
+        timed(
+            "update_conversation",
+            self.inner
+                .update_conversation(bay, conversation, title, policy),
+        )
+        .await
+    }
+    async fn append_message(
+        &self,
+        bay: &BayId,
+        message: NewMessage,
+        sender_kind: ParticipantKind,
+    ) -> Result<Appended, StoreError> {
+        timed(
+            "append_message",
+            self.inner.append_message(bay, message, sender_kind),
+        )
+        .await
+    }
+    async fn message(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        message: &MessageId,
+    ) -> Result<Option<StoredMessage>, StoreError> {
+        timed("message", self.inner.message(bay, conversation, message)).await
+    }
+    async fn messages_since(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        since: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        timed(
+            "messages_since",
+            self.inner.messages_since(bay, conversation, since, limit),
+        )
+        .await
+    }
+    async fn messages_before(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        before: Option<&MessageId>,
+        limit: usize,
+    ) -> Result<(Vec<StoredMessage>, bool), StoreError> {
+        timed(
+            "messages_before",
+            self.inner.messages_before(bay, conversation, before, limit),
+        )
+        .await
+    }
+    async fn log_head(&self, bay: &BayId) -> Result<LogPosition, StoreError> {
+        timed("log_head", self.inner.log_head(bay)).await
+    }
+    async fn read_log(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<Replay, StoreError> {
+        let op = if block.is_some() {
+            "read_log_blocking"
+        } else {
+            "read_log"
+        };
+        timed(op, self.inner.read_log(bay, after, max, block)).await
+    }
+    async fn append_control(&self, bay: &BayId, event: LogEvent) -> Result<EntryId, StoreError> {
+        timed("append_control", self.inner.append_control(bay, event)).await
+    }
+}

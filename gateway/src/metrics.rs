@@ -1,0 +1,68 @@
+//! Prometheus metrics at `GET /metrics` (text exposition format), through
+//! the `metrics` facade and `metrics-exporter-prometheus`.
+//!
+//! Names carry the `switchboard_` prefix and the standard unit suffixes;
+//! labels stay low-cardinality (transport, op, bucket, reason; the Bay id
+//! only on per-Bay feed gauges).
+
+use crate::state::AppState;
+use actix_web::{get, web, HttpResponse};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+
+/// Open realtime connections (gauge), label `transport` = `ws` | `updates`.
+pub const CONNECTIONS: &str = "switchboard_connections";
+/// Events handed to clients (counter), label `transport`.
+pub const EVENTS_DELIVERED: &str = "switchboard_events_delivered_total";
+/// Publish-to-deliver latency (histogram, seconds): from the message's
+/// `createdAt` to the moment its event frame / answer is written.
+pub const DELIVERY_SECONDS: &str = "switchboard_delivery_latency_seconds";
+/// Connections closed because a newer one of the same token opened (counter), label `transport`.
+pub const DISPLACEMENTS: &str = "switchboard_displacements_total";
+/// 409 / `reset` answers (counter), label `transport`.
+pub const CURSOR_EXPIRED: &str = "switchboard_cursor_expirations_total";
+/// 429 answers (counter), label `bucket` = `updates` | `agent`.
+pub const RATE_LIMITED: &str = "switchboard_rate_limited_total";
+/// Messages accepted (counter).
+pub const MESSAGES_ACCEPTED: &str = "switchboard_messages_accepted_total";
+/// HTTP requests (counter), labels `method`, `status`.
+pub const HTTP_REQUESTS: &str = "switchboard_http_requests_total";
+/// HTTP request duration (histogram, seconds), label `method`.
+pub const HTTP_SECONDS: &str = "switchboard_http_request_duration_seconds";
+/// Live actors (gauge), label `kind` = `feed` | `conversation`.
+pub const ACTORS: &str = "switchboard_actors";
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the global recorder once and returns its handle.
+pub fn install() -> &'static PrometheusHandle {
+    HANDLE.get_or_init(|| {
+        let builder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+            .unwrap_or_else(|_| PrometheusBuilder::new());
+        // Only fails when another recorder is installed (never in this binary).
+        builder
+            .install_recorder()
+            .expect("no other metrics recorder is installed")
+    })
+}
+
+/// `GET /metrics`.
+#[get("/metrics")]
+async fn render(state: web::Data<AppState>) -> HttpResponse {
+    let (feeds, conversations) = state.registry.actor_counts();
+    metrics::gauge!(ACTORS, "kind" => "feed").set(feeds as f64);
+    metrics::gauge!(ACTORS, "kind" => "conversation").set(conversations as f64);
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(install().render())
+}
+
+/// Registers `/metrics` at the root.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(render);
+}

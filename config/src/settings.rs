@@ -108,8 +108,9 @@ pub struct Limits {
     pub max_connections_per_ip: usize,
     /// Concurrent connections on this node.
     pub max_connections: usize,
-    /// Frames queued per session before it is closed as too slow.
-    pub outbound_queue_frames: usize,
+    /// Bytes queued for one WebSocket and not yet taken by the socket before
+    /// the session is closed as too slow (bounded memory per slow consumer).
+    pub max_outbound_queue_bytes: usize,
 }
 
 /// Timeouts and intervals. Every duration is non-zero unless it says otherwise.

@@ -37,7 +37,7 @@ fn defaults_equal_the_protocol_values() {
             max_ws_frame_bytes: 65_536,
             max_connections_per_ip: 1000,
             max_connections: 100_000,
-            outbound_queue_frames: 4096,
+            max_outbound_queue_bytes: 1_048_576,
         },
         timing: Timing {
             updates_wait_default: secs(25), // protocol §11: absent wait → 25
@@ -149,8 +149,8 @@ fn out_of_range_values_name_their_key() {
             s.limits.max_ws_frame_bytes = 0
         }),
         ("limits.max_connections", |s| s.limits.max_connections = 0),
-        ("limits.outbound_queue_frames", |s| {
-            s.limits.outbound_queue_frames = 0
+        ("limits.max_outbound_queue_bytes", |s| {
+            s.limits.max_outbound_queue_bytes = 0
         }),
         ("timing.updates_wait_min", |s| {
             s.timing.updates_wait_min = Duration::from_millis(500)

@@ -10,6 +10,7 @@
 pub mod api;
 pub mod auth;
 pub mod bootstrap;
+pub mod connections;
 pub mod error;
 pub mod health;
 pub mod metrics;
@@ -105,6 +106,10 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             .as_ref()
             .map(|t| Arc::new(hex::encode(Sha256::digest(t.as_bytes())))),
         draining: Arc::new(AtomicBool::new(false)),
+        connections: connections::ConnectionLimiter::new(
+            settings.limits.max_connections_per_ip,
+            settings.limits.max_connections,
+        ),
         store,
         registry,
         settings: Arc::new(settings.clone()),

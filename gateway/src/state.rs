@@ -1,5 +1,6 @@
 //! Shared application state handed to every handler.
 
+use crate::connections::ConnectionLimiter;
 use crate::ratelimit::RateLimits;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,6 +15,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub registry: Registry,
     pub limits: Arc<RateLimits>,
+    /// Admission of WebSockets and held `/updates` (per IP, per node).
+    pub connections: Arc<ConnectionLimiter>,
     /// SHA-256 hex of the admin token; `None` disables the admin API (404).
     pub admin_token_hash: Option<Arc<String>>,
     /// Set on SIGTERM/SIGINT: `/readyz` answers 503 and new sessions are refused.

@@ -1,0 +1,135 @@
+//! Admission of realtime connections (WebSockets and held `/updates`):
+//! a cap per client IP and a cap per node. Each admitted connection holds a
+//! [`ConnectionPermit`]; dropping it frees the slot and lowers the
+//! `switchboard_connections{transport}` gauge.
+
+use crate::error::ApiError;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use switchboard_protocol::error::ErrorCode;
+
+/// Which transport a connection uses (the metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Ws,
+    Updates,
+}
+
+impl Transport {
+    /// The `transport` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Ws => "ws",
+            Transport::Updates => "updates",
+        }
+    }
+}
+
+/// Counts live connections per IP and in total.
+pub struct ConnectionLimiter {
+    /// 0 = unlimited.
+    max_per_ip: usize,
+    max_total: usize,
+    /// Invariant: `total` equals the sum of `per_ip` values.
+    state: Mutex<Counts>,
+}
+
+#[derive(Default)]
+struct Counts {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+impl ConnectionLimiter {
+    /// A limiter with the configured caps (`max_per_ip` 0 = unlimited).
+    pub fn new(max_per_ip: usize, max_total: usize) -> Arc<Self> {
+        Arc::new(ConnectionLimiter {
+            max_per_ip,
+            max_total,
+            state: Mutex::new(Counts::default()),
+        })
+    }
+
+    /// Admits one connection from `ip`.
+    ///
+    /// # Errors
+    /// 503 `UNAVAILABLE` when the node is full; 429 `RATE_LIMITED` when the
+    /// IP holds its maximum; both with `Retry-After`.
+    pub fn admit(
+        self: &Arc<Self>,
+        ip: Option<IpAddr>,
+        transport: Transport,
+    ) -> Result<ConnectionPermit, ApiError> {
+        let mut st = self.state.lock();
+        if st.total >= self.max_total {
+            return Err(ApiError::new(ErrorCode::Unavailable, "this node holds its maximum number of connections")
+                .retry_after(Duration::from_secs(5)));
+        }
+        if let Some(ip) = ip {
+            let n = st.per_ip.entry(ip).or_default();
+            if self.max_per_ip > 0 && *n >= self.max_per_ip {
+                return Err(ApiError::new(ErrorCode::RateLimited, "too many connections from this address")
+                    .retry_after(Duration::from_secs(5)));
+            }
+            *n += 1;
+        }
+        st.total += 1;
+        metrics::gauge!(crate::metrics::CONNECTIONS, "transport" => transport.label()).increment(1.0);
+        Ok(ConnectionPermit {
+            limiter: self.clone(),
+            ip,
+            transport,
+        })
+    }
+
+    /// Connections currently admitted.
+    pub fn total(&self) -> usize {
+        self.state.lock().total
+    }
+}
+
+/// One admitted connection; frees its slot when dropped.
+pub struct ConnectionPermit {
+    limiter: Arc<ConnectionLimiter>,
+    ip: Option<IpAddr>,
+    transport: Transport,
+}
+
+impl Drop for ConnectionPermit {
+    fn drop(&mut self) {
+        let mut st = self.limiter.state.lock();
+        st.total = st.total.saturating_sub(1);
+        if let Some(ip) = self.ip {
+            if let Some(n) = st.per_ip.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    st.per_ip.remove(&ip);
+                }
+            }
+        }
+        metrics::gauge!(crate::metrics::CONNECTIONS, "transport" => self.transport.label()).decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_per_ip_and_per_node_and_frees_on_drop() {
+        let l = ConnectionLimiter::new(2, 3);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let p1 = l.admit(Some(a), Transport::Ws).unwrap();
+        let _p2 = l.admit(Some(a), Transport::Ws).unwrap();
+        assert_eq!(l.admit(Some(a), Transport::Ws).err().map(|e| e.code), Some(ErrorCode::RateLimited));
+        let _p3 = l.admit(Some(b), Transport::Updates).unwrap();
+        assert_eq!(l.admit(Some(b), Transport::Ws).err().map(|e| e.code), Some(ErrorCode::Unavailable));
+        drop(p1);
+        assert_eq!(l.total(), 2);
+        assert!(l.admit(Some(a), Transport::Ws).is_ok());
+    }
+}

@@ -30,9 +30,15 @@ impl TokenHash {
 /// Mints a fresh token for a participant of `kind`: `bay_u_` + 32 chars for
 /// users, `bay_` + 32 chars for agents.
 pub fn mint(kind: ParticipantKind) -> String {
-    let mut bytes = [0u8; 24];
-    rand::rng().fill_bytes(&mut bytes);
-    let body = URL_SAFE_NO_PAD.encode(bytes);
+    let body = loop {
+        let mut bytes = [0u8; 24];
+        rand::rng().fill_bytes(&mut bytes);
+        let body = URL_SAFE_NO_PAD.encode(bytes);
+        // An agent token must never read as a user token (`bay_u_…`).
+        if kind == ParticipantKind::User || !body.starts_with("u_") {
+            break body;
+        }
+    };
     match kind {
         ParticipantKind::User => format!("bay_u_{body}"),
         ParticipantKind::Agent => format!("bay_{body}"),

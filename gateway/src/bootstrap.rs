@@ -24,6 +24,7 @@
 use crate::error::ApiError;
 use crate::provision::{self, NewConversation, NewParticipant};
 use serde::Deserialize;
+use std::collections::HashSet;
 use std::path::Path;
 use switchboard_actors::store::Store;
 use switchboard_protocol::error::ErrorCode;
@@ -72,6 +73,61 @@ pub enum BootstrapError {
     },
 }
 
+/// Names an entry of the file in an error: `conversation "launch" of bay
+/// "demo"`, or by position when it has no id (`participant #2 of bay "demo"`).
+fn label(what: &str, id: Option<&str>, index: usize, bay: &str) -> String {
+    match id {
+        Some(id) => format!("{what} {id:?} of bay {bay:?}"),
+        None => format!("{what} #{} (no id) of bay {bay:?}", index + 1),
+    }
+}
+
+/// Refuses a file that gives one id (or one fixed token) to two entries.
+/// Applied one by one, the second would be taken for an object that already
+/// exists and be skipped without a word.
+fn check_unique(file: &File) -> Result<(), (String, String)> {
+    use std::collections::HashMap;
+    let mut bays = HashSet::new();
+    let mut tokens: HashMap<&str, String> = HashMap::new();
+    for bay in &file.bays {
+        if !bays.insert(bay.id.as_str()) {
+            return Err((
+                format!("bay {:?}", bay.id),
+                "the id is used by an earlier bay of the file".into(),
+            ));
+        }
+        let mut participants = HashSet::new();
+        for (i, p) in bay.participants.iter().enumerate() {
+            let me = label("participant", p.id.as_deref(), i, &bay.id);
+            if let Some(id) = &p.id {
+                if !participants.insert(id.as_str()) {
+                    return Err((
+                        me,
+                        "the id is used by an earlier participant of this bay".into(),
+                    ));
+                }
+            }
+            if let Some(t) = &p.token {
+                if let Some(first) = tokens.insert(t.as_str(), me.clone()) {
+                    return Err((me, format!("the token is also given to {first}")));
+                }
+            }
+        }
+        let mut conversations = HashSet::new();
+        for (i, c) in bay.conversations.iter().enumerate() {
+            if let Some(id) = &c.id {
+                if !conversations.insert(id.as_str()) {
+                    return Err((
+                        label("conversation", Some(id), i, &bay.id),
+                        "the id is used by an earlier conversation of this bay".into(),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Loads `path` into `store`. Returns the participants with fixed tokens.
 pub async fn load(store: &dyn Store, path: &Path) -> Result<Vec<FixedToken>, BootstrapError> {
     let shown = path.display().to_string();
@@ -91,6 +147,11 @@ pub async fn load(store: &dyn Store, path: &Path) -> Result<Vec<FixedToken>, Boo
         path: shown.clone(),
         cause,
     })?;
+    check_unique(&file).map_err(|(what, cause)| BootstrapError::Apply {
+        path: shown.clone(),
+        what,
+        cause,
+    })?;
     let apply = |what: String| {
         let path = shown.clone();
         move |e: ApiError| BootstrapError::Apply {
@@ -105,11 +166,11 @@ pub async fn load(store: &dyn Store, path: &Path) -> Result<Vec<FixedToken>, Boo
         match provision::create_bay(store, Some(bay.id.clone()), bay.name).await {
             Ok(_) => {}
             Err(e) if exists(&e) => {}
-            Err(e) => return Err(apply(format!("bay {}", bay.id))(e)),
+            Err(e) => return Err(apply(format!("bay {:?}", bay.id))(e)),
         }
         let bay_id = BayId(bay.id.clone());
-        for p in bay.participants {
-            let label = format!("participant {:?} of bay {}", p.id, bay.id);
+        for (i, p) in bay.participants.into_iter().enumerate() {
+            let label = label("participant", p.id.as_deref(), i, &bay.id);
             let token = p.token.clone();
             let name = p.name.clone();
             match provision::create_participant(store, &bay_id, p).await {
@@ -127,8 +188,8 @@ pub async fn load(store: &dyn Store, path: &Path) -> Result<Vec<FixedToken>, Boo
                 Err(e) => return Err(apply(label)(e)),
             }
         }
-        for c in bay.conversations {
-            let label = format!("conversation {:?} of bay {}", c.id, bay.id);
+        for (i, c) in bay.conversations.into_iter().enumerate() {
+            let label = label("conversation", c.id.as_deref(), i, &bay.id);
             match provision::create_conversation(store, &bay_id, c).await {
                 Ok(_) => {}
                 Err(e) if exists(&e) => {}

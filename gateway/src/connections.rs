@@ -65,19 +65,26 @@ impl ConnectionLimiter {
     ) -> Result<ConnectionPermit, ApiError> {
         let mut st = self.state.lock();
         if st.total >= self.max_total {
-            return Err(ApiError::new(ErrorCode::Unavailable, "this node holds its maximum number of connections")
-                .retry_after(Duration::from_secs(5)));
+            return Err(ApiError::new(
+                ErrorCode::Unavailable,
+                "this node holds its maximum number of connections",
+            )
+            .retry_after(Duration::from_secs(5)));
         }
         if let Some(ip) = ip {
             let n = st.per_ip.entry(ip).or_default();
             if self.max_per_ip > 0 && *n >= self.max_per_ip {
-                return Err(ApiError::new(ErrorCode::RateLimited, "too many connections from this address")
-                    .retry_after(Duration::from_secs(5)));
+                return Err(ApiError::new(
+                    ErrorCode::RateLimited,
+                    "too many connections from this address",
+                )
+                .retry_after(Duration::from_secs(5)));
             }
             *n += 1;
         }
         st.total += 1;
-        metrics::gauge!(crate::metrics::CONNECTIONS, "transport" => transport.label()).increment(1.0);
+        metrics::gauge!(crate::metrics::CONNECTIONS, "transport" => transport.label())
+            .increment(1.0);
         Ok(ConnectionPermit {
             limiter: self.clone(),
             ip,
@@ -110,7 +117,8 @@ impl Drop for ConnectionPermit {
                 }
             }
         }
-        metrics::gauge!(crate::metrics::CONNECTIONS, "transport" => self.transport.label()).decrement(1.0);
+        metrics::gauge!(crate::metrics::CONNECTIONS, "transport" => self.transport.label())
+            .decrement(1.0);
     }
 }
 
@@ -125,9 +133,15 @@ mod tests {
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         let p1 = l.admit(Some(a), Transport::Ws).unwrap();
         let _p2 = l.admit(Some(a), Transport::Ws).unwrap();
-        assert_eq!(l.admit(Some(a), Transport::Ws).err().map(|e| e.code), Some(ErrorCode::RateLimited));
+        assert_eq!(
+            l.admit(Some(a), Transport::Ws).err().map(|e| e.code),
+            Some(ErrorCode::RateLimited)
+        );
         let _p3 = l.admit(Some(b), Transport::Updates).unwrap();
-        assert_eq!(l.admit(Some(b), Transport::Ws).err().map(|e| e.code), Some(ErrorCode::Unavailable));
+        assert_eq!(
+            l.admit(Some(b), Transport::Ws).err().map(|e| e.code),
+            Some(ErrorCode::Unavailable)
+        );
         drop(p1);
         assert_eq!(l.total(), 2);
         assert!(l.admit(Some(a), Transport::Ws).is_ok());

@@ -93,12 +93,20 @@ pub async fn create_participant(
         return Err(ApiError::not_found());
     }
     let token = match input.token {
-        Some(t) if looks_like_token(&t) => t,
-        Some(_) => {
+        Some(t) if !looks_like_token(&t) => {
             return Err(invalid(
                 "token must start with bay_ and be 20-200 url-safe characters",
             ))
         }
+        // Protocol §2: a person's token is `bay_u_…`, an agent's `bay_…`
+        // and never `bay_u_…`; clients tell the two apart by the prefix.
+        Some(t) if (input.kind == ParticipantKind::User) != t.starts_with("bay_u_") => {
+            return Err(invalid(match input.kind {
+                ParticipantKind::User => "a user's token must start with bay_u_",
+                ParticipantKind::Agent => "an agent's token must not start with bay_u_",
+            }))
+        }
+        Some(t) => t,
         None => token::mint(input.kind),
     };
     let participant = Participant {
@@ -194,6 +202,15 @@ pub async fn create_conversation(
         check_text("title", t, MAX_NAME_CHARS, false)?;
     }
     let participants = store.participants(bay).await?;
+    if let Some(stray) = input
+        .admins
+        .iter()
+        .find(|a| !input.members.iter().any(|m| m == *a))
+    {
+        return Err(invalid(format!(
+            "admin {stray} must also be listed in members"
+        )));
+    }
     let mut members: Vec<Member> = Vec::new();
     for id in input.members {
         let id = ParticipantId(id);

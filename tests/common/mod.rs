@@ -444,3 +444,279 @@ impl World {
         }
     }
 }
+
+// ---- realtime helpers (added for tests/ws.rs, tests/updates.rs, tests/resume.rs) ----
+
+/// How a WebSocket upgrade presents its credential.
+#[derive(Debug, Clone, Copy)]
+pub enum WsAuth<'a> {
+    /// No credential at all.
+    None,
+    /// `Authorization: Bearer <token>`.
+    Header(&'a str),
+    /// `?token=<token>` in the URL.
+    Query(&'a str),
+}
+
+impl Gateway {
+    /// Attempts a WebSocket upgrade. `Err((status, json body))` when the
+    /// server refused it with an HTTP answer instead of a 101.
+    pub async fn ws_try(&self, auth: WsAuth<'_>) -> Result<Ws, (u16, Value)> {
+        let url = match auth {
+            WsAuth::Query(t) => format!("ws://{}/api/agent-api/ws?token={t}", self.addr),
+            _ => format!("ws://{}/api/agent-api/ws", self.addr),
+        };
+        let mut req = url.into_client_request().unwrap();
+        if let WsAuth::Header(t) = auth {
+            req.headers_mut()
+                .insert("Authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        match tokio_tungstenite::connect_async(req).await {
+            Ok((stream, _)) => Ok(Ws { stream }),
+            Err(tokio_tungstenite::tungstenite::Error::Http(res)) => {
+                let status = res.status().as_u16();
+                let body = res
+                    .body()
+                    .as_deref()
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or(Value::Null);
+                Err((status, body))
+            }
+            Err(e) => panic!("ws connect failed below HTTP: {e}"),
+        }
+    }
+
+    /// One `/updates` call with the raw `wait` and `cursor` strings; returns
+    /// (status, body, headers).
+    pub async fn updates_full(
+        &self,
+        token: &str,
+        cursor: Option<&str>,
+        wait: Option<&str>,
+    ) -> (u16, Value, reqwest::header::HeaderMap) {
+        let mut query: Vec<(&str, &str)> = Vec::new();
+        if let Some(w) = wait {
+            query.push(("wait", w));
+        }
+        if let Some(c) = cursor {
+            query.push(("cursor", c));
+        }
+        let res = self
+            .http
+            .get(self.url("/api/agent-api/updates"))
+            .query(&query)
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        (status, res.json().await.unwrap_or(Value::Null), headers)
+    }
+
+    /// Adds `participant` to conversation `cid` of `bay` (admin API).
+    pub async fn add_member(&self, bay: &str, cid: &str, participant: &str) {
+        let (s, b) = self
+            .admin(
+                reqwest::Method::POST,
+                &format!("/bays/{bay}/conversations/{cid}/members"),
+                Some(json!({ "participantId": participant })),
+            )
+            .await;
+        assert_eq!(s, 200, "add member: {b}");
+    }
+
+    /// Removes `participant` from conversation `cid` of `bay` (admin API).
+    pub async fn remove_member(&self, bay: &str, cid: &str, participant: &str) {
+        let (s, b) = self
+            .admin(
+                reqwest::Method::DELETE,
+                &format!("/bays/{bay}/conversations/{cid}/members/{participant}"),
+                None,
+            )
+            .await;
+        assert_eq!(s, 204, "remove member: {b}");
+    }
+
+    /// Rotates a participant's token (admin API); returns the new token.
+    pub async fn rotate_token(&self, bay: &str, participant: &str) -> String {
+        let (s, b) = self
+            .admin(
+                reqwest::Method::POST,
+                &format!("/bays/{bay}/participants/{participant}/token"),
+                None,
+            )
+            .await;
+        assert_eq!(s, 201, "rotate token: {b}");
+        b["token"].as_str().unwrap().to_owned()
+    }
+
+    /// Revokes a participant's token (admin API).
+    pub async fn revoke_token(&self, bay: &str, participant: &str) {
+        let (s, b) = self
+            .admin(
+                reqwest::Method::DELETE,
+                &format!("/bays/{bay}/participants/{participant}/token"),
+                None,
+            )
+            .await;
+        assert_eq!(s, 204, "revoke token: {b}");
+    }
+}
+
+impl Ws {
+    /// Reads frames until one with `t == kind` arrives (within `patience`);
+    /// returns it and every frame seen before it.
+    pub async fn until_frame(&mut self, kind: &str, patience: Duration) -> (Value, Vec<Value>) {
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut before = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next_within(left).await {
+                WsNext::Json(v) if v["t"] == kind => return (v, before),
+                WsNext::Json(v) => before.push(v),
+                other => panic!("waiting for a {kind} frame, got {other:?} after {before:?}"),
+            }
+        }
+    }
+}
+
+// ---- additions for agent_api / admin_api / operations tests ----
+
+/// The `switchboard serve` command that [`Gateway::spawn_with`] runs (same
+/// environment and flags), for callers that need to adjust it further —
+/// e.g. remove a variable — before [`Gateway::spawn_command`].
+pub fn serve_command(opts: &Opts) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    cmd.arg("serve")
+        .arg("--bind")
+        .arg("127.0.0.1:0")
+        .args(&opts.args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RUST_LOG", "info")
+        .env("SWITCHBOARD_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "100000")
+        .env("SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE", "1000000")
+        .env("SWITCHBOARD_TIMING__WATERMARK_INTERVAL", "100ms")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in &opts.env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+impl Gateway {
+    /// Like [`Gateway::spawn_with`], but with `SWITCHBOARD_ADMIN_TOKEN`
+    /// removed from the environment: the admin API is disabled.
+    pub async fn spawn_without_admin_token(opts: Opts) -> Gateway {
+        let mut cmd = serve_command(&opts);
+        cmd.env_remove("SWITCHBOARD_ADMIN_TOKEN");
+        Self::spawn_command(cmd).await
+    }
+
+    /// Starts `cmd` (a `switchboard serve` with piped stdout/stderr), captures
+    /// its output and waits for the "listening on" line.
+    pub async fn spawn_command(mut cmd: Command) -> Gateway {
+        let mut child = cmd.spawn().expect("start switchboard");
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let out = output.clone();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let clean = strip_ansi(&line);
+                    out.lock().unwrap().push(clean.clone());
+                    let _ = tx.send(clean);
+                }
+            });
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let addr = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = rx.recv_timeout(left).unwrap_or_else(|_| {
+                panic!(
+                    "gateway did not report its address: {:?}",
+                    output.lock().unwrap()
+                )
+            });
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                break rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .trim_matches('"')
+                    .to_owned();
+            }
+        };
+        Gateway {
+            addr,
+            child,
+            output,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    /// Sends `signal` (e.g. "-TERM") to the process without waiting.
+    pub fn send_signal(&self, signal: &str) {
+        unsafe_kill(self.child.id(), signal);
+    }
+
+    /// Waits up to `patience` for the process to exit on its own.
+    pub fn wait_for_exit(&mut self, patience: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Any request; returns (status, headers, body as JSON or `Null`).
+    pub async fn send_raw(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> (u16, reqwest::header::HeaderMap, Value) {
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let text = res.text().await.unwrap();
+        (
+            status,
+            headers,
+            serde_json::from_str(&text).unwrap_or(Value::Null),
+        )
+    }
+}
+
+/// Asserts `body` is the JSON error body `{error, code, message}` with
+/// `code`, and `status` is `expected`.
+#[track_caller]
+pub fn assert_error(status: u16, body: &Value, expected: u16, code: &str) {
+    assert_eq!(status, expected, "status for {code}: {body}");
+    let obj = body
+        .as_object()
+        .unwrap_or_else(|| panic!("error body is not a JSON object: {body}"));
+    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["code", "error", "message"], "{body}");
+    assert_eq!(body["code"], code, "{body}");
+    assert_eq!(body["error"], code.to_ascii_lowercase(), "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+}

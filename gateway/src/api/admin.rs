@@ -2,11 +2,19 @@
 //! `/api/admin`, authenticated by `Authorization: Bearer <admin token>`
 //! (from config / `SWITCHBOARD_ADMIN_TOKEN`). With no admin token
 //! configured every admin route answers 404, as if it did not exist.
+//!
+//! The check runs as middleware around the whole scope, before any
+//! extractor reads the path or body: a disabled or unauthenticated admin API
+//! answers 404 / 401 whatever the request carries, never a 400 / 413 / 415
+//! that would confirm a route exists or validate input for a stranger.
 
 use crate::error::ApiError;
 use crate::provision::{self, NewConversation, NewParticipant, PolicyInput};
 use crate::state::AppState;
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::AUTHORIZATION;
+use actix_web::middleware::{from_fn, Next};
 use actix_web::{delete, patch, post, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::json;
@@ -20,14 +28,42 @@ use switchboard_protocol::model::Role;
 
 /// Registers the routes under `/api/admin`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(create_bay)
-        .service(create_participant)
-        .service(rotate_token)
-        .service(revoke_token)
-        .service(create_conversation)
-        .service(add_member)
-        .service(remove_member)
-        .service(patch_conversation);
+    cfg.service(
+        web::scope("")
+            .wrap(from_fn(admin_gate))
+            .service(create_bay)
+            .service(create_participant)
+            .service(rotate_token)
+            .service(revoke_token)
+            .service(create_conversation)
+            .service(add_member)
+            .service(remove_member)
+            .service(patch_conversation),
+    );
+}
+
+/// Middleware: [`guard`] before anything else of the request is looked at.
+async fn admin_gate(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    let verdict = match req.app_data::<web::Data<AppState>>() {
+        Some(state) => guard(state, req.request()),
+        None => Err(no_such_route()),
+    };
+    match verdict {
+        Ok(()) => next
+            .call(req)
+            .await
+            .map(ServiceResponse::map_into_left_body),
+        Err(e) => Ok(req.error_response(e).map_into_right_body()),
+    }
+}
+
+/// The answer of a route that does not exist (the same as the app's
+/// default service), for the disabled admin API.
+fn no_such_route() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such route")
 }
 
 /// Checks the admin bearer token. 404 when the admin API is disabled, 401
@@ -35,7 +71,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 /// about the configured token.
 fn guard(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
     let Some(expected) = &state.admin_token_hash else {
-        return Err(ApiError::not_found());
+        return Err(no_such_route());
     };
     let presented = req
         .headers()
@@ -78,10 +114,8 @@ struct NewBay {
 #[post("/bays")]
 async fn create_bay(
     state: web::Data<AppState>,
-    req: HttpRequest,
     body: web::Json<NewBay>,
 ) -> Result<HttpResponse, ApiError> {
-    guard(&state, &req)?;
     let body = body.into_inner();
     let bay = provision::create_bay(&*state.store, body.id, body.name).await?;
     Ok(HttpResponse::Created().json(bay))
@@ -92,11 +126,9 @@ async fn create_bay(
 #[post("/bays/{bay}/participants")]
 async fn create_participant(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
     body: web::Json<NewParticipant>,
 ) -> Result<HttpResponse, ApiError> {
-    guard(&state, &req)?;
     let mut input = body.into_inner();
     if input.token.is_some() {
         return Err(ApiError::new(
@@ -116,10 +148,8 @@ async fn create_participant(
 #[post("/bays/{bay}/participants/{pid}/token")]
 async fn rotate_token(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    guard(&state, &req)?;
     let (bay, pid) = path.into_inner();
     let (bay, pid) = (BayId(bay), ParticipantId(pid));
     let participant = state
@@ -143,10 +173,8 @@ async fn rotate_token(
 #[delete("/bays/{bay}/participants/{pid}/token")]
 async fn revoke_token(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    guard(&state, &req)?;
     let (bay, pid) = path.into_inner();
     match state
         .store
@@ -162,11 +190,9 @@ async fn revoke_token(
 #[post("/bays/{bay}/conversations")]
 async fn create_conversation(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
     body: web::Json<NewConversation>,
 ) -> Result<HttpResponse, ApiError> {
-    guard(&state, &req)?;
     let bay = BayId(path.into_inner());
     let c = provision::create_conversation(&*state.store, &bay, body.into_inner()).await?;
     Ok(HttpResponse::Created().json(conversation_json(&c)))
@@ -185,11 +211,9 @@ struct NewMember {
 #[post("/bays/{bay}/conversations/{cid}/members")]
 async fn add_member(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<(String, String)>,
     body: web::Json<NewMember>,
 ) -> Result<HttpResponse, ApiError> {
-    guard(&state, &req)?;
     let (bay, cid) = path.into_inner();
     let bay = BayId(bay);
     let body = body.into_inner();
@@ -219,10 +243,8 @@ async fn add_member(
 #[delete("/bays/{bay}/conversations/{cid}/members/{pid}")]
 async fn remove_member(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    guard(&state, &req)?;
     let (bay, cid, pid) = path.into_inner();
     match state
         .store
@@ -257,11 +279,9 @@ mod double_option {
 #[patch("/bays/{bay}/conversations/{cid}")]
 async fn patch_conversation(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<(String, String)>,
     body: web::Json<ConversationPatch>,
 ) -> Result<HttpResponse, ApiError> {
-    guard(&state, &req)?;
     let (bay, cid) = path.into_inner();
     let (bay, cid) = (BayId(bay), ConversationId(cid));
     let body = body.into_inner();

@@ -260,11 +260,15 @@ async fn send_message(
             sender: caller.principal.participant.clone(),
             content,
             reply_to: body.reply_to_message_id.map(MessageId),
-            metadata: body.metadata.filter(|m| !m.is_null()),
+            metadata: body
+                .metadata
+                .filter(|m| !m.is_null())
+                .map(strip_server_fields),
         })
         .await??;
     match outcome {
         PostOutcome::Posted(message) => {
+            metrics::counter!(crate::metrics::MESSAGES_ACCEPTED).increment(1);
             let reader = &caller.principal.participant.id;
             let view = message.view_for(reader, message.sender.clone());
             Ok(HttpResponse::Created().json(super::views::RestMessage {
@@ -278,6 +282,20 @@ async fn send_message(
             "replyToMessageId is not a message of this conversation",
         )),
     }
+}
+
+/// Metadata keys only the server writes (protocol §4: `addressedAgents` is
+/// the server's resolution of plain-name addressing). A sender's own value
+/// is dropped, so no one can plant a routing hint in a message.
+const SERVER_METADATA_FIELDS: [&str; 1] = ["addressedAgents"];
+
+fn strip_server_fields(mut metadata: serde_json::Value) -> serde_json::Value {
+    if let Some(map) = metadata.as_object_mut() {
+        for key in SERVER_METADATA_FIELDS {
+            map.remove(key);
+        }
+    }
+    metadata
 }
 
 /// `POST /conversations/{id}/typing` → `{ ok: true, ttlMs }` (protocol §11:

@@ -16,16 +16,22 @@ use tracing::Instrument;
 /// Response (and accepted request) header carrying the request id.
 pub const REQUEST_ID: &str = "x-request-id";
 
-/// Returns `query` with secret-looking parameter values masked.
+/// Returns `query` with secret-looking parameter values masked. Names are
+/// percent-decoded before the check (the same decoding the auth extractor
+/// applies), so `?%74oken=` is masked like `?token=`.
 pub fn redact_query(query: &str) -> String {
-    query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if is_secret_name(k) => format!("{k}=***"),
-            _ => pair.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("&")
+    if query.is_empty() {
+        return String::new();
+    }
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        if is_secret_name(&name) {
+            out.append_pair(&name, "***");
+        } else {
+            out.append_pair(&name, &value);
+        }
+    }
+    out.finish()
 }
 
 fn is_secret_name(name: &str) -> bool {
@@ -86,6 +92,7 @@ mod tests {
     #[test]
     fn token_values_are_masked() {
         assert_eq!(redact_query("token=bay_abc&wait=5"), "token=***&wait=5");
+        assert_eq!(redact_query("%74oken=bay_abc"), "token=***");
         assert_eq!(redact_query("wait=5&cursor=x"), "wait=5&cursor=x");
         assert_eq!(
             redact_query("api_key=1&Access_Token=2"),

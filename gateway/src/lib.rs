@@ -45,19 +45,33 @@ pub enum StartError {
     Bootstrap(#[from] bootstrap::BootstrapError),
     #[error("cannot bind {bind}: {cause}")]
     Bind { bind: String, cause: std::io::Error },
-    #[error("store engine {0:?} is not available in this build")]
-    EngineUnavailable(StoreKind),
+    #[error("cannot open the store: {0}")]
+    Store(switchboard_actors::store::StoreError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 
-fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
+async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
     match settings.store {
         StoreKind::Memory => Ok(Arc::new(MemoryStore::new(MemoryLimits {
             replay_window: settings.replay_window,
             max_entries: settings.replay_max_entries,
         }))),
-        StoreKind::Redis => Err(StartError::EngineUnavailable(StoreKind::Redis)),
+        StoreKind::Redis => {
+            let store = switchboard_actors::store::redis::connect(
+                &settings.redis.url,
+                settings.redis.pool_size,
+                switchboard_actors::store::redis::RedisLimits {
+                    replay_window: settings.replay_window,
+                    max_entries: settings.replay_max_entries,
+                },
+            )
+            .await
+            // The message names what failed (unreachable, too old, evicting
+            // policy) and never the URL, which may hold a password.
+            .map_err(StartError::Store)?;
+            Ok(Arc::new(store))
+        }
     }
 }
 
@@ -67,7 +81,7 @@ fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
 /// get up to `timing.drain_timeout` to finish. Must run inside an actix system.
 pub async fn serve(settings: Settings) -> Result<(), StartError> {
     metrics::install();
-    let store: Arc<dyn Store> = Arc::new(Instrumented::new(open_store(&settings)?));
+    let store: Arc<dyn Store> = Arc::new(Instrumented::new(open_store(&settings).await?));
     if let Some(path) = &settings.bootstrap {
         let fixed = bootstrap::load(&*store, path).await?;
         if !fixed.is_empty() {

@@ -2,7 +2,8 @@
 //! that each engine implements and that one test suite checks.
 //!
 //! Engines: [`memory::MemoryStore`] (single node, nothing to install, state
-//! lost on exit). Writes that change what sessions must see (messages,
+//! lost on exit) and [`redis::RedisStore`] (shared by many nodes; Redis ≥ 7).
+//! Writes that change what sessions must see (messages,
 //! rosters, revocations) append to the Bay's event log in the same atomic
 //! step as the change itself, so every node's feed observes them in one
 //! order.
@@ -10,6 +11,7 @@
 pub mod instrumented;
 pub mod log;
 pub mod memory;
+pub mod redis;
 
 use crate::model::{Bay, Conversation, Member, Participant, StoredMessage};
 use crate::token::TokenHash;

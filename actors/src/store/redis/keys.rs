@@ -1,0 +1,135 @@
+//! Key layout of the Redis engine.
+//!
+//! Every key of a Bay carries the Bay id as its Redis Cluster hash tag
+//! (`sb:{<bay>}:…`), so all of a Bay's keys live in one slot and one Lua
+//! script may touch any of them atomically:
+//!
+//! | key                               | type   | holds                                              |
+//! |-----------------------------------|--------|----------------------------------------------------|
+//! | `sb:{bay}:bay`                    | string | the [`Bay`](crate::model::Bay) record (JSON)       |
+//! | `sb:{bay}:epoch`                  | string | the log's epoch; minted with `SET NX` on first use |
+//! | `sb:{bay}:log`                    | stream | the event log, field `e` = JSON `LogEvent`         |
+//! | `sb:{bay}:participants`           | hash   | participant id → JSON `Participant`                |
+//! | `sb:{bay}:participant-tokens`     | hash   | participant id → SHA-256 of its current token      |
+//! | `sb:{bay}:conversations`          | hash   | conversation id → JSON `Conversation` (+ members)  |
+//! | `sb:{bay}:conv:<cid>:msgs`        | stream | history, id `<createdAt ms>-0`, field `m` = JSON   |
+//! | `sb:{bay}:conv:<cid>:ids`         | hash   | message id → its history stream id                 |
+//! | `sb:{bay}:rounds:<cid>`           | string | consecutive agent messages since the last human    |
+//! | `sb:{tok:<4 hex>}:<token hash>`   | string | token index: JSON `{bay, participant}`             |
+//!
+//! The token index is the one global lookup (a token names its Bay), so it
+//! cannot share the Bay's slot. It is a *pointer*, not the truth: the truth
+//! is `participant-tokens` in the Bay's slot, and `authenticate` only
+//! accepts a token whose pointer leads to a participant whose current token
+//! is exactly that hash. A stale pointer (left by a crash between the two
+//! writes of a rotation) therefore never authenticates.
+//!
+//! Ids are validated by the gateway (`[A-Za-z0-9_-]{1,64}`), so they contain
+//! neither `{`, `}` nor `:` and cannot break the layout.
+
+use crate::token::TokenHash;
+use switchboard_protocol::ids::{BayId, ConversationId};
+
+/// Prefix of every key Switchboard writes.
+pub const PREFIX: &str = "sb";
+
+/// The keys of one Bay.
+#[derive(Clone, Debug)]
+pub struct BayKeys {
+    base: String,
+}
+
+impl BayKeys {
+    pub fn new(bay: &BayId) -> Self {
+        BayKeys {
+            base: format!("{PREFIX}:{{{bay}}}"),
+        }
+    }
+
+    pub fn bay(&self) -> String {
+        format!("{}:bay", self.base)
+    }
+
+    pub fn epoch(&self) -> String {
+        format!("{}:epoch", self.base)
+    }
+
+    pub fn log(&self) -> String {
+        format!("{}:log", self.base)
+    }
+
+    pub fn participants(&self) -> String {
+        format!("{}:participants", self.base)
+    }
+
+    pub fn participant_tokens(&self) -> String {
+        format!("{}:participant-tokens", self.base)
+    }
+
+    pub fn conversations(&self) -> String {
+        format!("{}:conversations", self.base)
+    }
+
+    pub fn messages(&self, conversation: &ConversationId) -> String {
+        format!("{}:conv:{conversation}:msgs", self.base)
+    }
+
+    pub fn message_ids(&self, conversation: &ConversationId) -> String {
+        format!("{}:conv:{conversation}:ids", self.base)
+    }
+
+    pub fn rounds(&self, conversation: &ConversationId) -> String {
+        format!("{}:rounds:{conversation}", self.base)
+    }
+}
+
+/// The token index entry of `token`: hash-tagged by its first four hex
+/// digits, so the index spreads over the cluster's slots.
+pub fn token(token: &TokenHash) -> String {
+    let tag = token.0.get(..4).unwrap_or(&token.0);
+    format!("{PREFIX}:{{tok:{tag}}}:{}", token.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The part of a key Redis Cluster hashes (its hash tag, if any).
+    fn hash_tag(key: &str) -> &str {
+        match key.find('{') {
+            Some(open) => match key[open + 1..].find('}') {
+                Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+                _ => key,
+            },
+            None => key,
+        }
+    }
+
+    #[test]
+    fn every_bay_key_shares_the_bay_hash_tag() {
+        let k = BayKeys::new(&BayId("acme".into()));
+        let c = ConversationId("c_1".into());
+        for key in [
+            k.bay(),
+            k.epoch(),
+            k.log(),
+            k.participants(),
+            k.participant_tokens(),
+            k.conversations(),
+            k.messages(&c),
+            k.message_ids(&c),
+            k.rounds(&c),
+        ] {
+            assert_eq!(hash_tag(&key), "acme", "{key}");
+        }
+        assert_eq!(k.messages(&c), "sb:{acme}:conv:c_1:msgs");
+    }
+
+    #[test]
+    fn token_keys_are_tagged_by_their_prefix() {
+        let h = TokenHash::of("bay_demo");
+        let key = token(&h);
+        assert_eq!(hash_tag(&key), format!("tok:{}", &h.0[..4]));
+        assert!(key.ends_with(&h.0));
+    }
+}

@@ -1,0 +1,1168 @@
+//! The Redis engine: state shared by every node, in Redis ≥ 7.
+//!
+//! Layout: see [`keys`]. Every key of a Bay is hash-tagged with the Bay id,
+//! so each write below is ONE Lua script (atomic: Redis runs one script at
+//! a time, and a script either runs to the end or, on error, stops) that
+//! touches one slot, and stays valid on Redis Cluster:
+//!
+//! - `append_message`: round counter + `createdAt` stamp + history + log
+//!   entry (+ trimming) in one script;
+//! - roster changes: compare-and-set of the conversation JSON + `Roster`
+//!   log entry in one script (the change itself is computed in Rust on the
+//!   JSON read, and retried when someone changed it in between);
+//! - `set_token`: token swap + `CredentialRevoked` log entry in one script;
+//! - every log append mints the epoch (`SET NX`) if it is missing.
+//!
+//! The token index is the one cross-slot structure; it is a pointer checked
+//! against the Bay's own record on every `authenticate` (see [`keys`]), so
+//! the order of its writes can never make a revoked token authenticate.
+//!
+//! Cursor expiry (DESIGN "cursor invariant"): a cursor is `EpochChanged`
+//! when its epoch is not the Bay's `sb:{bay}:epoch` (a missing epoch is
+//! minted anew, so after a data loss every old cursor is refused, never
+//! silently re-based), and `Expired` when the stream's
+//! `max-deleted-entry-id` lies after it (entries it has not seen were
+//! trimmed) or it lies beyond the stream's last generated id. Redis moves
+//! `max-deleted-entry-id` only on `XDEL`, not when trimming, so the append
+//! script finds the newest entry it is about to trim and records it with
+//! `XSETID … MAXDELETEDID`. Trimming is exact (`MINID =` the replay window,
+//! `MAXLEN =` the entry cap), so the replay window is what the settings say
+//! and a cursor expires exactly when something it has not seen is gone.
+//!
+//! Blocking reads (`read_log` with `block`) use `XREAD BLOCK` on a dedicated
+//! connection, never a pooled one (see [`blocking`]).
+//!
+//! Failure behaviour: a refused, dropped or timed-out connection, or an
+//! error reply such as `OOM`/`READONLY`/`LOADING`, is
+//! [`StoreError::Unavailable`] naming what was being done and the key;
+//! a record that does not decode is [`StoreError::Corrupt`]. Every command
+//! is bounded by a timeout, so a hung server turns into `Unavailable`
+//! rather than a hung request. An error is never turned into success; a
+//! write whose reply was lost may have been applied (at-least-once, as the
+//! protocol expects).
+//!
+//! Start-up guard ([`connect`]): the server must be Redis ≥ 7
+//! (`max-deleted-entry-id`), and must not run an evicting
+//! `maxmemory-policy`: eviction would drop log entries, epochs or history
+//! without a trace and break every guarantee above.
+
+mod blocking;
+mod codec;
+pub mod keys;
+mod scripts;
+
+use super::log::{LogEvent, LogRecord};
+use super::{Appended, Created, NewMessage, Principal, Replay, Store, StoreError, Updated};
+use crate::model::{Bay, Conversation, Member, Participant, StoredMessage};
+use crate::token::TokenHash;
+use ::redis::{cmd, Cmd, FromRedisValue, Script, Value};
+use async_trait::async_trait;
+use blocking::BlockingConnections;
+use chrono::{DateTime, Utc};
+use codec::{
+    array, bytes, corrupt, decode, encode, entry_id, epoch_candidate, from_redis, status,
+    stream_entries, text, unavailable, Holes,
+};
+use deadpool_redis::{Manager, Pool, Runtime};
+use keys::BayKeys;
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId, TokenId};
+use switchboard_protocol::model::{ParticipantKind, Policy};
+
+/// Replay-buffer limits of the Redis engine (as for the memory engine).
+#[derive(Clone, Copy, Debug)]
+pub struct RedisLimits {
+    /// Entries older than this are trimmed (protocol §11: 15 minutes).
+    pub replay_window: Duration,
+    /// Safety cap on entries kept per Bay, whatever their age.
+    pub max_entries: usize,
+}
+
+/// Longest any one command (including the wait for a pooled connection) may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait for a pooled connection, its creation and its health check.
+const POOL_TIMEOUT: Duration = Duration::from_secs(3);
+/// Extra time a blocking read gets beyond its `BLOCK` before it is abandoned.
+const BLOCK_GRACE: Duration = Duration::from_secs(3);
+/// Attempts of a compare-and-set before giving up as contended.
+const CAS_ATTEMPTS: usize = 32;
+/// Largest page `messages_before` reads at once (keeps Lua's numbers exact).
+const MAX_PAGE: usize = 1_000_000;
+/// Largest `COUNT` / `BLOCK` sent to Redis (it parses signed 64-bit integers).
+const MAX_COUNT: usize = i64::MAX as usize;
+
+/// The Redis store engine. Cheap to share behind an `Arc`.
+pub struct RedisStore {
+    pool: Pool,
+    blocking: BlockingConnections,
+    limits: RedisLimits,
+}
+
+/// Token index value: who a token hash belongs to.
+#[derive(Serialize, Deserialize)]
+struct TokenOwner {
+    bay: BayId,
+    participant: ParticipantId,
+}
+
+/// Connects to Redis at `url` with a pool of `pool_size` connections,
+/// checks the server, and returns the engine.
+///
+/// # Errors
+/// [`StoreError::Unavailable`] when the URL is invalid, the server cannot be
+/// reached, is older than Redis 7, or runs an evicting `maxmemory-policy`
+/// (when `CONFIG` is not permitted the policy check is skipped with a
+/// warning).
+pub async fn connect(
+    url: &str,
+    pool_size: usize,
+    limits: RedisLimits,
+) -> Result<RedisStore, StoreError> {
+    let doing = "connecting to Redis";
+    // Errors here never include the URL: it may hold a password.
+    let client = ::redis::Client::open(url).map_err(|e| StoreError::Unavailable {
+        doing,
+        cause: format!("invalid redis.url: {e}"),
+    })?;
+    let manager = Manager::new(url).map_err(|e| StoreError::Unavailable {
+        doing,
+        cause: format!("invalid redis.url: {e}"),
+    })?;
+    let pool = Pool::builder(manager)
+        .max_size(pool_size.max(1))
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(POOL_TIMEOUT))
+        .create_timeout(Some(POOL_TIMEOUT))
+        .recycle_timeout(Some(POOL_TIMEOUT))
+        .build()
+        .map_err(|e| StoreError::Unavailable {
+            doing,
+            cause: format!("cannot build the connection pool: {e}"),
+        })?;
+    let store = RedisStore {
+        pool,
+        blocking: BlockingConnections::new(client),
+        limits,
+    };
+    store.ping().await?;
+    store.check_server().await?;
+    Ok(store)
+}
+
+impl RedisStore {
+    /// Refuses servers the engine cannot be correct on.
+    async fn check_server(&self) -> Result<(), StoreError> {
+        let doing = "checking the Redis server";
+        let info: String = self
+            .query(doing, "INFO server", cmd("INFO").arg("server"))
+            .await?;
+        let version = info
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .map(str::trim)
+            .unwrap_or("unknown");
+        let major: u32 = version
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        if major < 7 {
+            return Err(StoreError::Unavailable {
+                doing,
+                cause: format!(
+                    "Redis {version} is too old: the redis engine needs Redis 7.0 or newer \
+                     (XINFO STREAM max-deleted-entry-id tells expired cursors apart)"
+                ),
+            });
+        }
+        let reply = self
+            .query::<Value>(
+                doing,
+                "CONFIG GET maxmemory-policy",
+                cmd("CONFIG").arg("GET").arg("maxmemory-policy"),
+            )
+            .await;
+        let policy = match reply {
+            Ok(Value::Array(items)) if items.len() == 2 => {
+                text(doing, "maxmemory-policy", &items[1])?.to_owned()
+            }
+            Ok(Value::Map(items)) if items.len() == 1 => {
+                text(doing, "maxmemory-policy", &items[0].1)?.to_owned()
+            }
+            Ok(other) => {
+                tracing::warn!(reply = ?other, "CONFIG GET maxmemory-policy gave an unexpected answer; cannot check that Redis never evicts Switchboard's keys");
+                return Ok(());
+            }
+            Err(err) => {
+                // Managed services often forbid or rename CONFIG.
+                tracing::warn!(error = %err, "CONFIG GET maxmemory-policy is not permitted; make sure Redis runs with maxmemory-policy noeviction");
+                return Ok(());
+            }
+        };
+        if policy != "noeviction" {
+            return Err(StoreError::Unavailable {
+                doing,
+                cause: format!(
+                    "maxmemory-policy is {policy:?}: an evicting policy would silently drop \
+                     event-log entries, epochs and history; set maxmemory-policy noeviction"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs `fut` under [`COMMAND_TIMEOUT`].
+    async fn timed<T>(
+        &self,
+        doing: &'static str,
+        key: &str,
+        fut: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(COMMAND_TIMEOUT, fut)
+            .await
+            .map_err(|_| unavailable(doing, key, "timed out"))?
+    }
+
+    /// Runs one command on a pooled connection.
+    async fn query<T: FromRedisValue>(
+        &self,
+        doing: &'static str,
+        key: &str,
+        command: &Cmd,
+    ) -> Result<T, StoreError> {
+        self.timed(doing, key, async {
+            let mut conn = self
+                .pool
+                .get()
+                .await
+                .map_err(|e| unavailable(doing, key, e))?;
+            command
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| from_redis(doing, key, e))
+        })
+        .await
+    }
+
+    /// Runs one script on a pooled connection (`EVALSHA`, loading it first
+    /// when the server does not know it yet). `key` names the script's main
+    /// key in errors.
+    async fn invoke<T: FromRedisValue>(
+        &self,
+        doing: &'static str,
+        script: &Script,
+        keys: &[&str],
+        args: &[&str],
+    ) -> Result<T, StoreError> {
+        let key = keys.first().copied().unwrap_or("-");
+        let mut invocation = script.prepare_invoke();
+        for k in keys {
+            invocation.key(*k);
+        }
+        for a in args {
+            invocation.arg(*a);
+        }
+        self.timed(doing, key, async {
+            let mut conn = self
+                .pool
+                .get()
+                .await
+                .map_err(|e| unavailable(doing, key, e))?;
+            invocation
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|e| from_redis(doing, key, e))
+        })
+        .await
+    }
+
+    /// Invokes a script that answers with a status-first array.
+    async fn invoke_status(
+        &self,
+        doing: &'static str,
+        script: &Script,
+        keys: &[&str],
+        args: &[&str],
+    ) -> Result<Vec<Value>, StoreError> {
+        let reply: Value = self.invoke(doing, script, keys, args).await?;
+        match reply {
+            Value::Array(items) if !items.is_empty() => Ok(items),
+            other => Err(corrupt(
+                doing,
+                keys.first().copied().unwrap_or("-"),
+                format!("unexpected script reply {other:?}"),
+            )),
+        }
+    }
+
+    fn window_ms(&self) -> String {
+        self.limits.replay_window.as_millis().max(1).to_string()
+    }
+
+    fn max_entries(&self) -> String {
+        self.limits.max_entries.max(1).to_string()
+    }
+
+    /// Whether `token` is the current token of its index entry's owner.
+    async fn token_is_current(
+        &self,
+        doing: &'static str,
+        owner: &TokenOwner,
+        token: &TokenHash,
+    ) -> Result<bool, StoreError> {
+        let k = BayKeys::new(&owner.bay);
+        let key = k.participant_tokens();
+        let current: Option<String> = self
+            .query(
+                doing,
+                &key,
+                cmd("HGET").arg(&key).arg(owner.participant.as_str()),
+            )
+            .await?;
+        Ok(current.as_deref() == Some(token.0.as_str()))
+    }
+
+    /// Deletes the token index entry of `token` if it still names `owner`.
+    async fn release_token(&self, doing: &'static str, token: &TokenHash, owner: &str) {
+        let key = keys::token(token);
+        if let Err(err) = self
+            .invoke::<i64>(doing, &scripts::TOKEN_RELEASE, &[&key], &[owner])
+            .await
+        {
+            // Harmless: `authenticate` checks the Bay's record, so a stale
+            // index entry never authenticates.
+            tracing::warn!(error = %err, "could not remove a stale token index entry");
+        }
+    }
+
+    /// Reads the log once (no blocking).
+    async fn read_once(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+        max: usize,
+    ) -> Result<Replay, StoreError> {
+        let doing = "reading the event log";
+        let k = BayKeys::new(bay);
+        let (log, epoch) = (k.log(), k.epoch());
+        let reply: Value = self
+            .invoke(
+                doing,
+                &scripts::READ_LOG,
+                &[&log, &epoch],
+                &[
+                    &epoch_candidate(),
+                    &after.epoch.0,
+                    &after.entry.to_string(),
+                    &max.min(MAX_COUNT).to_string(),
+                ],
+            )
+            .await?;
+        let parts = array(doing, &log, &reply)?;
+        let [current, last, max_deleted, entries] = parts else {
+            return Err(corrupt(doing, &log, "read script gave a malformed reply"));
+        };
+        if text(doing, &epoch, current)? != after.epoch.0 {
+            return Ok(Replay::EpochChanged);
+        }
+        let last = entry_id(doing, &log, last)?;
+        let max_deleted = entry_id(doing, &log, max_deleted)?;
+        if after.entry < max_deleted || after.entry > last {
+            return Ok(Replay::Expired);
+        }
+        let records = stream_entries(doing, &log, entries, "e")?
+            .into_iter()
+            .map(|(id, raw)| {
+                let event: LogEvent = decode(doing, &log, raw)?;
+                Ok(Arc::new(LogRecord { id, event }))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let through = if records.len() < max {
+            last.max(after.entry)
+        } else {
+            records.last().map(|r| r.id).unwrap_or(after.entry)
+        };
+        Ok(Replay::Records { records, through })
+    }
+
+    /// Waits (on a dedicated connection) up to `block` for an entry after
+    /// `after` in `log`. `true` when one arrived.
+    async fn wait_for_entry(
+        &self,
+        log: &str,
+        after: EntryId,
+        block: Duration,
+    ) -> Result<bool, StoreError> {
+        let doing = "waiting for the event log";
+        let block_ms = block.as_millis().clamp(1, MAX_COUNT as u128) as u64;
+        let mut xread = cmd("XREAD");
+        xread
+            .arg("COUNT")
+            .arg(1)
+            .arg("BLOCK")
+            .arg(block_ms)
+            .arg("STREAMS")
+            .arg(log)
+            .arg(after.to_string());
+        // One retry with a fresh connection when a reused idle one turns
+        // out to be dead (e.g. Redis restarted while it sat idle).
+        loop {
+            let (mut conn, reused) = tokio::time::timeout(POOL_TIMEOUT, self.blocking.take())
+                .await
+                .map_err(|_| unavailable(doing, log, "timed out connecting"))?
+                .map_err(|e| from_redis(doing, log, e))?;
+            match tokio::time::timeout(
+                block.saturating_add(BLOCK_GRACE),
+                xread.query_async::<Value>(&mut conn),
+            )
+            .await
+            {
+                Ok(Ok(reply)) => {
+                    self.blocking.give_back(conn);
+                    return Ok(!matches!(reply, Value::Nil));
+                }
+                Ok(Err(err)) if reused && (err.is_io_error() || err.is_connection_dropped()) => {
+                    continue;
+                }
+                Ok(Err(err)) => return Err(from_redis(doing, log, err)),
+                Err(_) => return Err(unavailable(doing, log, "blocking read timed out")),
+            }
+        }
+    }
+
+    /// Compare-and-set of a conversation: reads it, applies `change`
+    /// (which reports whether it changed anything), and writes it back with
+    /// its `Roster` entry unless someone changed it meanwhile (then retries).
+    async fn change_conversation(
+        &self,
+        doing: &'static str,
+        bay: &BayId,
+        conversation: &ConversationId,
+        change: impl Fn(&mut Conversation) -> bool,
+    ) -> Result<Updated<Conversation>, StoreError> {
+        let k = BayKeys::new(bay);
+        let (convs, log, epoch) = (k.conversations(), k.log(), k.epoch());
+        for _ in 0..CAS_ATTEMPTS {
+            let raw: Option<String> = self
+                .query(
+                    doing,
+                    &convs,
+                    cmd("HGET").arg(&convs).arg(conversation.as_str()),
+                )
+                .await?;
+            let Some(raw) = raw else {
+                return Ok(Updated::NotFound);
+            };
+            let mut c: Conversation = decode(doing, &convs, raw.as_bytes())?;
+            if !change(&mut c) {
+                return Ok(Updated::NotFound);
+            }
+            let new = encode(doing, &convs, &c)?;
+            let event = encode(doing, &log, &roster_event(&c))?;
+            let reply = self
+                .invoke_status(
+                    doing,
+                    &scripts::CHANGE_CONVERSATION,
+                    &[&convs, &log, &epoch],
+                    &[
+                        conversation.as_str(),
+                        &raw,
+                        &new,
+                        &event,
+                        &epoch_candidate(),
+                        &self.window_ms(),
+                        &self.max_entries(),
+                    ],
+                )
+                .await?;
+            match status(doing, &convs, &reply)? {
+                "ok" => return Ok(Updated::Updated(c)),
+                "missing" => return Ok(Updated::NotFound),
+                "conflict" => continue,
+                other => return Err(corrupt(doing, &convs, format!("script said {other:?}"))),
+            }
+        }
+        Err(unavailable(
+            doing,
+            &convs,
+            "the conversation kept changing under concurrent updates",
+        ))
+    }
+
+    /// Formats a Unix time in ms with the Lua formatter `append_message`
+    /// uses for `createdAt` (for tests that check it against chrono).
+    #[doc(hidden)]
+    pub async fn lua_format_ms(&self, ms: u64) -> Result<String, StoreError> {
+        self.invoke(
+            "formatting a time",
+            &scripts::FORMAT_MS,
+            &[],
+            &[&ms.to_string()],
+        )
+        .await
+    }
+}
+
+fn roster_event(c: &Conversation) -> LogEvent {
+    LogEvent::Roster {
+        conversation: c.reference(),
+        members: c.member_ids(),
+    }
+}
+
+/// Replaces the existing field `name` of a JSON object with `with`.
+fn punch(
+    doing: &'static str,
+    value: &mut serde_json::Value,
+    path: &[&str],
+    with: serde_json::Value,
+) -> Result<(), StoreError> {
+    let mut at = value;
+    for name in path {
+        at = at
+            .as_object_mut()
+            .and_then(|o| o.get_mut(*name))
+            .ok_or_else(|| StoreError::Corrupt {
+                doing,
+                cause: format!("encoded record has no field {path:?}"),
+            })?;
+    }
+    *at = with;
+    Ok(())
+}
+
+fn to_value<T: Serialize>(doing: &'static str, v: &T) -> Result<serde_json::Value, StoreError> {
+    serde_json::to_value(v).map_err(|e| StoreError::Corrupt {
+        doing,
+        cause: e.to_string(),
+    })
+}
+
+fn to_text(doing: &'static str, v: &serde_json::Value) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Corrupt {
+        doing,
+        cause: e.to_string(),
+    })
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        let _: String = self.query("pinging Redis", "PING", &cmd("PING")).await?;
+        Ok(())
+    }
+
+    async fn create_bay(&self, bay: Bay) -> Result<Created<Bay>, StoreError> {
+        let doing = "creating a bay";
+        let key = BayKeys::new(&bay.id).bay();
+        let json = encode(doing, &key, &bay)?;
+        let reply: Value = self
+            .query(doing, &key, cmd("SET").arg(&key).arg(json).arg("NX"))
+            .await?;
+        Ok(match reply {
+            Value::Nil => Created::AlreadyExists,
+            _ => Created::Created(bay),
+        })
+    }
+
+    async fn bay(&self, bay: &BayId) -> Result<Option<Bay>, StoreError> {
+        let doing = "reading a bay";
+        let key = BayKeys::new(bay).bay();
+        let raw: Option<Vec<u8>> = self.query(doing, &key, cmd("GET").arg(&key)).await?;
+        raw.map(|r| decode(doing, &key, &r)).transpose()
+    }
+
+    async fn create_participant(
+        &self,
+        bay: &BayId,
+        participant: Participant,
+        token: TokenHash,
+    ) -> Result<Created<Participant>, StoreError> {
+        let doing = "creating a participant";
+        let k = BayKeys::new(bay);
+        let tkey = keys::token(&token);
+        let owner = encode(
+            doing,
+            &tkey,
+            &TokenOwner {
+                bay: bay.clone(),
+                participant: participant.id.clone(),
+            },
+        )?;
+        // 1. Claim the token's index entry (unless a live participant holds it).
+        let mut claimed = false;
+        for _ in 0..CAS_ATTEMPTS {
+            let current: Option<String> = self.query(doing, &tkey, cmd("GET").arg(&tkey)).await?;
+            let expected = match current {
+                None => String::new(),
+                Some(raw) => {
+                    let holder: TokenOwner = decode(doing, &tkey, raw.as_bytes())?;
+                    if self.token_is_current(doing, &holder, &token).await? {
+                        return Ok(Created::AlreadyExists);
+                    }
+                    raw
+                }
+            };
+            let swapped: i64 = self
+                .invoke(doing, &scripts::TOKEN_CLAIM, &[&tkey], &[&expected, &owner])
+                .await?;
+            if swapped == 1 {
+                claimed = true;
+                break;
+            }
+        }
+        if !claimed {
+            return Err(unavailable(doing, &tkey, "token index entry kept changing"));
+        }
+        // 2. Create the participant with its token, in the Bay's slot.
+        let (bay_key, participants, ptokens) = (k.bay(), k.participants(), k.participant_tokens());
+        let json = encode(doing, &participants, &participant)?;
+        let reply = self
+            .invoke_status(
+                doing,
+                &scripts::CREATE_PARTICIPANT,
+                &[&bay_key, &participants, &ptokens],
+                &[participant.id.as_str(), &json, &token.0],
+            )
+            .await?;
+        match status(doing, &participants, &reply)? {
+            "ok" => Ok(Created::Created(participant)),
+            "nobay" | "exists" => {
+                // Give the claim back, unless the existing participant is
+                // this very one with this very token (a concurrent create
+                // of the same record, e.g. two nodes bootstrapping at once).
+                let holder = TokenOwner {
+                    bay: bay.clone(),
+                    participant: participant.id.clone(),
+                };
+                if !self.token_is_current(doing, &holder, &token).await? {
+                    self.release_token(doing, &token, &owner).await;
+                }
+                Ok(Created::AlreadyExists)
+            }
+            other => Err(corrupt(
+                doing,
+                &participants,
+                format!("script said {other:?}"),
+            )),
+        }
+    }
+
+    async fn participant(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<Participant>, StoreError> {
+        let doing = "reading a participant";
+        let key = BayKeys::new(bay).participants();
+        let raw: Option<Vec<u8>> = self
+            .query(doing, &key, cmd("HGET").arg(&key).arg(participant.as_str()))
+            .await?;
+        raw.map(|r| decode(doing, &key, &r)).transpose()
+    }
+
+    async fn participants(&self, bay: &BayId) -> Result<Vec<Participant>, StoreError> {
+        let doing = "listing participants";
+        let key = BayKeys::new(bay).participants();
+        let raw: Vec<Vec<u8>> = self.query(doing, &key, cmd("HVALS").arg(&key)).await?;
+        let mut out = raw
+            .iter()
+            .map(|r| decode::<Participant>(doing, &key, r))
+            .collect::<Result<Vec<_>, _>>()?;
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    async fn set_token(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        token: Option<TokenHash>,
+    ) -> Result<Updated<()>, StoreError> {
+        let doing = "replacing a token";
+        let k = BayKeys::new(bay);
+        let (participants, ptokens, log, epoch) =
+            (k.participants(), k.participant_tokens(), k.log(), k.epoch());
+        let owner = encode(
+            doing,
+            &participants,
+            &TokenOwner {
+                bay: bay.clone(),
+                participant: participant.clone(),
+            },
+        )?;
+        // 1. Point the new token at its owner. It authenticates only once
+        //    step 2 made it the participant's current token.
+        if let Some(new) = &token {
+            let tkey = keys::token(new);
+            let _: Value = self
+                .query(doing, &tkey, cmd("SET").arg(&tkey).arg(&owner))
+                .await?;
+        }
+        // 2. Swap the participant's token and log the revocation, atomically.
+        //    From here on the old token no longer authenticates.
+        let holes = Holes::new();
+        let mut revoked = to_value(
+            doing,
+            &LogEvent::CredentialRevoked {
+                participant: participant.clone(),
+                token: TokenId(String::new()),
+            },
+        )?;
+        punch(doing, &mut revoked, &["token"], holes.hole(0))?;
+        let revoked = holes.split(doing, &to_text(doing, &revoked)?, 1)?;
+        let new_hash = token.as_ref().map(|t| t.0.as_str()).unwrap_or("");
+        let reply = self
+            .invoke_status(
+                doing,
+                &scripts::SET_TOKEN,
+                &[&participants, &ptokens, &log, &epoch],
+                &[
+                    participant.as_str(),
+                    new_hash,
+                    &epoch_candidate(),
+                    &self.window_ms(),
+                    &self.max_entries(),
+                    &revoked[0],
+                    &revoked[1],
+                ],
+            )
+            .await?;
+        match status(doing, &participants, &reply)? {
+            "ok" => {}
+            "missing" => {
+                if let Some(new) = &token {
+                    self.release_token(doing, new, &owner).await;
+                }
+                return Ok(Updated::NotFound);
+            }
+            other => {
+                return Err(corrupt(
+                    doing,
+                    &participants,
+                    format!("script said {other:?}"),
+                ))
+            }
+        }
+        // 3. Drop the old token's index entry (garbage collection only).
+        let old = reply
+            .get(1)
+            .map(|v| text(doing, &ptokens, v))
+            .transpose()?
+            .unwrap_or("");
+        if !old.is_empty() && Some(old) != token.as_ref().map(|t| t.0.as_str()) {
+            self.release_token(doing, &TokenHash(old.to_owned()), &owner)
+                .await;
+        }
+        Ok(Updated::Updated(()))
+    }
+
+    async fn authenticate(&self, token: &TokenHash) -> Result<Option<Principal>, StoreError> {
+        let doing = "authenticating a token";
+        let tkey = keys::token(token);
+        let raw: Option<Vec<u8>> = self.query(doing, &tkey, cmd("GET").arg(&tkey)).await?;
+        let Some(raw) = raw else {
+            return Ok(None);
+        };
+        let owner: TokenOwner = decode(doing, &tkey, &raw)?;
+        let k = BayKeys::new(&owner.bay);
+        let (ptokens, participants) = (k.participant_tokens(), k.participants());
+        let found: Option<Vec<u8>> = self
+            .invoke(
+                doing,
+                &scripts::AUTHENTICATE,
+                &[&ptokens, &participants],
+                &[owner.participant.as_str(), &token.0],
+            )
+            .await?;
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        Ok(Some(Principal {
+            bay: owner.bay,
+            participant: decode(doing, &participants, &found)?,
+            token: token.id(),
+        }))
+    }
+
+    async fn create_conversation(
+        &self,
+        bay: &BayId,
+        conversation: Conversation,
+    ) -> Result<Created<Conversation>, StoreError> {
+        let doing = "creating a conversation";
+        let k = BayKeys::new(bay);
+        let (bay_key, convs, log, epoch) = (k.bay(), k.conversations(), k.log(), k.epoch());
+        let json = encode(doing, &convs, &conversation)?;
+        let event = encode(doing, &log, &roster_event(&conversation))?;
+        let reply = self
+            .invoke_status(
+                doing,
+                &scripts::CREATE_CONVERSATION,
+                &[&bay_key, &convs, &log, &epoch],
+                &[
+                    conversation.id.as_str(),
+                    &json,
+                    &event,
+                    &epoch_candidate(),
+                    &self.window_ms(),
+                    &self.max_entries(),
+                ],
+            )
+            .await?;
+        match status(doing, &convs, &reply)? {
+            "ok" => Ok(Created::Created(conversation)),
+            "nobay" | "exists" => Ok(Created::AlreadyExists),
+            other => Err(corrupt(doing, &convs, format!("script said {other:?}"))),
+        }
+    }
+
+    async fn conversation(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+    ) -> Result<Option<Conversation>, StoreError> {
+        let doing = "reading a conversation";
+        let key = BayKeys::new(bay).conversations();
+        let raw: Option<Vec<u8>> = self
+            .query(
+                doing,
+                &key,
+                cmd("HGET").arg(&key).arg(conversation.as_str()),
+            )
+            .await?;
+        raw.map(|r| decode(doing, &key, &r)).transpose()
+    }
+
+    async fn conversations(&self, bay: &BayId) -> Result<Vec<Conversation>, StoreError> {
+        let doing = "listing conversations";
+        let key = BayKeys::new(bay).conversations();
+        let raw: Vec<Vec<u8>> = self.query(doing, &key, cmd("HVALS").arg(&key)).await?;
+        let mut out = raw
+            .iter()
+            .map(|r| decode::<Conversation>(doing, &key, r))
+            .collect::<Result<Vec<_>, _>>()?;
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    async fn conversations_of(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Vec<Conversation>, StoreError> {
+        let mut all = self.conversations(bay).await?;
+        all.retain(|c| c.member(participant).is_some());
+        Ok(all)
+    }
+
+    async fn upsert_member(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        member: Member,
+    ) -> Result<Updated<Conversation>, StoreError> {
+        self.change_conversation("adding a member", bay, conversation, |c| {
+            match c
+                .members
+                .iter_mut()
+                .find(|m| m.participant == member.participant)
+            {
+                Some(existing) => existing.role = member.role,
+                None => c.members.push(member.clone()),
+            }
+            true
+        })
+        .await
+    }
+
+    async fn remove_member(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        participant: &ParticipantId,
+    ) -> Result<Updated<Conversation>, StoreError> {
+        self.change_conversation("removing a member", bay, conversation, |c| {
+            let before = c.members.len();
+            c.members.retain(|m| &m.participant != participant);
+            c.members.len() != before
+        })
+        .await
+    }
+
+    async fn update_conversation(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        title: Option<Option<String>>,
+        policy: Option<Policy>,
+    ) -> Result<Updated<Conversation>, StoreError> {
+        self.change_conversation("updating a conversation", bay, conversation, |c| {
+            if let Some(title) = &title {
+                c.title = title.clone();
+            }
+            if let Some(policy) = &policy {
+                c.policy = policy.clone();
+            }
+            true
+        })
+        .await
+    }
+
+    async fn append_message(
+        &self,
+        bay: &BayId,
+        new: NewMessage,
+        sender_kind: ParticipantKind,
+    ) -> Result<Appended, StoreError> {
+        let doing = "appending a message";
+        let k = BayKeys::new(bay);
+        let cid = &new.conversation.id;
+        let (convs, rounds, msgs, ids, log, epoch) = (
+            k.conversations(),
+            k.rounds(cid),
+            k.messages(cid),
+            k.message_ids(cid),
+            k.log(),
+            k.epoch(),
+        );
+        // The message with holes for `createdAt` and `routing.suppressed`,
+        // and the log event with a hole for the message: the script stamps
+        // and fills them.
+        let holes = Holes::new();
+        let mut message = to_value(doing, &new.message)?;
+        punch(doing, &mut message, &["created_at"], holes.hole(0))?;
+        punch(
+            doing,
+            &mut message,
+            &["routing", "suppressed"],
+            holes.hole(1),
+        )?;
+        let message = holes.split(doing, &to_text(doing, &message)?, 2)?;
+        let event_holes = Holes::new();
+        let given_suppressed = new.message.routing.suppressed;
+        let message_id = new.message.id.clone();
+        let mut event = to_value(
+            doing,
+            &LogEvent::Message {
+                conversation: new.conversation.clone(),
+                message: new.message,
+            },
+        )?;
+        punch(doing, &mut event, &["message"], event_holes.hole(0))?;
+        let event = event_holes.split(doing, &to_text(doing, &event)?, 1)?;
+        let kind = match sender_kind {
+            ParticipantKind::User => "user",
+            ParticipantKind::Agent => "agent",
+        };
+        let cap = new.round_cap.map(|c| c.to_string()).unwrap_or_default();
+        let reply = self
+            .invoke_status(
+                doing,
+                &scripts::APPEND_MESSAGE,
+                &[&convs, &rounds, &msgs, &ids, &log, &epoch],
+                &[
+                    cid.as_str(),
+                    message_id.as_str(),
+                    kind,
+                    &cap,
+                    if given_suppressed { "true" } else { "false" },
+                    &message[0],
+                    &message[1],
+                    &message[2],
+                    &event[0],
+                    &event[1],
+                    &epoch_candidate(),
+                    &self.window_ms(),
+                    &self.max_entries(),
+                ],
+            )
+            .await?;
+        match status(doing, &msgs, &reply)? {
+            "ok" => {}
+            "missing" => {
+                return Err(corrupt(
+                    doing,
+                    &convs,
+                    format!("conversation {cid} vanished"),
+                ))
+            }
+            other => return Err(corrupt(doing, &msgs, format!("script said {other:?}"))),
+        }
+        let [_, entry, stored] = reply.as_slice() else {
+            return Err(corrupt(
+                doing,
+                &msgs,
+                "append script gave a malformed reply",
+            ));
+        };
+        Ok(Appended {
+            entry: entry_id(doing, &log, entry)?,
+            message: decode(doing, &msgs, bytes(doing, &msgs, stored)?)?,
+        })
+    }
+
+    async fn message(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        message: &MessageId,
+    ) -> Result<Option<StoredMessage>, StoreError> {
+        let doing = "reading a message";
+        let k = BayKeys::new(bay);
+        let (msgs, ids) = (k.messages(conversation), k.message_ids(conversation));
+        let raw: Option<Vec<u8>> = self
+            .invoke(
+                doing,
+                &scripts::MESSAGE,
+                &[&msgs, &ids],
+                &[message.as_str()],
+            )
+            .await?;
+        raw.map(|r| decode(doing, &msgs, &r)).transpose()
+    }
+
+    async fn messages_since(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        since: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let doing = "reading messages since a time";
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let key = BayKeys::new(bay).messages(conversation);
+        // History ids are `<createdAt ms>-0` and createdAt has ms precision:
+        // "strictly after `since`" is "ms > floor(since in ms)".
+        let floor = since.timestamp_millis();
+        let start = if floor < 0 {
+            "-".to_owned()
+        } else {
+            format!("{}-0", floor + 1)
+        };
+        let reply: Value = self
+            .query(
+                doing,
+                &key,
+                cmd("XRANGE")
+                    .arg(&key)
+                    .arg(start)
+                    .arg("+")
+                    .arg("COUNT")
+                    .arg(limit.min(MAX_COUNT)),
+            )
+            .await?;
+        stream_entries(doing, &key, &reply, "m")?
+            .into_iter()
+            .map(|(_, raw)| decode(doing, &key, raw))
+            .collect()
+    }
+
+    async fn messages_before(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        before: Option<&MessageId>,
+        limit: usize,
+    ) -> Result<(Vec<StoredMessage>, bool), StoreError> {
+        let doing = "reading a page of messages";
+        let k = BayKeys::new(bay);
+        let (msgs, ids) = (k.messages(conversation), k.message_ids(conversation));
+        let reply: Value = self
+            .invoke(
+                doing,
+                &scripts::MESSAGES_BEFORE,
+                &[&msgs, &ids],
+                &[
+                    before.map(|m| m.as_str()).unwrap_or(""),
+                    &limit.min(MAX_PAGE).to_string(),
+                ],
+            )
+            .await?;
+        let items = array(doing, &msgs, &reply)?;
+        let (more, page) = items
+            .split_first()
+            .ok_or_else(|| corrupt(doing, &msgs, "empty page reply"))?;
+        let more = matches!(more, Value::Int(1));
+        let mut out = page
+            .iter()
+            .map(|v| decode::<StoredMessage>(doing, &msgs, bytes(doing, &msgs, v)?))
+            .collect::<Result<Vec<_>, _>>()?;
+        out.reverse();
+        Ok((out, more))
+    }
+
+    async fn log_head(&self, bay: &BayId) -> Result<LogPosition, StoreError> {
+        let doing = "reading the log head";
+        let k = BayKeys::new(bay);
+        let (log, epoch) = (k.log(), k.epoch());
+        let reply: Value = self
+            .invoke(
+                doing,
+                &scripts::LOG_HEAD,
+                &[&log, &epoch],
+                &[&epoch_candidate()],
+            )
+            .await?;
+        let [current, last] = array(doing, &log, &reply)? else {
+            return Err(corrupt(doing, &log, "head script gave a malformed reply"));
+        };
+        Ok(LogPosition {
+            epoch: Epoch(text(doing, &epoch, current)?.to_owned()),
+            entry: entry_id(doing, &log, last)?,
+        })
+    }
+
+    async fn read_log(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<Replay, StoreError> {
+        let first = self.read_once(bay, after, max).await?;
+        let Some(block) = block.filter(|b| !b.is_zero()) else {
+            return Ok(first);
+        };
+        match &first {
+            Replay::Records { records, .. } if records.is_empty() => {}
+            _ => return Ok(first),
+        }
+        let log = BayKeys::new(bay).log();
+        if self.wait_for_entry(&log, after.entry, block).await? {
+            self.read_once(bay, after, max).await
+        } else {
+            Ok(first)
+        }
+    }
+
+    async fn append_control(&self, bay: &BayId, event: LogEvent) -> Result<EntryId, StoreError> {
+        let doing = "appending a control entry";
+        let k = BayKeys::new(bay);
+        let (log, epoch) = (k.log(), k.epoch());
+        let json = encode(doing, &log, &event)?;
+        let reply = self
+            .invoke_status(
+                doing,
+                &scripts::APPEND_EVENT,
+                &[&log, &epoch],
+                &[
+                    &epoch_candidate(),
+                    &self.window_ms(),
+                    &self.max_entries(),
+                    &json,
+                ],
+            )
+            .await?;
+        match reply.as_slice() {
+            [_, id] => entry_id(doing, &log, id),
+            _ => Err(corrupt(doing, &log, "append script gave a malformed reply")),
+        }
+    }
+}

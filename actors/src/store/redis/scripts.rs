@@ -1,0 +1,361 @@
+//! The Lua scripts of the Redis engine. Each one runs atomically on the
+//! server (Redis runs one script at a time), and each touches only keys of
+//! one hash-tag slot, so they stay valid on Redis Cluster.
+//!
+//! Conventions: scripts never build JSON themselves beyond concatenating
+//! pieces prepared in Rust (see `codec::Holes`), so no `cjson` round trip
+//! can alter numbers or empty arrays in stored records. Scripts answer with
+//! a status string first (`ok`, `missing`, `exists`, `conflict`, …) and
+//! never put `nil` inside a table (it would truncate the reply).
+//!
+//! Every script that writes the log mints the epoch if it is missing
+//! (`SET NX` of a fresh random candidate passed by the caller) — a missing
+//! epoch means the Bay's data is new or was lost, and either way a new
+//! incarnation of the log begins.
+
+use redis::Script;
+use std::sync::LazyLock;
+
+/// Helpers shared by the scripts (prepended to each).
+macro_rules! lib {
+    () => {
+        r#"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Appends `event` to the log stream, trimming entries older than `window`
+-- milliseconds (exact MINID) and beyond `maxlen` entries (exact MAXLEN).
+-- Trimming does not move the stream's max-deleted-entry-id (only XDEL
+-- does), so the newest trimmed id is found before trimming and recorded
+-- with XSETID MAXDELETEDID: readers compare cursors against it.
+local function append_log(log, epoch, candidate, window, maxlen, event)
+  redis.call('SET', epoch, candidate, 'NX')
+  local id = redis.call('XADD', log, '*', 'e', event)
+  local trimmed = false
+  local minid = now_ms() - tonumber(window)
+  if minid > 0 then
+    local bound = string.format('%d-0', minid)
+    local doomed = redis.call('XREVRANGE', log, '(' .. bound, '-', 'COUNT', 1)
+    if #doomed > 0 then
+      trimmed = doomed[1][1]
+      redis.call('XTRIM', log, 'MINID', '=', bound)
+    end
+  end
+  local excess = redis.call('XLEN', log) - tonumber(maxlen)
+  if excess > 0 then
+    local doomed = redis.call('XRANGE', log, '-', '+', 'COUNT', excess)
+    trimmed = doomed[#doomed][1]
+    redis.call('XTRIM', log, 'MAXLEN', '=', maxlen)
+  end
+  if trimmed then
+    redis.call('XSETID', log, id, 'MAXDELETEDID', trimmed)
+  end
+  return id
+end
+
+-- RFC 3339 UTC with milliseconds ("2026-11-30T12:00:00.123Z") of a Unix
+-- time in milliseconds: what chrono writes and reads for `createdAt`.
+local function iso_ms(ms)
+  local secs = math.floor(ms / 1000)
+  local milli = ms - secs * 1000
+  local days = math.floor(secs / 86400)
+  local sod = secs - days * 86400
+  -- civil_from_days (H. Hinnant), valid for the proleptic Gregorian calendar
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524)
+    - math.floor(doe / 146096)) / 365)
+  local y = yoe + era * 400
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m
+  if mp < 10 then m = mp + 3 else m = mp - 9 end
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d,
+    math.floor(sod / 3600), math.floor((sod % 3600) / 60), sod % 60, milli)
+end
+
+-- The epoch (minted if missing), the stream's last generated id and its
+-- max-deleted-entry-id ("0-0" for a stream that does not exist yet).
+local function log_state(log, epoch, candidate)
+  redis.call('SET', epoch, candidate, 'NX')
+  local current = redis.call('GET', epoch)
+  local last, maxdel = '0-0', '0-0'
+  if redis.call('EXISTS', log) == 1 then
+    local info = redis.call('XINFO', 'STREAM', log)
+    for i = 1, #info, 2 do
+      if info[i] == 'last-generated-id' then
+        last = info[i + 1]
+      elseif info[i] == 'max-deleted-entry-id' then
+        maxdel = info[i + 1]
+      end
+    end
+  end
+  return current, last, maxdel
+end
+"#
+    };
+}
+
+/// KEYS: log, epoch. ARGV: epoch candidate, window ms, maxlen, event JSON.
+/// → `{'ok', id}`
+pub static APPEND_EVENT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+local id = append_log(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+return {'ok', id}
+"#
+    ))
+});
+
+/// KEYS: log, epoch. ARGV: epoch candidate. → `{epoch, last id}`
+pub static LOG_HEAD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+local epoch, last = log_state(KEYS[1], KEYS[2], ARGV[1])
+return {epoch, last}
+"#
+    ))
+});
+
+/// KEYS: log, epoch. ARGV: epoch candidate, cursor epoch, after id, count.
+/// → `{epoch, last id, max deleted id, entries}`; `entries` (XRANGE after
+/// `after`, exclusive) is empty when the epoch differs. One snapshot: no
+/// trim can fall between the state and the range.
+pub static READ_LOG: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+local epoch, last, maxdel = log_state(KEYS[1], KEYS[2], ARGV[1])
+local entries = {}
+if epoch == ARGV[2] and tonumber(ARGV[4]) > 0 then
+  entries = redis.call('XRANGE', KEYS[1], '(' .. ARGV[3], '+', 'COUNT', ARGV[4])
+end
+return {epoch, last, maxdel, entries}
+"#
+    ))
+});
+
+/// KEYS: convs, rounds, msgs, ids, log, epoch.
+/// ARGV: 1 conversation id, 2 message id, 3 sender kind (`user`/`agent`),
+/// 4 round cap (`''` = none), 5 suppressed as given (`true`/`false`),
+/// 6–8 message JSON pieces around the `createdAt` and `suppressed` holes,
+/// 9–10 log event JSON pieces around the message hole,
+/// 11 epoch candidate, 12 window ms, 13 maxlen.
+/// → `{'ok', entry id, message JSON}` or `{'missing'}`
+///
+/// Round counter (protocol §4): a human message resets it to 0; an agent
+/// message increments it and, under a cap, is suppressed when the count
+/// (this message included) reached the cap. `createdAt` is the server time
+/// in ms, or 1 ms after the previous message when that is later, so
+/// history ordered by `createdAt` equals append order.
+pub static APPEND_MESSAGE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  return {'missing'}
+end
+local suppressed = ARGV[5]
+if ARGV[3] == 'agent' then
+  local count = redis.call('INCR', KEYS[2])
+  if ARGV[4] ~= '' then
+    if count >= tonumber(ARGV[4]) then suppressed = 'true' else suppressed = 'false' end
+  end
+else
+  redis.call('SET', KEYS[2], '0')
+end
+local now = now_ms()
+local ms = now
+local prev = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
+if #prev > 0 then
+  local prev_ms = tonumber(string.match(prev[1][1], '^(%d+)'))
+  if prev_ms + 1 > ms then ms = prev_ms + 1 end
+end
+local sid = string.format('%d-0', ms)
+local msg = ARGV[6] .. '"' .. iso_ms(ms) .. '"' .. ARGV[7] .. suppressed .. ARGV[8]
+redis.call('XADD', KEYS[3], sid, 'm', msg)
+redis.call('HSET', KEYS[4], ARGV[2], sid)
+local id = append_log(KEYS[5], KEYS[6], ARGV[11], ARGV[12], ARGV[13], ARGV[9] .. msg .. ARGV[10])
+return {'ok', id, msg}
+"#
+    ))
+});
+
+/// KEYS: msgs, ids. ARGV: message id. → message JSON or nil.
+pub static MESSAGE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local sid = redis.call('HGET', KEYS[2], ARGV[1])
+if not sid then return false end
+local r = redis.call('XRANGE', KEYS[1], sid, sid)
+if #r == 0 then return false end
+local fields = r[1][2]
+for i = 1, #fields, 2 do
+  if fields[i] == 'm' then return fields[i + 1] end
+end
+return false
+"#,
+    )
+});
+
+/// KEYS: msgs, ids. ARGV: before message id (`''` = none), limit.
+/// → `{has_more (0/1), json...}` newest first: the `limit` messages before
+/// `before` (or the newest), and whether older ones remain. An unknown
+/// `before` gives nothing.
+pub static MESSAGES_BEFORE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local limit = tonumber(ARGV[2])
+local start = '+'
+if ARGV[1] ~= '' then
+  local sid = redis.call('HGET', KEYS[2], ARGV[1])
+  if not sid then return {0} end
+  start = '(' .. sid
+end
+local r = redis.call('XREVRANGE', KEYS[1], start, '-', 'COUNT', limit + 1)
+local out = {0}
+if #r > limit then out[1] = 1 end
+for i = 1, math.min(#r, limit) do
+  local fields = r[i][2]
+  for j = 1, #fields, 2 do
+    if fields[j] == 'm' then table.insert(out, fields[j + 1]) end
+  end
+end
+return out
+"#,
+    )
+});
+
+/// KEYS: bay, participants, participant-tokens.
+/// ARGV: participant id, participant JSON, token hash.
+/// → `{'ok'}`, `{'nobay'}` or `{'exists'}`
+pub static CREATE_PARTICIPANT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'nobay'} end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {'exists'} end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+return {'ok'}
+"#,
+    )
+});
+
+/// KEYS: participants, participant-tokens, log, epoch.
+/// ARGV: 1 participant id, 2 new token hash (`''` = revoke), 3 epoch
+/// candidate, 4 window ms, 5 maxlen, 6–7 `CredentialRevoked` JSON pieces
+/// around the token-id hole.
+/// → `{'ok', old hash or ''}` or `{'missing'}`. The revocation is logged
+/// (when there was an old token) in the same step as the swap.
+pub static SET_TOKEN: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {'missing'} end
+local old = redis.call('HGET', KEYS[2], ARGV[1])
+if ARGV[2] == '' then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+else
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+end
+if not old then return {'ok', ''} end
+append_log(KEYS[3], KEYS[4], ARGV[3], ARGV[4], ARGV[5],
+  ARGV[6] .. '"' .. string.sub(old, 1, 16) .. '"' .. ARGV[7])
+return {'ok', old}
+"#
+    ))
+});
+
+/// KEYS: participant-tokens, participants. ARGV: participant id, token hash.
+/// → participant JSON when `hash` is that participant's current token, else nil.
+pub static AUTHENTICATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return false end
+return redis.call('HGET', KEYS[2], ARGV[1])
+"#,
+    )
+});
+
+/// KEYS: token index key. ARGV: expected current value (`''` = absent), new value.
+/// → 1 when swapped, 0 when the key held something else.
+pub static TOKEN_CLAIM: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local cur = redis.call('GET', KEYS[1])
+if (not cur and ARGV[1] == '') or cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"#,
+    )
+});
+
+/// KEYS: token index key. ARGV: expected value. Deletes the key only when
+/// it still holds `expected`. → 1 deleted, 0 not.
+pub static TOKEN_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"#,
+    )
+});
+
+/// KEYS: bay, conversations, log, epoch.
+/// ARGV: conversation id, conversation JSON, roster event JSON,
+/// epoch candidate, window ms, maxlen.
+/// → `{'ok', entry id}`, `{'nobay'}` or `{'exists'}`
+pub static CREATE_CONVERSATION: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'nobay'} end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {'exists'} end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+local id = append_log(KEYS[3], KEYS[4], ARGV[4], ARGV[5], ARGV[6], ARGV[3])
+return {'ok', id}
+"#
+    ))
+});
+
+/// KEYS: conversations, log, epoch.
+/// ARGV: conversation id, expected current JSON, new JSON, roster event
+/// JSON, epoch candidate, window ms, maxlen.
+/// Compare-and-set: the change (made in Rust on the JSON read) applies only
+/// if nobody changed the conversation since; the roster entry is logged in
+/// the same step. → `{'ok', entry id}`, `{'missing'}` or `{'conflict'}`
+pub static CHANGE_CONVERSATION: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return {'missing'} end
+if cur ~= ARGV[2] then return {'conflict'} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+local id = append_log(KEYS[2], KEYS[3], ARGV[5], ARGV[6], ARGV[7], ARGV[4])
+return {'ok', id}
+"#
+    ))
+});
+
+/// ARGV: Unix ms. → `iso_ms(ms)`. Lets a test check the Lua date formatter
+/// against chrono on awkward dates.
+pub static FORMAT_MS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+return iso_ms(tonumber(ARGV[1]))
+"#
+    ))
+});

@@ -1,0 +1,448 @@
+//! Behaviour only the Redis engine has: data loss (FLUSHALL, an empty
+//! restart) expiring cursors by epoch, the start-up guards, failures
+//! reported as `Unavailable`, the key layout, and the Lua date formatter.
+//! Every test runs its own real `redis-server`.
+
+mod common;
+
+use common::redis::RedisServer;
+use common::{message, new_bay, new_group, new_participant, redis_store, Limits};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use switchboard_actors::store::log::LogEvent;
+use switchboard_actors::store::redis::{connect, RedisLimits};
+use switchboard_actors::store::{Replay, Store, StoreError};
+use switchboard_actors::token::TokenHash;
+use switchboard_protocol::cursor::{EntryId, LogPosition};
+use switchboard_protocol::ids::{BayId, SessionId, TokenId};
+use switchboard_protocol::model::{ParticipantKind, Role};
+
+fn limits() -> RedisLimits {
+    RedisLimits {
+        replay_window: Duration::from_secs(900),
+        max_entries: 10_000,
+    }
+}
+
+async fn control(store: &dyn Store, bay: &BayId) -> EntryId {
+    store
+        .append_control(
+            bay,
+            LogEvent::SessionOpened {
+                token: TokenId("0123456789abcdef".into()),
+                session: SessionId(common::unique("s")),
+            },
+        )
+        .await
+        .unwrap()
+}
+
+fn unavailable(r: Result<impl std::fmt::Debug, StoreError>) -> String {
+    match r {
+        Err(e @ StoreError::Unavailable { .. }) => e.to_string(),
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushall_gives_old_cursors_epoch_changed() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, Limits::default()).await;
+    let bay = new_bay(&store).await;
+    control(&store, &bay.id).await;
+    let old_head = store.log_head(&bay.id).await.unwrap();
+    let old_zero = LogPosition {
+        epoch: old_head.epoch.clone(),
+        entry: EntryId::ZERO,
+    };
+
+    server.cmd(&["FLUSHALL"]);
+
+    // Never a silent skip: every old cursor is refused, whatever comes next.
+    for pos in [&old_head, &old_zero] {
+        assert!(matches!(
+            store.read_log(&bay.id, pos, 10, None).await.unwrap(),
+            Replay::EpochChanged
+        ));
+    }
+    let new_head = store.log_head(&bay.id).await.unwrap();
+    assert_ne!(new_head.epoch, old_head.epoch, "a new epoch was minted");
+    assert_eq!(new_head.entry, EntryId::ZERO);
+    control(&store, &bay.id).await;
+    control(&store, &bay.id).await;
+    assert!(matches!(
+        store.read_log(&bay.id, &old_head, 10, None).await.unwrap(),
+        Replay::EpochChanged
+    ));
+    assert!(matches!(
+        store
+            .read_log(&bay.id, &old_head, 10, Some(Duration::from_secs(2)))
+            .await
+            .unwrap(),
+        Replay::EpochChanged
+    ));
+    // The new epoch is stable and its cursors work.
+    let head2 = store.log_head(&bay.id).await.unwrap();
+    assert_eq!(head2.epoch, new_head.epoch);
+    match store.read_log(&bay.id, &new_head, 10, None).await.unwrap() {
+        Replay::Records { records, through } => {
+            assert_eq!(records.len(), 2);
+            assert_eq!(through, head2.entry);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_restart_expires_cursors_and_the_store_reconnects() {
+    let mut server = RedisServer::start();
+    let store = redis_store(&server, Limits::default()).await;
+    let bay = new_bay(&store).await;
+    control(&store, &bay.id).await;
+    let old_head = store.log_head(&bay.id).await.unwrap();
+
+    server.restart_empty();
+
+    // The pool drops its dead connections and reconnects; the lost log
+    // shows as a changed epoch. A call may fail while the pool notices.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let replay = loop {
+        match store.read_log(&bay.id, &old_head, 10, None).await {
+            Ok(r) => break r,
+            Err(StoreError::Unavailable { .. }) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(matches!(replay, Replay::EpochChanged), "{replay:?}");
+    assert_eq!(store.bay(&bay.id).await.unwrap(), None, "the data is gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_gateway_process_keeps_cursors() {
+    let server = RedisServer::start();
+    let first = redis_store(&server, Limits::default()).await;
+    let bay = new_bay(&first).await;
+    let e1 = control(&first, &bay.id).await;
+    let cursor = first.log_head(&bay.id).await.unwrap();
+    let e2 = control(&first, &bay.id).await;
+    drop(first);
+
+    let second = redis_store(&server, Limits::default()).await;
+    match second.read_log(&bay.id, &cursor, 10, None).await.unwrap() {
+        Replay::Records { records, through } => {
+            assert_eq!(cursor.entry, e1);
+            assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), vec![e2]);
+            assert_eq!(through, e2);
+        }
+        other => panic!("a restart must not expire cursors: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evicting_memory_policies_are_refused() {
+    let lru = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let err = unavailable(connect(&lru.url(), 2, limits()).await.map(|_| ()));
+    assert!(err.contains("maxmemory-policy"), "{err}");
+    assert!(err.contains("allkeys-lru"), "{err}");
+    assert!(err.contains("noeviction"), "{err}");
+
+    let ok = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    connect(&ok.url(), 2, limits())
+        .await
+        .expect("noeviction is fine");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_config_command_only_warns() {
+    let server = RedisServer::start_with(&["--rename-command", "CONFIG", ""]);
+    let store = connect(&server.url(), 2, limits())
+        .await
+        .expect("CONFIG not permitted: warn and go on");
+    store.ping().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_redis_is_unavailable() {
+    // Nothing listens there once the server is gone.
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    let t0 = Instant::now();
+    let err = unavailable(connect(&url, 2, limits()).await.map(|_| ()));
+    assert!(err.contains("pinging Redis"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    let err = unavailable(connect("not a url", 2, limits()).await.map(|_| ()));
+    assert!(err.contains("redis.url"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_are_unavailable_never_success() {
+    let mut server = RedisServer::start();
+    let store = Arc::new(redis_store(&server, Limits::default()).await);
+    let bay = new_bay(&*store).await;
+    let (u, token) = new_participant(&*store, &bay.id, "p_user", ParticipantKind::User).await;
+    let c = new_group(&*store, &bay.id, "c_1", &[(&u, Role::Member)], 5).await;
+    control(&*store, &bay.id).await;
+    let head = store.log_head(&bay.id).await.unwrap();
+
+    // A blocked tail sees the server die as an error, not as "no news".
+    let tail = {
+        let store = store.clone();
+        let bay = bay.id.clone();
+        let head = head.clone();
+        tokio::spawn(async move {
+            store
+                .read_log(&bay, &head, 10, Some(Duration::from_secs(20)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.kill();
+    let r = tokio::time::timeout(Duration::from_secs(10), tail)
+        .await
+        .expect("the blocked read ends when Redis dies")
+        .unwrap();
+    let err = unavailable(r);
+    assert!(
+        err.contains(&format!("sb:{{{}}}:log", bay.id)),
+        "names the key: {err}"
+    );
+
+    let t0 = Instant::now();
+    unavailable(store.ping().await);
+    let err = unavailable(
+        store
+            .append_message(&bay.id, message(&c, &u, "lost?", None), u.kind)
+            .await,
+    );
+    assert!(err.contains("appending a message"), "{err}");
+    unavailable(store.authenticate(&token).await);
+    unavailable(store.read_log(&bay.id, &head, 10, None).await);
+    unavailable(
+        store
+            .read_log(&bay.id, &head, 10, Some(Duration::from_secs(1)))
+            .await,
+    );
+    unavailable(store.set_token(&bay.id, &u.id, None).await);
+    unavailable(store.conversations(&bay.id).await);
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "failures are quick: {:?}",
+        t0.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_follow_the_documented_layout() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, Limits::default()).await;
+    let bay = new_bay(&store).await;
+    let (u, token) = new_participant(&store, &bay.id, "p_user", ParticipantKind::User).await;
+    let c = new_group(&store, &bay.id, "c_1", &[(&u, Role::Member)], 5).await;
+    store
+        .append_message(&bay.id, message(&c, &u, "hello", Some(5)), u.kind)
+        .await
+        .unwrap();
+    let b = &bay.id;
+    let expected = [
+        (format!("sb:{{{b}}}:bay"), "string"),
+        (format!("sb:{{{b}}}:epoch"), "string"),
+        (format!("sb:{{{b}}}:log"), "stream"),
+        (format!("sb:{{{b}}}:participants"), "hash"),
+        (format!("sb:{{{b}}}:participant-tokens"), "hash"),
+        (format!("sb:{{{b}}}:conversations"), "hash"),
+        (format!("sb:{{{b}}}:conv:c_1:msgs"), "stream"),
+        (format!("sb:{{{b}}}:conv:c_1:ids"), "hash"),
+        (format!("sb:{{{b}}}:rounds:c_1"), "string"),
+        (
+            format!("sb:{{tok:{}}}:{}", &token.0[..4], token.0),
+            "string",
+        ),
+    ];
+    let mut keys: Vec<String> = match server.cmd(&["KEYS", "*"]) {
+        redis::Value::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                redis::Value::BulkString(b) => String::from_utf8(b).unwrap(),
+                other => panic!("{other:?}"),
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    };
+    keys.sort();
+    let mut want: Vec<String> = expected.iter().map(|(k, _)| k.clone()).collect();
+    want.sort();
+    assert_eq!(keys, want);
+    for (key, kind) in &expected {
+        assert_eq!(
+            server.cmd(&["TYPE", key]),
+            redis::Value::SimpleString((*kind).into()),
+            "{key}"
+        );
+    }
+    // Every Bay key hashes to the Bay's slot (asked of a cluster-mode server).
+    let cluster = RedisServer::start_with(&["--cluster-enabled", "yes"]);
+    let slot = |k: &str| cluster.cmd(&["CLUSTER", "KEYSLOT", k]);
+    let bay_slot = slot(&expected[0].0);
+    for (key, _) in &expected[..9] {
+        assert_eq!(slot(key), bay_slot, "{key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_token_pointer_never_authenticates() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, Limits::default()).await;
+    let bay = new_bay(&store).await;
+    let (p, old) = new_participant(&store, &bay.id, "p_agent", ParticipantKind::Agent).await;
+    let new = TokenHash::of("bay_new_token_after_rotation");
+    store
+        .set_token(&bay.id, &p.id, Some(new.clone()))
+        .await
+        .unwrap();
+    // Simulate a crash between the swap and the index cleanup: the old
+    // token's index entry points at the participant again.
+    let owner = format!(r#"{{"bay":"{}","participant":"{}"}}"#, bay.id, p.id);
+    let key = format!("sb:{{tok:{}}}:{}", &old.0[..4], old.0);
+    server.cmd(&["SET", &key, &owner]);
+    assert_eq!(store.authenticate(&old).await.unwrap(), None);
+    assert!(store.authenticate(&new).await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undecodable_records_are_corrupt() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, Limits::default()).await;
+    let bay = new_bay(&store).await;
+    let (p, _) = new_participant(&store, &bay.id, "p_agent", ParticipantKind::Agent).await;
+    server.cmd(&[
+        "HSET",
+        &format!("sb:{{{}}}:participants", bay.id),
+        p.id.as_str(),
+        "{not json",
+    ]);
+    assert!(matches!(
+        store.participant(&bay.id, &p.id).await,
+        Err(StoreError::Corrupt { .. })
+    ));
+    // A key of the wrong type.
+    let other = new_bay(&store).await;
+    server.cmd(&["SET", &format!("sb:{{{}}}:log", other.id), "oops"]);
+    let head = LogPosition {
+        epoch: switchboard_protocol::cursor::Epoch("x".into()),
+        entry: EntryId::ZERO,
+    };
+    let r = store.read_log(&other.id, &head, 10, None).await;
+    assert!(matches!(r, Err(StoreError::Corrupt { .. })), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lua_date_formatter_agrees_with_chrono() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, Limits::default()).await;
+    let mut samples: Vec<u64> = vec![
+        0,
+        1,
+        999,
+        86_399_999,
+        951_782_399_999,     // 2000-02-28T23:59:59.999
+        951_782_400_000,     // 2000-02-29
+        951_868_800_000,     // 2000-03-01
+        4_107_542_400_000,   // 2100-03-01 (2100 is not a leap year)
+        4_102_444_799_999,   // 2099-12-31T23:59:59.999
+        1_709_164_800_123,   // 2024-02-29
+        253_402_300_799_999, // 9999-12-31T23:59:59.999
+    ];
+    // A deterministic spread over 1970..2200.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..300 {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        samples.push((x >> 11) % 7_258_118_400_000);
+    }
+    for ms in samples {
+        let lua = store.lua_format_ms(ms).await.unwrap();
+        let chrono = chrono::DateTime::from_timestamp_millis(ms as i64)
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        assert_eq!(lua, chrono, "{ms}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_rounds_and_the_log() {
+    let server = RedisServer::start();
+    let node_a: Arc<dyn Store> = Arc::new(redis_store(&server, Limits::default()).await);
+    let node_b: Arc<dyn Store> = Arc::new(redis_store(&server, Limits::default()).await);
+    let bay = new_bay(&*node_a).await;
+    let (a1, _) = new_participant(&*node_a, &bay.id, "p_a1", ParticipantKind::Agent).await;
+    let (a2, _) = new_participant(&*node_b, &bay.id, "p_a2", ParticipantKind::Agent).await;
+    let c = new_group(
+        &*node_a,
+        &bay.id,
+        "c_1",
+        &[(&a1, Role::Member), (&a2, Role::Member)],
+        3,
+    )
+    .await;
+    let head = node_b.log_head(&bay.id).await.unwrap();
+    assert_eq!(head, node_a.log_head(&bay.id).await.unwrap());
+
+    // Node B tails while both nodes write.
+    let tail = {
+        let node_b = node_b.clone();
+        let bay = bay.id.clone();
+        let head = head.clone();
+        tokio::spawn(async move {
+            let mut pos = head;
+            let mut seen = Vec::new();
+            while seen.len() < 40 {
+                match node_b
+                    .read_log(&bay, &pos, 7, Some(Duration::from_secs(5)))
+                    .await
+                    .unwrap()
+                {
+                    Replay::Records { records, through } => {
+                        seen.extend(records.iter().map(|r| r.id));
+                        pos.entry = through;
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            seen
+        })
+    };
+    let writers: Vec<_> = [(node_a.clone(), a1.clone()), (node_b.clone(), a2.clone())]
+        .into_iter()
+        .map(|(node, sender)| {
+            let bay = bay.id.clone();
+            let c = c.clone();
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                for _ in 0..20 {
+                    let m = message(&c, &sender, "x", Some(3));
+                    out.push(node.append_message(&bay, m, sender.kind).await.unwrap());
+                }
+                out
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for w in writers {
+        all.extend(w.await.unwrap());
+    }
+    let suppressed = all.iter().filter(|a| a.message.routing.suppressed).count();
+    assert_eq!(
+        suppressed,
+        40 - 2,
+        "rounds 3..=40 suppressed across both nodes"
+    );
+    let mut entries: Vec<EntryId> = all.iter().map(|a| a.entry).collect();
+    entries.sort();
+    let seen = tokio::time::timeout(Duration::from_secs(10), tail)
+        .await
+        .expect("the tail saw every entry")
+        .unwrap();
+    assert_eq!(seen, entries, "one order, no gaps, no duplicates");
+}

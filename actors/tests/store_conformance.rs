@@ -1,0 +1,1246 @@
+//! The store conformance suite: every test below is an engine-agnostic
+//! async function over `Arc<dyn Store>`, run against BOTH engines — the
+//! memory engine and the Redis engine on a real `redis-server` (one per
+//! test, on its own port and temp dir) — and again on a one-node Redis
+//! Cluster, which refuses any script whose keys span hash slots. An engine
+//! passes only if it behaves exactly like the other.
+
+mod common;
+
+use common::{message, new_bay, new_group, new_participant, participant, unique, Limits};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use switchboard_actors::model::{Conversation, Member, StoredMessage};
+use switchboard_actors::store::log::{LogEvent, LogRecord};
+use switchboard_actors::store::{Created, Principal, Replay, Store, Updated};
+use switchboard_actors::token::TokenHash;
+use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
+use switchboard_protocol::ids::{
+    BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
+};
+use switchboard_protocol::model::{ParticipantKind, Policy, ReplyPolicy, Role};
+
+/// Instantiates each test for both engines: `name` or `name: limits`.
+macro_rules! conformance {
+    ($($name:ident $(: $limits:expr)?),* $(,)?) => {
+        mod memory {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    #[allow(unused_variables)]
+                    let limits = Limits::default();
+                    $( let limits = $limits; )?
+                    super::$name(common::memory_store(limits)).await;
+                }
+            )*
+        }
+        mod redis {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    #[allow(unused_variables)]
+                    let limits = Limits::default();
+                    $( let limits = $limits; )?
+                    let server = common::redis::RedisServer::start();
+                    let store: Arc<dyn Store> = Arc::new(common::redis_store(&server, limits).await);
+                    super::$name(store).await;
+                    drop(server);
+                }
+            )*
+        }
+        /// The same tests on a one-node Redis Cluster: any script whose keys
+        /// span slots fails there (`CROSSSLOT`).
+        mod redis_cluster {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    #[allow(unused_variables)]
+                    let limits = Limits::default();
+                    $( let limits = $limits; )?
+                    let server = common::redis::RedisServer::start_cluster();
+                    let store: Arc<dyn Store> = Arc::new(common::redis_store(&server, limits).await);
+                    super::$name(store).await;
+                    drop(server);
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    bays_and_participants,
+    tokens_rotate_and_revoke,
+    conversations_members_and_roster_entries,
+    history_since_before_and_paging,
+    message_json_round_trips_exactly,
+    round_cap_semantics,
+    concurrent_appends_count_rounds_exactly,
+    log_read_through_expired_and_epoch,
+    control_entries_are_logged,
+    trimming_by_age_expires_cursors: Limits { window: Duration::from_millis(300), max_entries: 10_000 },
+    trimming_by_count_expires_cursors: Limits { window: Duration::from_secs(900), max_entries: 3 },
+    blocking_read_wakes_on_append,
+    blocking_read_times_out_empty,
+);
+
+// ---- helpers ----
+
+async fn head(store: &dyn Store, bay: &BayId) -> LogPosition {
+    store.log_head(bay).await.unwrap()
+}
+
+/// Reads after `pos` (no blocking), expecting records.
+async fn read(
+    store: &dyn Store,
+    bay: &BayId,
+    pos: &LogPosition,
+    max: usize,
+) -> (Vec<Arc<LogRecord>>, EntryId) {
+    match store.read_log(bay, pos, max, None).await.unwrap() {
+        Replay::Records { records, through } => (records, through),
+        other => panic!("expected records after {pos:?}, got {other:?}"),
+    }
+}
+
+fn at(pos: &LogPosition, entry: EntryId) -> LogPosition {
+    LogPosition {
+        epoch: pos.epoch.clone(),
+        entry,
+    }
+}
+
+fn is_expired(r: Replay) -> bool {
+    matches!(r, Replay::Expired)
+}
+
+async fn control(store: &dyn Store, bay: &BayId) -> EntryId {
+    store
+        .append_control(
+            bay,
+            LogEvent::SessionOpened {
+                token: TokenId(unique("t")),
+                session: SessionId(unique("s")),
+            },
+        )
+        .await
+        .unwrap()
+}
+
+// ---- the suite ----
+
+async fn bays_and_participants(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    assert_eq!(
+        store.create_bay(bay.clone()).await.unwrap(),
+        Created::AlreadyExists
+    );
+    assert_eq!(store.bay(&bay.id).await.unwrap(), Some(bay.clone()));
+    assert_eq!(store.bay(&BayId(unique("nobay"))).await.unwrap(), None);
+
+    let (bob, bob_token) = new_participant(store, &bay.id, "p_bob", ParticipantKind::Agent).await;
+    let (alice, _) = new_participant(store, &bay.id, "p_alice", ParticipantKind::User).await;
+    // Same id, or same token: refused.
+    assert_eq!(
+        store
+            .create_participant(
+                &bay.id,
+                participant("p_bob", ParticipantKind::User),
+                TokenHash::of("bay_other_token_0001")
+            )
+            .await
+            .unwrap(),
+        Created::AlreadyExists
+    );
+    assert_eq!(
+        store
+            .create_participant(
+                &bay.id,
+                participant("p_carol", ParticipantKind::User),
+                bob_token.clone()
+            )
+            .await
+            .unwrap(),
+        Created::AlreadyExists
+    );
+    // The refused token stayed Bob's.
+    assert_eq!(
+        store
+            .authenticate(&bob_token)
+            .await
+            .unwrap()
+            .map(|p| p.participant.id),
+        Some(bob.id.clone())
+    );
+    // Unknown Bay.
+    assert_eq!(
+        store
+            .create_participant(
+                &BayId(unique("nobay")),
+                participant("p_x", ParticipantKind::User),
+                TokenHash::of("bay_nobay_token_00001")
+            )
+            .await
+            .unwrap(),
+        Created::AlreadyExists
+    );
+    assert_eq!(
+        store.participant(&bay.id, &bob.id).await.unwrap(),
+        Some(bob.clone())
+    );
+    assert_eq!(
+        store
+            .participant(&bay.id, &ParticipantId("p_carol".into()))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.participants(&bay.id).await.unwrap(),
+        vec![alice.clone(), bob.clone()],
+        "sorted by id"
+    );
+    assert_eq!(
+        store.participants(&BayId(unique("nobay"))).await.unwrap(),
+        vec![]
+    );
+    assert_eq!(
+        store.authenticate(&bob_token).await.unwrap(),
+        Some(Principal {
+            bay: bay.id.clone(),
+            participant: bob,
+            token: bob_token.id(),
+        })
+    );
+    assert_eq!(
+        store
+            .authenticate(&TokenHash::of("bay_never_issued_000001"))
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+async fn tokens_rotate_and_revoke(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (p, t1) = new_participant(store, &bay.id, "p_agent", ParticipantKind::Agent).await;
+    let start = head(store, &bay.id).await;
+
+    // Rotation: the old token stops at once, the new one works, and the
+    // revocation is in the log.
+    let t2 = TokenHash::of("bay_rotated_token_000002");
+    assert_eq!(
+        store
+            .set_token(&bay.id, &p.id, Some(t2.clone()))
+            .await
+            .unwrap(),
+        Updated::Updated(())
+    );
+    assert_eq!(store.authenticate(&t1).await.unwrap(), None);
+    assert_eq!(
+        store
+            .authenticate(&t2)
+            .await
+            .unwrap()
+            .map(|x| x.participant.id),
+        Some(p.id.clone())
+    );
+    let (records, through) = read(store, &bay.id, &start, 10).await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0].event,
+        LogEvent::CredentialRevoked {
+            participant: p.id.clone(),
+            token: t1.id(),
+        }
+    );
+
+    // Revocation.
+    assert_eq!(
+        store.set_token(&bay.id, &p.id, None).await.unwrap(),
+        Updated::Updated(())
+    );
+    assert_eq!(store.authenticate(&t2).await.unwrap(), None);
+    let (records, through) = read(store, &bay.id, &at(&start, through), 10).await;
+    assert_eq!(
+        records.iter().map(|r| r.event.clone()).collect::<Vec<_>>(),
+        vec![LogEvent::CredentialRevoked {
+            participant: p.id.clone(),
+            token: t2.id(),
+        }]
+    );
+
+    // A token for a participant without one: nothing to revoke, nothing logged.
+    let t3 = TokenHash::of("bay_third_token_0000003");
+    assert_eq!(
+        store
+            .set_token(&bay.id, &p.id, Some(t3.clone()))
+            .await
+            .unwrap(),
+        Updated::Updated(())
+    );
+    assert!(store.authenticate(&t3).await.unwrap().is_some());
+    let (records, _) = read(store, &bay.id, &at(&start, through), 10).await;
+    assert!(records.is_empty(), "{records:?}");
+
+    // Unknown participant or Bay.
+    assert_eq!(
+        store
+            .set_token(
+                &bay.id,
+                &ParticipantId("p_ghost".into()),
+                Some(TokenHash::of("bay_ghost_token_0000001"))
+            )
+            .await
+            .unwrap(),
+        Updated::NotFound
+    );
+    assert_eq!(
+        store
+            .authenticate(&TokenHash::of("bay_ghost_token_0000001"))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .set_token(&BayId(unique("nobay")), &p.id, None)
+            .await
+            .unwrap(),
+        Updated::NotFound
+    );
+    assert!(store.authenticate(&t3).await.unwrap().is_some());
+
+    // A revoked token is free again and authenticates only its new owner.
+    let q = participant("p_other", ParticipantKind::User);
+    assert_eq!(
+        store
+            .create_participant(&bay.id, q.clone(), t1.clone())
+            .await
+            .unwrap(),
+        Created::Created(q.clone())
+    );
+    assert_eq!(
+        store
+            .authenticate(&t1)
+            .await
+            .unwrap()
+            .map(|x| x.participant.id),
+        Some(q.id)
+    );
+}
+
+async fn conversations_members_and_roster_entries(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (u, _) = new_participant(store, &bay.id, "p_user", ParticipantKind::User).await;
+    let (a1, _) = new_participant(store, &bay.id, "p_a1", ParticipantKind::Agent).await;
+    let (a2, _) = new_participant(store, &bay.id, "p_a2", ParticipantKind::Agent).await;
+    let start = head(store, &bay.id).await;
+
+    let c1 = new_group(
+        store,
+        &bay.id,
+        "c_1",
+        &[(&u, Role::Admin), (&a1, Role::Member)],
+        3,
+    )
+    .await;
+    let c0 = new_group(store, &bay.id, "c_0", &[(&a1, Role::Member)], 3).await;
+    assert_eq!(
+        store
+            .create_conversation(&bay.id, c1.clone())
+            .await
+            .unwrap(),
+        Created::AlreadyExists
+    );
+    assert_eq!(
+        store
+            .create_conversation(&BayId(unique("nobay")), c1.clone())
+            .await
+            .unwrap(),
+        Created::AlreadyExists
+    );
+    assert_eq!(
+        store.conversation(&bay.id, &c1.id).await.unwrap(),
+        Some(c1.clone())
+    );
+    assert_eq!(
+        store
+            .conversation(&bay.id, &ConversationId("c_none".into()))
+            .await
+            .unwrap(),
+        None
+    );
+
+    // Add, re-role, remove.
+    let Updated::Updated(after_add) = store
+        .upsert_member(
+            &bay.id,
+            &c1.id,
+            Member {
+                participant: a2.id.clone(),
+                role: Role::Member,
+            },
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("upsert failed")
+    };
+    assert_eq!(
+        after_add.member_ids(),
+        vec![u.id.clone(), a1.id.clone(), a2.id.clone()]
+    );
+    let Updated::Updated(after_role) = store
+        .upsert_member(
+            &bay.id,
+            &c1.id,
+            Member {
+                participant: a1.id.clone(),
+                role: Role::Admin,
+            },
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("re-role failed")
+    };
+    assert_eq!(after_role.member(&a1.id).unwrap().role, Role::Admin);
+    assert_eq!(after_role.members.len(), 3);
+    let Updated::Updated(after_remove) =
+        store.remove_member(&bay.id, &c1.id, &a2.id).await.unwrap()
+    else {
+        panic!("remove failed")
+    };
+    assert_eq!(after_remove.member_ids(), vec![u.id.clone(), a1.id.clone()]);
+    assert_eq!(
+        store.remove_member(&bay.id, &c1.id, &a2.id).await.unwrap(),
+        Updated::NotFound,
+        "not a member any more"
+    );
+    let ghost = ConversationId("c_ghost".into());
+    assert_eq!(
+        store.remove_member(&bay.id, &ghost, &u.id).await.unwrap(),
+        Updated::NotFound
+    );
+    assert_eq!(
+        store
+            .upsert_member(
+                &bay.id,
+                &ghost,
+                Member {
+                    participant: u.id.clone(),
+                    role: Role::Member
+                }
+            )
+            .await
+            .unwrap(),
+        Updated::NotFound
+    );
+
+    // Title and policy.
+    let policy = Policy {
+        agent_reply_policy: ReplyPolicy::Open,
+        max_agent_rounds: 2,
+        ..Policy::default()
+    };
+    let Updated::Updated(after_update) = store
+        .update_conversation(
+            &bay.id,
+            &c1.id,
+            Some(Some("Renamed".into())),
+            Some(policy.clone()),
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("update failed")
+    };
+    assert_eq!(after_update.title.as_deref(), Some("Renamed"));
+    assert_eq!(after_update.policy, policy);
+    assert_eq!(
+        store.conversation(&bay.id, &c1.id).await.unwrap(),
+        Some(after_update.clone())
+    );
+    let Updated::Updated(untitled) = store
+        .update_conversation(&bay.id, &c1.id, Some(None), None)
+        .await
+        .unwrap()
+    else {
+        panic!("update failed")
+    };
+    assert_eq!(untitled.title, None);
+    assert_eq!(untitled.policy, policy);
+    assert_eq!(
+        store
+            .update_conversation(&bay.id, &ghost, Some(None), None)
+            .await
+            .unwrap(),
+        Updated::NotFound
+    );
+
+    // Listings.
+    assert_eq!(
+        store.conversations(&bay.id).await.unwrap(),
+        vec![c0.clone(), untitled.clone()],
+        "sorted by id"
+    );
+    assert_eq!(
+        store.conversations_of(&bay.id, &u.id).await.unwrap(),
+        vec![untitled.clone()]
+    );
+    assert_eq!(
+        store.conversations_of(&bay.id, &a1.id).await.unwrap(),
+        vec![c0.clone(), untitled.clone()]
+    );
+    assert!(store
+        .conversations_of(&bay.id, &a2.id)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // Every change logged its roster, in order.
+    let (records, _) = read(store, &bay.id, &start, 100).await;
+    let rosters: Vec<(ConversationId, Option<String>, Vec<ParticipantId>)> = records
+        .iter()
+        .map(|r| match &r.event {
+            LogEvent::Roster {
+                conversation,
+                members,
+            } => (
+                conversation.id.clone(),
+                conversation.title.clone(),
+                members.clone(),
+            ),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    let t1 = Some("c_1 title".to_owned());
+    assert_eq!(
+        rosters,
+        vec![
+            (c1.id.clone(), t1.clone(), vec![u.id.clone(), a1.id.clone()]),
+            (c0.id.clone(), Some("c_0 title".into()), vec![a1.id.clone()]),
+            (
+                c1.id.clone(),
+                t1.clone(),
+                vec![u.id.clone(), a1.id.clone(), a2.id.clone()]
+            ),
+            (
+                c1.id.clone(),
+                t1.clone(),
+                vec![u.id.clone(), a1.id.clone(), a2.id.clone()]
+            ),
+            (c1.id.clone(), t1.clone(), vec![u.id.clone(), a1.id.clone()]),
+            (
+                c1.id.clone(),
+                Some("Renamed".into()),
+                vec![u.id.clone(), a1.id.clone()]
+            ),
+            (c1.id.clone(), None, vec![u.id.clone(), a1.id.clone()]),
+        ]
+    );
+    assert!(records.windows(2).all(|w| w[0].id < w[1].id));
+}
+
+async fn history_since_before_and_paging(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (u, _) = new_participant(store, &bay.id, "p_user", ParticipantKind::User).await;
+    let (a, _) = new_participant(store, &bay.id, "p_agent", ParticipantKind::Agent).await;
+    let c = new_group(
+        store,
+        &bay.id,
+        "c_hist",
+        &[(&u, Role::Member), (&a, Role::Member)],
+        5,
+    )
+    .await;
+    let start = head(store, &bay.id).await;
+
+    let mut sent: Vec<StoredMessage> = Vec::new();
+    let mut entries = Vec::new();
+    for i in 0..7 {
+        let sender = if i % 2 == 0 { &u } else { &a };
+        let before = chrono::Utc::now();
+        let appended = store
+            .append_message(
+                &bay.id,
+                message(&c, sender, &format!("message {i}"), None),
+                sender.kind,
+            )
+            .await
+            .unwrap();
+        let m = &appended.message;
+        assert_eq!(m.content, format!("message {i}"));
+        assert_eq!(
+            m.created_at.timestamp_subsec_nanos() % 1_000_000,
+            0,
+            "createdAt has millisecond precision"
+        );
+        assert!(
+            m.created_at >= before - chrono::Duration::seconds(2)
+                && m.created_at <= chrono::Utc::now() + chrono::Duration::seconds(2),
+            "createdAt is stamped by the store: {}",
+            m.created_at
+        );
+        if let Some(prev) = sent.last() {
+            assert!(
+                m.created_at > prev.created_at,
+                "createdAt strictly increases"
+            );
+        }
+        entries.push(appended.entry);
+        sent.push(appended.message);
+    }
+    assert!(entries.windows(2).all(|w| w[0] < w[1]));
+
+    // The log carries the same messages, with their entry ids.
+    let (records, _) = read(store, &bay.id, &start, 100).await;
+    assert_eq!(records.len(), 7);
+    for ((r, m), e) in records.iter().zip(&sent).zip(&entries) {
+        assert_eq!(r.id, *e);
+        assert_eq!(
+            r.event,
+            LogEvent::Message {
+                conversation: c.reference(),
+                message: m.clone()
+            }
+        );
+    }
+
+    // By id.
+    assert_eq!(
+        store.message(&bay.id, &c.id, &sent[3].id).await.unwrap(),
+        Some(sent[3].clone())
+    );
+    assert_eq!(
+        store
+            .message(&bay.id, &c.id, &MessageId("m_none".into()))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .message(&bay.id, &ConversationId("c_none".into()), &sent[3].id)
+            .await
+            .unwrap(),
+        None
+    );
+
+    // Since: strictly after, oldest first, at most `limit`.
+    let since = |i: usize| sent[i].created_at;
+    assert_eq!(
+        store
+            .messages_since(&bay.id, &c.id, since(2), 10)
+            .await
+            .unwrap(),
+        sent[3..].to_vec()
+    );
+    assert_eq!(
+        store
+            .messages_since(&bay.id, &c.id, since(2), 3)
+            .await
+            .unwrap(),
+        sent[3..6].to_vec()
+    );
+    assert_eq!(
+        store
+            .messages_since(
+                &bay.id,
+                &c.id,
+                since(2) + chrono::Duration::microseconds(500),
+                10
+            )
+            .await
+            .unwrap(),
+        sent[3..].to_vec(),
+        "sub-millisecond `since`"
+    );
+    assert_eq!(
+        store
+            .messages_since(
+                &bay.id,
+                &c.id,
+                since(2) - chrono::Duration::microseconds(1),
+                10
+            )
+            .await
+            .unwrap(),
+        sent[2..].to_vec()
+    );
+    assert!(store
+        .messages_since(&bay.id, &c.id, since(6), 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store
+            .messages_since(&bay.id, &c.id, since(0) - chrono::Duration::days(1), 100)
+            .await
+            .unwrap(),
+        sent
+    );
+    assert_eq!(
+        store
+            .messages_since(
+                &bay.id,
+                &c.id,
+                since(0) - chrono::Duration::days(1),
+                usize::MAX
+            )
+            .await
+            .unwrap(),
+        sent
+    );
+    assert_eq!(
+        store
+            .messages_before(&bay.id, &c.id, None, usize::MAX)
+            .await
+            .unwrap(),
+        (sent.clone(), false)
+    );
+    assert!(store
+        .messages_since(&bay.id, &c.id, since(0), 0)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .messages_since(&bay.id, &ConversationId("c_none".into()), since(0), 10)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // Before: pages of the newest, oldest first, with "more" while older remain.
+    let page = |r: (Vec<StoredMessage>, bool)| r;
+    assert_eq!(
+        page(
+            store
+                .messages_before(&bay.id, &c.id, None, 3)
+                .await
+                .unwrap()
+        ),
+        (sent[4..7].to_vec(), true)
+    );
+    assert_eq!(
+        page(
+            store
+                .messages_before(&bay.id, &c.id, Some(&sent[4].id), 3)
+                .await
+                .unwrap()
+        ),
+        (sent[1..4].to_vec(), true)
+    );
+    assert_eq!(
+        page(
+            store
+                .messages_before(&bay.id, &c.id, Some(&sent[1].id), 3)
+                .await
+                .unwrap()
+        ),
+        (sent[0..1].to_vec(), false)
+    );
+    assert_eq!(
+        page(
+            store
+                .messages_before(&bay.id, &c.id, Some(&sent[0].id), 3)
+                .await
+                .unwrap()
+        ),
+        (vec![], false)
+    );
+    assert_eq!(
+        page(
+            store
+                .messages_before(&bay.id, &c.id, None, 7)
+                .await
+                .unwrap()
+        ),
+        (sent.clone(), false)
+    );
+    assert_eq!(
+        page(
+            store
+                .messages_before(&bay.id, &c.id, None, 100)
+                .await
+                .unwrap()
+        ),
+        (sent.clone(), false)
+    );
+    assert_eq!(
+        page(
+            store
+                .messages_before(&bay.id, &c.id, None, 0)
+                .await
+                .unwrap()
+        ),
+        (vec![], true)
+    );
+    assert_eq!(
+        page(
+            store
+                .messages_before(&bay.id, &c.id, Some(&MessageId("m_none".into())), 3)
+                .await
+                .unwrap()
+        ),
+        (vec![], false)
+    );
+    assert_eq!(
+        page(
+            store
+                .messages_before(&bay.id, &ConversationId("c_none".into()), None, 3)
+                .await
+                .unwrap()
+        ),
+        (vec![], false)
+    );
+}
+
+async fn message_json_round_trips_exactly(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (u, _) = new_participant(store, &bay.id, "p_user", ParticipantKind::User).await;
+    let c = new_group(store, &bay.id, "c_json", &[(&u, Role::Member)], 5).await;
+    let mut m = message(
+        &c,
+        &u,
+        "quotes \" backslash \\ newline \n unicode ✓ 🚀 and a fake hole \"__sb_hole_0__\"",
+        None,
+    );
+    m.message.metadata = Some(json!({
+        "big": 12345678901234567890u64,
+        "neg": -9007199254740993i64,
+        "float": 0.1,
+        "empty_list": [],
+        "empty_object": {},
+        "nested": {"list": [1, "two", null, true]},
+    }));
+    m.message.routing.mentions = vec![ParticipantId("p_x".into())];
+    let appended = store
+        .append_message(&bay.id, m.clone(), u.kind)
+        .await
+        .unwrap();
+    let mut expected = m.message.clone();
+    expected.created_at = appended.message.created_at;
+    assert_eq!(appended.message, expected);
+    assert_eq!(
+        store.message(&bay.id, &c.id, &expected.id).await.unwrap(),
+        Some(expected.clone())
+    );
+}
+
+async fn round_cap_semantics(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (u, _) = new_participant(store, &bay.id, "p_user", ParticipantKind::User).await;
+    let (a1, _) = new_participant(store, &bay.id, "p_a1", ParticipantKind::Agent).await;
+    let (a2, _) = new_participant(store, &bay.id, "p_a2", ParticipantKind::Agent).await;
+    let members = [(&u, Role::Member), (&a1, Role::Member), (&a2, Role::Member)];
+    let start = head(store, &bay.id).await;
+
+    async fn send(
+        store: &dyn Store,
+        bay: &BayId,
+        c: &Conversation,
+        sender: &switchboard_actors::model::Participant,
+        cap: Option<u8>,
+    ) -> bool {
+        store
+            .append_message(bay, message(c, sender, "hi", cap), sender.kind)
+            .await
+            .unwrap()
+            .message
+            .routing
+            .suppressed
+    }
+
+    // Cap 5: the 5th consecutive agent message (and later ones) is suppressed.
+    let c5 = new_group(store, &bay.id, "c_cap5", &members, 5).await;
+    let mut got = Vec::new();
+    for i in 0..7 {
+        let a = if i % 2 == 0 { &a1 } else { &a2 };
+        got.push(send(store, &bay.id, &c5, a, Some(5)).await);
+    }
+    assert_eq!(got, [false, false, false, false, true, true, true]);
+    // A human resets the count and is never suppressed.
+    assert!(!send(store, &bay.id, &c5, &u, Some(5)).await);
+    assert!(!send(store, &bay.id, &c5, &a1, Some(5)).await);
+
+    // Cap 0: every agent message is suppressed, even the first after a human.
+    let c0 = new_group(store, &bay.id, "c_cap0", &members, 0).await;
+    assert!(send(store, &bay.id, &c0, &a1, Some(0)).await);
+    assert!(!send(store, &bay.id, &c0, &u, Some(0)).await);
+    assert!(send(store, &bay.id, &c0, &a2, Some(0)).await);
+
+    // No cap (DM / AGENT_CHAT): never suppressed, but the count still runs,
+    // so a cap applied later sees the rounds so far.
+    let cn = new_group(store, &bay.id, "c_nocap", &members, 5).await;
+    for _ in 0..3 {
+        assert!(!send(store, &bay.id, &cn, &a1, None).await);
+    }
+    assert!(
+        send(store, &bay.id, &cn, &a1, Some(4)).await,
+        "4th agent round under cap 4"
+    );
+
+    // A cap with a given `suppressed` the store must override.
+    let co = new_group(store, &bay.id, "c_override", &members, 1).await;
+    let mut m = message(&co, &a1, "hi", Some(2));
+    m.message.routing.suppressed = true;
+    let first = store.append_message(&bay.id, m, a1.kind).await.unwrap();
+    assert!(!first.message.routing.suppressed, "1st round under cap 2");
+
+    // The log carries the same verdicts as the append results.
+    let (records, _) = read(store, &bay.id, &start, 1000).await;
+    let logged: Vec<bool> = records
+        .iter()
+        .filter_map(|r| match &r.event {
+            LogEvent::Message {
+                conversation,
+                message,
+            } if conversation.id == c5.id => Some(message.routing.suppressed),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        logged,
+        [false, false, false, false, true, true, true, false, false]
+    );
+}
+
+async fn concurrent_appends_count_rounds_exactly(store: Arc<dyn Store>) {
+    let bay = new_bay(&*store).await;
+    let (a1, _) = new_participant(&*store, &bay.id, "p_a1", ParticipantKind::Agent).await;
+    let (a2, _) = new_participant(&*store, &bay.id, "p_a2", ParticipantKind::Agent).await;
+    let c = new_group(
+        &*store,
+        &bay.id,
+        "c_race",
+        &[(&a1, Role::Member), (&a2, Role::Member)],
+        5,
+    )
+    .await;
+    const PER_TASK: usize = 25;
+    let tasks: Vec<_> = [a1.clone(), a2.clone()]
+        .into_iter()
+        .map(|sender| {
+            let store = store.clone();
+            let bay = bay.id.clone();
+            let c = c.clone();
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                for i in 0..PER_TASK {
+                    let m = message(&c, &sender, &format!("{} {i}", sender.id), Some(5));
+                    out.push(store.append_message(&bay, m, sender.kind).await.unwrap());
+                }
+                out
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let suppressed = all.iter().filter(|a| a.message.routing.suppressed).count();
+    assert_eq!(
+        suppressed,
+        2 * PER_TASK - 4,
+        "rounds 5..=50 are suppressed, exactly"
+    );
+
+    // History order is the order the counter saw: 4 free rounds, then capped.
+    let (history, more) = store
+        .messages_before(&bay.id, &c.id, None, 1000)
+        .await
+        .unwrap();
+    assert!(!more);
+    assert_eq!(history.len(), 2 * PER_TASK);
+    assert!(history
+        .windows(2)
+        .all(|w| w[0].created_at < w[1].created_at));
+    let flags: Vec<bool> = history.iter().map(|m| m.routing.suppressed).collect();
+    assert!(
+        flags[..4].iter().all(|s| !s) && flags[4..].iter().all(|s| *s),
+        "{flags:?}"
+    );
+    // And the log order matches the history order.
+    let mut by_entry = all.clone();
+    by_entry.sort_by_key(|a| a.entry);
+    assert_eq!(
+        by_entry
+            .iter()
+            .map(|a| a.message.id.clone())
+            .collect::<Vec<_>>(),
+        history.iter().map(|m| m.id.clone()).collect::<Vec<_>>()
+    );
+}
+
+async fn log_read_through_expired_and_epoch(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let h0 = head(store, &bay.id).await;
+    assert_eq!(h0.entry, EntryId::ZERO, "a new Bay's log is empty");
+    assert_eq!(head(store, &bay.id).await, h0, "the epoch is stable");
+    assert_eq!(read(store, &bay.id, &h0, 10).await, (vec![], EntryId::ZERO));
+
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(control(store, &bay.id).await);
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    let h5 = head(store, &bay.id).await;
+    assert_eq!(h5, at(&h0, ids[4]));
+
+    let ids_of = |r: &[Arc<LogRecord>]| r.iter().map(|r| r.id).collect::<Vec<_>>();
+    // Full pages end at their last entry; a short page reaches the head.
+    let (r, t) = read(store, &bay.id, &h0, 2).await;
+    assert_eq!((ids_of(&r), t), (ids[0..2].to_vec(), ids[1]));
+    let (r, t) = read(store, &bay.id, &at(&h0, t), 2).await;
+    assert_eq!((ids_of(&r), t), (ids[2..4].to_vec(), ids[3]));
+    let (r, t) = read(store, &bay.id, &at(&h0, t), 2).await;
+    assert_eq!((ids_of(&r), t), (ids[4..5].to_vec(), ids[4]));
+    let (r, t) = read(store, &bay.id, &at(&h0, t), 2).await;
+    assert_eq!((ids_of(&r), t), (vec![], ids[4]));
+    let (r, t) = read(store, &bay.id, &h0, usize::MAX).await;
+    assert_eq!((ids_of(&r), t), (ids.clone(), ids[4]), "no practical limit");
+    let (r, t) = read(store, &bay.id, &at(&h0, ids[2]), 10).await;
+    assert_eq!((ids_of(&r), t), (ids[3..5].to_vec(), ids[4]));
+    // Beyond the head, or from another incarnation of the log.
+    assert!(is_expired(
+        store
+            .read_log(&bay.id, &at(&h0, ids[4].next()), 10, None)
+            .await
+            .unwrap()
+    ));
+    assert!(is_expired(
+        store
+            .read_log(
+                &bay.id,
+                &at(&h0, EntryId::new(ids[4].ms + 60_000, 0)),
+                10,
+                None
+            )
+            .await
+            .unwrap()
+    ));
+    let foreign = LogPosition {
+        epoch: Epoch("zzzzzz".into()),
+        entry: ids[1],
+    };
+    assert!(matches!(
+        store.read_log(&bay.id, &foreign, 10, None).await.unwrap(),
+        Replay::EpochChanged
+    ));
+    assert!(matches!(
+        store
+            .read_log(&bay.id, &foreign, 10, Some(Duration::from_secs(2)))
+            .await
+            .unwrap(),
+        Replay::EpochChanged
+    ));
+
+    // Logs are per Bay.
+    let other = new_bay(store).await;
+    let ho = head(store, &other.id).await;
+    assert_eq!(ho.entry, EntryId::ZERO);
+    assert_ne!(ho.epoch, h0.epoch);
+    assert!(matches!(
+        store.read_log(&other.id, &h5, 10, None).await.unwrap(),
+        Replay::EpochChanged
+    ));
+}
+
+async fn control_entries_are_logged(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let start = head(store, &bay.id).await;
+    let event = LogEvent::SessionOpened {
+        token: TokenId("0123456789abcdef".into()),
+        session: SessionId("s_1".into()),
+    };
+    let id = store.append_control(&bay.id, event.clone()).await.unwrap();
+    let (records, through) = read(store, &bay.id, &start, 10).await;
+    assert_eq!(
+        records.iter().map(|r| (**r).clone()).collect::<Vec<_>>(),
+        vec![LogRecord { id, event }]
+    );
+    assert_eq!(through, id);
+}
+
+async fn trimming_by_age_expires_cursors(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let h0 = head(store, &bay.id).await;
+    let e1 = control(store, &bay.id).await;
+    let e2 = control(store, &bay.id).await;
+    assert_eq!(read(store, &bay.id, &h0, 10).await.0.len(), 2);
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    // This append trims e1 and e2 (older than the 300 ms window).
+    let e3 = control(store, &bay.id).await;
+    assert!(
+        is_expired(store.read_log(&bay.id, &h0, 10, None).await.unwrap()),
+        "unseen entries were trimmed"
+    );
+    assert!(is_expired(
+        store
+            .read_log(&bay.id, &at(&h0, e1), 10, None)
+            .await
+            .unwrap()
+    ));
+    assert!(is_expired(
+        store
+            .read_log(&bay.id, &h0, 10, Some(Duration::from_secs(1)))
+            .await
+            .unwrap()
+    ));
+    // A reader past everything trimmed lost nothing: not expired.
+    let (r, t) = read(store, &bay.id, &at(&h0, e2), 10).await;
+    assert_eq!(
+        (r.iter().map(|r| r.id).collect::<Vec<_>>(), t),
+        (vec![e3], e3)
+    );
+    assert_eq!(read(store, &bay.id, &at(&h0, e3), 10).await, (vec![], e3));
+}
+
+async fn trimming_by_count_expires_cursors(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let h0 = head(store, &bay.id).await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(control(store, &bay.id).await);
+    }
+    assert!(is_expired(
+        store.read_log(&bay.id, &h0, 10, None).await.unwrap()
+    ));
+    assert!(is_expired(
+        store
+            .read_log(&bay.id, &at(&h0, ids[0]), 10, None)
+            .await
+            .unwrap()
+    ));
+    let (r, t) = read(store, &bay.id, &at(&h0, ids[1]), 10).await;
+    assert_eq!(
+        (r.iter().map(|r| r.id).collect::<Vec<_>>(), t),
+        (ids[2..].to_vec(), ids[4])
+    );
+}
+
+async fn blocking_read_wakes_on_append(store: Arc<dyn Store>) {
+    let bay = new_bay(&*store).await;
+    control(&*store, &bay.id).await;
+    let h = head(&*store, &bay.id).await;
+    let reader = {
+        let store = store.clone();
+        let bay = bay.id.clone();
+        let h = h.clone();
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            let r = store
+                .read_log(&bay, &h, 10, Some(Duration::from_secs(10)))
+                .await;
+            (r, t0.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let e = control(&*store, &bay.id).await;
+    let (r, waited) = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("the blocked read woke up")
+        .unwrap();
+    match r.unwrap() {
+        Replay::Records { records, through } => {
+            assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), vec![e]);
+            assert_eq!(through, e);
+        }
+        other => panic!("expected the new entry, got {other:?}"),
+    }
+    assert!(
+        waited >= Duration::from_millis(200),
+        "it did block: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "woke on the append: {waited:?}"
+    );
+
+    // With entries already there, a blocking read answers at once.
+    let t0 = Instant::now();
+    let (records, _) = match store
+        .read_log(&bay.id, &h, 10, Some(Duration::from_secs(10)))
+        .await
+        .unwrap()
+    {
+        Replay::Records { records, through } => (records, through),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(records.len(), 1);
+    assert!(t0.elapsed() < Duration::from_secs(2));
+
+    // Several blocked readers all wake.
+    let h2 = head(&*store, &bay.id).await;
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let store = store.clone();
+            let bay = bay.id.clone();
+            let h2 = h2.clone();
+            tokio::spawn(async move {
+                store
+                    .read_log(&bay, &h2, 10, Some(Duration::from_secs(10)))
+                    .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let e2 = control(&*store, &bay.id).await;
+    for r in readers {
+        let r = tokio::time::timeout(Duration::from_secs(5), r)
+            .await
+            .expect("woke")
+            .unwrap();
+        assert!(
+            matches!(r.unwrap(), Replay::Records { ref records, .. } if records.len() == 1 && records[0].id == e2)
+        );
+    }
+}
+
+async fn blocking_read_times_out_empty(store: Arc<dyn Store>) {
+    let bay = new_bay(&*store).await;
+    control(&*store, &bay.id).await;
+    let h = head(&*store, &bay.id).await;
+    let t0 = Instant::now();
+    let r = store
+        .read_log(&bay.id, &h, 10, Some(Duration::from_millis(400)))
+        .await
+        .unwrap();
+    let waited = t0.elapsed();
+    match r {
+        Replay::Records { records, through } => {
+            assert!(records.is_empty());
+            assert_eq!(through, h.entry);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(waited >= Duration::from_millis(350), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    // A fresh Bay (no log yet) blocks and times out the same way.
+    let fresh = new_bay(&*store).await;
+    let hf = head(&*store, &fresh.id).await;
+    let r = store
+        .read_log(&fresh.id, &hf, 10, Some(Duration::from_millis(200)))
+        .await
+        .unwrap();
+    assert!(
+        matches!(r, Replay::Records { ref records, through } if records.is_empty() && through == EntryId::ZERO)
+    );
+}

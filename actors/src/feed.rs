@@ -12,15 +12,19 @@
 //! The feed also keeps the Bay's membership index (conversation → member
 //! ids), loaded from the store at start and then kept current by the `Roster`
 //! entries of the log itself, so a participant added to a conversation
-//! receives exactly the messages logged after the change. Control entries
-//! close sessions: `CredentialRevoked` (4001) and `SessionOpened`
-//! (displacement, 4000), whichever node wrote them.
+//! receives exactly the messages logged after the change. The feed also
+//! remembers, for each roster change it applied, the member list just
+//! before it, so a session resuming from an older cursor learns the
+//! memberships *as of that cursor* and its replay judges every record by
+//! the roster in force when it was logged. Control entries close sessions:
+//! `CredentialRevoked` (4001) and `SessionOpened` (displacement, 4000),
+//! whichever node wrote them.
 
 use crate::session::{Close, CloseReason, Deliver, SessionHandle, Watermark};
 use crate::store::log::{LogEvent, LogRecord};
 use crate::store::{Replay, Store, StoreError};
 use actix::prelude::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
@@ -47,9 +51,26 @@ pub struct BayFeed {
     /// Membership index. Invariant: equals the store's membership as of
     /// `position` (modulo the start-up window, see `load`).
     members: HashMap<ConversationId, HashSet<ParticipantId>>,
+    /// Roster changes applied after `history_floor`, oldest first, each with
+    /// the members just before it. Invariant: holds every `Roster` entry
+    /// with an id above `history_floor` (bounded by [`ROSTER_HISTORY_MAX`]).
+    roster_history: VecDeque<RosterChange>,
+    /// `None` until the index is loaded (and after the log was lost).
+    history_floor: Option<EntryId>,
     sessions: HashMap<SessionId, Attachment>,
     by_participant: HashMap<ParticipantId, Vec<SessionId>>,
     by_token: HashMap<TokenId, Vec<SessionId>>,
+}
+
+/// Most roster changes remembered; older ones raise `history_floor`.
+const ROSTER_HISTORY_MAX: usize = 10_000;
+
+/// One roster change the feed applied: who was in `conversation` just
+/// before log entry `at` changed it.
+struct RosterChange {
+    at: EntryId,
+    conversation: ConversationId,
+    before: HashSet<ParticipantId>,
 }
 
 struct Attachment {
@@ -71,6 +92,8 @@ impl BayFeed {
             settings,
             position: None,
             members: HashMap::new(),
+            roster_history: VecDeque::new(),
+            history_floor: None,
             sessions: HashMap::new(),
             by_participant: HashMap::new(),
             by_token: HashMap::new(),
@@ -80,17 +103,27 @@ impl BayFeed {
     /// Loads the membership index, then starts the tail. The head is read
     /// before the conversations, so `Roster` entries appended in between are
     /// replayed by the tail; they are full snapshots, so re-applying them is
-    /// harmless.
+    /// harmless. The head is read again afterwards: roster changes up to it
+    /// may already be in the index, so their "before" is unknown and the
+    /// roster history starts above it.
     fn load(&mut self, ctx: &mut Context<Self>) {
         let store = self.store.clone();
         let bay = self.bay.clone();
         let fut = async move {
             let head = store.log_head(&bay).await?;
             let conversations = store.conversations(&bay).await?;
-            Ok::<_, StoreError>((head, conversations))
+            let settled = store.log_head(&bay).await?;
+            Ok::<_, StoreError>((head, conversations, settled))
         };
         ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
-            Ok((head, conversations)) => {
+            Ok((head, conversations, settled)) => {
+                act.roster_history.clear();
+                act.history_floor = Some(if settled.epoch == head.epoch {
+                    settled.entry.max(head.entry)
+                } else {
+                    // The log was replaced mid-load; the tail will notice.
+                    EntryId::new(u64::MAX, u64::MAX)
+                });
                 act.members = conversations
                     .into_iter()
                     .map(|c| {
@@ -185,14 +218,71 @@ impl BayFeed {
         }
     }
 
+    fn remember_roster_change(
+        &mut self,
+        at: EntryId,
+        conversation: &ConversationId,
+        before: HashSet<ParticipantId>,
+    ) {
+        // Entries at or below the floor were (possibly) already in the
+        // index when it loaded: their "before" is not known.
+        if self.history_floor.is_none_or(|floor| at <= floor) {
+            return;
+        }
+        self.roster_history.push_back(RosterChange {
+            at,
+            conversation: conversation.clone(),
+            before,
+        });
+        while self.roster_history.len() > ROSTER_HISTORY_MAX {
+            if let Some(oldest) = self.roster_history.pop_front() {
+                self.history_floor = Some(oldest.at);
+            }
+        }
+    }
+
+    /// The conversations `participant` was in right after log entry `at`,
+    /// or `None` when the roster history does not reach back that far.
+    fn conversations_at(
+        &self,
+        participant: &ParticipantId,
+        at: EntryId,
+    ) -> Option<HashSet<ConversationId>> {
+        if self.history_floor.is_none_or(|floor| at < floor) {
+            return None;
+        }
+        let mut out = self.conversations_of(participant);
+        // Newest first, so the earliest change after `at` decides.
+        for change in self.roster_history.iter().rev().take_while(|c| c.at > at) {
+            if change.before.contains(participant) {
+                out.insert(change.conversation.clone());
+            } else {
+                out.remove(&change.conversation);
+            }
+        }
+        Some(out)
+    }
+
+    /// The conversations `participant` is in as of the feed's position.
+    fn conversations_of(&self, participant: &ParticipantId) -> HashSet<ConversationId> {
+        self.members
+            .iter()
+            .filter(|(_, m)| m.contains(participant))
+            .map(|(c, _)| c.clone())
+            .collect()
+    }
+
     fn apply_control(&mut self, record: &LogRecord) {
         match &record.event {
             LogEvent::Roster {
                 conversation,
                 members,
             } => {
-                self.members
-                    .insert(conversation.id.clone(), members.iter().cloned().collect());
+                let before = self
+                    .members
+                    .insert(conversation.id.clone(), members.iter().cloned().collect())
+                    .unwrap_or_default();
+                self.remember_roster_change(record.id, &conversation.id, before);
             }
             LogEvent::CredentialRevoked { token, .. } => {
                 let revoked: Vec<SessionId> = self.by_token.get(token).cloned().unwrap_or_default();
@@ -251,6 +341,9 @@ pub struct Attach {
     /// Entry of the session's own `SessionOpened` in the log.
     pub opened_at: EntryId,
     pub handle: SessionHandle,
+    /// The position the session will replay from, if it resumes a cursor:
+    /// the reply then also carries the memberships as of that position.
+    pub resume: Option<LogPosition>,
 }
 
 /// Reply to [`Attach`].
@@ -261,6 +354,11 @@ pub struct Attached {
     pub position: LogPosition,
     /// The participant's conversations as of `position`.
     pub conversations: HashSet<ConversationId>,
+    /// The participant's conversations as of `Attach::resume`, when the
+    /// feed's roster history reaches back to it (same epoch, not older
+    /// than the history). A replay from `resume` must start from these, or
+    /// it would judge older records by a later roster.
+    pub conversations_at_resume: Option<HashSet<ConversationId>>,
 }
 
 /// Why an [`Attach`] was refused.
@@ -293,12 +391,12 @@ impl Handler<Attach> for BayFeed {
             return Err(AttachError::Superseded);
         }
         self.displace_older(&msg.token, msg.opened_at, &msg.session);
-        let conversations = self
-            .members
-            .iter()
-            .filter(|(_, m)| m.contains(&msg.participant))
-            .map(|(c, _)| c.clone())
-            .collect();
+        let conversations = self.conversations_of(&msg.participant);
+        let conversations_at_resume = msg
+            .resume
+            .as_ref()
+            .filter(|r| r.epoch == position.epoch)
+            .and_then(|r| self.conversations_at(&msg.participant, r.entry));
         self.by_participant
             .entry(msg.participant.clone())
             .or_default()
@@ -320,6 +418,7 @@ impl Handler<Attach> for BayFeed {
         Ok(Attached {
             position,
             conversations,
+            conversations_at_resume,
         })
     }
 }
@@ -436,6 +535,8 @@ impl Handler<LogLost> for BayFeed {
             self.close_session(&s, CloseReason::LogReset);
         }
         self.position = None;
+        self.history_floor = None;
+        self.roster_history.clear();
         // The index may be stale too: reload it from the new head.
         self.load(ctx);
     }

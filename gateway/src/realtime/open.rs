@@ -85,6 +85,7 @@ pub async fn open_session(
         token: caller.principal.token.clone(),
         opened_at,
         handle: handle.clone(),
+        resume: resume.clone(),
     };
     let mut feed = state.registry.feed(&bay);
     let attached = match feed.send(attach()).await {
@@ -119,7 +120,13 @@ pub async fn open_session(
         return Err(OpenFailure::Revoked { feed });
     }
     let participant = &caller.principal.participant.id;
-    let mut conversations = attached.conversations;
+    // Judge each replayed record by the roster in force when it was logged:
+    // start from the memberships as of the resume cursor (the `Roster`
+    // entries the replay passes then keep them current). Without history
+    // that far back, fall back to the memberships as of the attach.
+    let mut conversations = attached
+        .conversations_at_resume
+        .unwrap_or(attached.conversations);
     let start = resume.unwrap_or_else(|| attached.position.clone());
     let mut from = start.clone();
     let mut events = Vec::new();

@@ -1,0 +1,609 @@
+//! End-to-end tests of `GET /api/agent-api/ws` (protocol §11): the upgrade,
+//! the frame grammar, close codes, displacement, revocation and limits.
+//! Every test starts its own `switchboard` process and talks to it over a
+//! real socket.
+
+mod common;
+
+use common::*;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use switchboard_protocol::cursor::LogPosition;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+const BAY: &str = "b1";
+
+/// A few seconds: the patience of every "eventually" in this file.
+const PATIENCE: Duration = Duration::from_secs(5);
+
+async fn world() -> (Gateway, World) {
+    world_with(Opts::default()).await
+}
+
+async fn world_with(opts: Opts) -> (Gateway, World) {
+    let gw = Gateway::spawn_with(opts).await;
+    let w = World::create(&gw, BAY).await;
+    (gw, w)
+}
+
+fn assert_error_frame(frame: &Value) {
+    assert_eq!(frame["t"], "error", "{frame}");
+    assert!(
+        frame["code"].as_str().is_some_and(|c| !c.is_empty()),
+        "{frame}"
+    );
+    assert!(frame["message"].is_string(), "{frame}");
+}
+
+/// The socket closes with `code`, and the last frame before the close is an
+/// `error` frame. Returns that error frame.
+async fn expect_error_then_close(ws: &mut Ws, code: u16) -> Value {
+    let (got, frames) = ws.expect_close(PATIENCE).await;
+    assert_eq!(got, Some(code), "close code; frames before: {frames:?}");
+    let last = frames
+        .last()
+        .unwrap_or_else(|| panic!("no error frame before close {code}"))
+        .clone();
+    assert_error_frame(&last);
+    last
+}
+
+fn entry_of(cursor: &str) -> switchboard_protocol::cursor::EntryId {
+    LogPosition::decode(cursor)
+        .unwrap_or_else(|e| panic!("cursor {cursor:?} does not decode: {e}"))
+        .entry
+}
+
+// ---------------------------------------------------------------- upgrade
+
+#[tokio::test]
+async fn upgrade_without_credential_is_refused_with_401_json() {
+    let (gw, _w) = world().await;
+    let (status, body) = match gw.ws_try(WsAuth::None).await {
+        Ok(_) => panic!("upgraded without a credential"),
+        Err(e) => e,
+    };
+    assert_eq!(status, 401);
+    assert_eq!(body["code"], "UNAUTHORIZED", "{body}");
+    assert!(body["error"].is_string(), "{body}");
+}
+
+#[tokio::test]
+async fn upgrade_with_bad_token_is_refused_with_401_json_in_header_and_query() {
+    let (gw, _w) = world().await;
+    let unknown = "bay_this_token_was_never_issued_000000";
+    for auth in [
+        WsAuth::Header(unknown),
+        WsAuth::Query(unknown),
+        WsAuth::Header("not-a-token"),
+        WsAuth::Query("not-a-token"),
+    ] {
+        match gw.ws_try(auth).await {
+            Ok(_) => panic!("{auth:?} upgraded"),
+            Err((status, body)) => {
+                assert_eq!(status, 401, "{auth:?}");
+                assert_eq!(body["code"], "UNAUTHORIZED", "{auth:?}: {body}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn token_in_query_string_authenticates_the_upgrade() {
+    let (gw, w) = world().await;
+    let mut ws = gw
+        .ws_try(WsAuth::Query(&w.rex))
+        .await
+        .unwrap_or_else(|e| panic!("?token= refused: {e:?}"));
+    ws.hello(None).await;
+    let ready = ws.next_json().await;
+    assert_eq!(ready, json!({"t": "ready", "cursor": null}));
+    ws.read_batch().await;
+    let (_, posted) = gw.post_message(&w.ana, "dm", "via query token").await;
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], posted["id"]);
+}
+
+// ---------------------------------------------------------------- hello
+
+#[tokio::test]
+async fn server_sends_nothing_before_hello() {
+    let (gw, w) = world().await;
+    let mut ws = gw.ws(&w.rex).await;
+    // Traffic that would produce frames for a live session.
+    gw.post_message(&w.ana, "dm", "before hello").await;
+    match ws.next_within(Duration::from_millis(800)).await {
+        WsNext::Timeout => {}
+        other => panic!("the server spoke before hello: {other:?}"),
+    }
+    ws.hello(None).await;
+    let ready = ws.next_json().await;
+    assert_eq!(ready["t"], "ready", "the first frame after hello is ready");
+}
+
+#[tokio::test]
+async fn missing_hello_gets_error_frame_then_close() {
+    let (gw, w) =
+        world_with(Opts::default().env("SWITCHBOARD_TIMING__HELLO_TIMEOUT", "300ms")).await;
+    let mut ws = gw.ws(&w.rex).await;
+    let started = Instant::now();
+    let (code, frames) = ws.expect_close(PATIENCE).await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "closed before the hello timeout"
+    );
+    assert_eq!(frames.len(), 1, "exactly one error frame: {frames:?}");
+    assert_error_frame(&frames[0]);
+    assert_eq!(code, Some(4002));
+}
+
+#[tokio::test]
+async fn ready_echoes_the_resume_cursor_or_null() {
+    let (gw, w) = world().await;
+    let mut ws = gw.ws(&w.rex).await;
+    ws.hello(None).await;
+    assert_eq!(ws.next_json().await, json!({"t": "ready", "cursor": null}));
+    let (events, cursor) = ws.read_batch().await;
+    assert!(events.is_empty());
+    ws.close().await;
+
+    let mut ws = gw.ws(&w.rex).await;
+    ws.hello(Some(&cursor)).await;
+    assert_eq!(
+        ws.next_json().await,
+        json!({"t": "ready", "cursor": cursor})
+    );
+    // `resume` may also be left out entirely: same as null.
+    ws.close().await;
+    let mut ws = gw.ws(&w.rex).await;
+    ws.send_text(r#"{"t":"hello"}"#).await;
+    assert_eq!(ws.next_json().await, json!({"t": "ready", "cursor": null}));
+}
+
+// ---------------------------------------------------------------- events and cursors
+
+#[tokio::test]
+async fn event_frames_equal_updates_events_for_the_same_message_and_recipient() {
+    let (gw, w) = world().await;
+    let (s, first) = gw.updates(&w.rex, None, "1").await;
+    assert_eq!(s, 200, "{first}");
+    let c0 = first["cursor"].as_str().unwrap().to_owned();
+
+    let mut ws = gw.ws_ready(&w.rex, Some(&c0)).await;
+    let (events, _) = ws.read_batch().await;
+    assert!(events.is_empty(), "{events:?}");
+    // A rich message: mention, metadata, then a reply quoting it.
+    let (s, q) = gw
+        .post_json(
+            &w.ana,
+            "/conversations/group/messages",
+            json!({"content": "question for @Rex", "metadata": {"source": "test"}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{q}");
+    let (s, r) = gw
+        .post_json(
+            &w.ben,
+            "/conversations/group/messages",
+            json!({"content": "same here", "replyToMessageId": q["id"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{r}");
+    let mut over_ws = Vec::new();
+    while over_ws.len() < 2 {
+        let (events, _) = ws.read_batch().await;
+        over_ws.extend(events);
+    }
+    ws.close().await;
+
+    let (s, polled) = gw.updates(&w.rex, Some(&c0), "1").await;
+    assert_eq!(s, 200, "{polled}");
+    let over_poll = polled["events"].as_array().unwrap();
+    assert_eq!(over_poll.len(), 2, "{polled}");
+    assert_eq!(over_ws[0]["message"]["id"], q["id"]);
+    assert_eq!(over_ws[1]["message"]["id"], r["id"]);
+    assert_eq!(&over_ws[0], &over_poll[0]);
+    assert_eq!(&over_ws[1], &over_poll[1]);
+    // Sanity: the compared events are not trivially empty.
+    assert_eq!(over_ws[0]["message"]["metadata"], json!({"source": "test"}));
+    assert_eq!(over_ws[1]["message"]["replyTo"]["id"], q["id"]);
+    assert_eq!(over_ws[0]["message"]["mentions"], json!(["rex"]));
+}
+
+#[tokio::test]
+async fn a_cursor_frame_follows_every_batch_and_advances() {
+    let (gw, w) = world().await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    let (_, mut last) = ws.read_batch().await;
+    for i in 0..3 {
+        let (_, posted) = gw.post_message(&w.ana, "dm", &format!("m{i}")).await;
+        let f = ws.next_json().await;
+        assert_eq!(f["t"], "event", "{f}");
+        assert_eq!(f["event"]["message"]["id"], posted["id"]);
+        assert!(f.get("cursor").is_none() && f["event"].get("cursor").is_none());
+        let f = ws.next_json().await;
+        assert_eq!(
+            f["t"], "cursor",
+            "a cursor frame must follow the batch: {f}"
+        );
+        let cursor = f["cursor"].as_str().unwrap().to_owned();
+        assert!(
+            entry_of(&cursor) > entry_of(&last),
+            "cursor did not advance"
+        );
+        last = cursor;
+    }
+    ws.close().await;
+    // The last cursor frame covers everything sent: nothing is replayed.
+    let (s, body) = gw.updates(&w.rex, Some(&last), "1").await;
+    assert_eq!(s, 200);
+    assert_eq!(body["events"], json!([]), "{body}");
+}
+
+#[tokio::test]
+async fn idle_socket_gets_advancing_cursor_frames() {
+    let (gw, w) =
+        world_with(Opts::default().env("SWITCHBOARD_TIMING__IDLE_CURSOR_INTERVAL", "300ms")).await;
+    // Scout is not in the DM: the DM's traffic is someone else's.
+    let mut ws = gw.ws_ready(&w.scout, None).await;
+    let (_, c0) = ws.read_batch().await;
+    gw.post_message(&w.ana, "dm", "not for scout").await;
+    let mut idle_frames: Vec<String> = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    while idle_frames.len() < 2 || entry_of(idle_frames.last().unwrap()) == entry_of(&c0) {
+        assert!(
+            Instant::now() < deadline,
+            "idle cursor frames: {idle_frames:?}"
+        );
+        let f = ws.next_json().await;
+        assert_eq!(
+            f["t"], "cursor",
+            "an idle socket gets only cursor frames: {f}"
+        );
+        idle_frames.push(f["cursor"].as_str().unwrap().to_owned());
+    }
+    assert!(entry_of(idle_frames.last().unwrap()) > entry_of(&c0));
+}
+
+#[tokio::test]
+async fn expired_resume_cursor_gets_reset_and_the_stream_continues() {
+    let (gw, w) = world_with(Opts::default().env("SWITCHBOARD_REPLAY_WINDOW", "2s")).await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    let (_, old) = ws.read_batch().await;
+    ws.close().await;
+    gw.post_message(&w.ana, "dm", "will be trimmed").await;
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    // Appending trims everything older than the window.
+    gw.post_message(&w.ana, "dm", "after the window").await;
+
+    let mut ws = gw.ws(&w.rex).await;
+    ws.hello(Some(&old)).await;
+    assert_eq!(ws.next_json().await, json!({"t": "ready", "cursor": old}));
+    assert_eq!(ws.next_json().await, json!({"t": "reset"}));
+    let (events, _) = ws.read_batch().await;
+    assert!(
+        events.is_empty(),
+        "nothing is replayed after a reset: {events:?}"
+    );
+    let (_, posted) = gw.post_message(&w.ana, "dm", "live again").await;
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], posted["id"]);
+}
+
+#[tokio::test]
+async fn garbage_resume_cursor_gets_reset() {
+    let (gw, w) = world().await;
+    for garbage in ["garbage!", "u1f", "MS5hYmMuMTIz"] {
+        let mut ws = gw.ws(&w.rex).await;
+        ws.hello(Some(garbage)).await;
+        assert_eq!(
+            ws.next_json().await,
+            json!({"t": "ready", "cursor": garbage})
+        );
+        assert_eq!(ws.next_json().await, json!({"t": "reset"}), "{garbage}");
+        let (events, cursor) = ws.read_batch().await;
+        assert!(events.is_empty());
+        LogPosition::decode(&cursor).expect("a fresh, valid cursor follows the reset");
+        ws.close().await;
+    }
+}
+
+// ---------------------------------------------------------------- one connection per token
+
+#[tokio::test]
+async fn second_socket_displaces_the_first_with_4000() {
+    let (gw, w) = world().await;
+    let mut first = gw.ws_ready(&w.rex, None).await;
+    first.read_batch().await;
+    let mut second = gw.ws_ready(&w.rex, None).await;
+    second.read_batch().await;
+    expect_error_then_close(&mut first, 4000).await;
+    let (_, posted) = gw.post_message(&w.ana, "dm", "to the newer socket").await;
+    let (events, _) = second.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], posted["id"]);
+}
+
+#[tokio::test]
+async fn updates_call_displaces_a_socket_with_4000() {
+    let (gw, w) = world().await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    ws.read_batch().await;
+    let (s, body) = gw.updates(&w.rex, None, "1").await;
+    assert_eq!(s, 200, "{body}");
+    expect_error_then_close(&mut ws, 4000).await;
+}
+
+#[tokio::test]
+async fn socket_displaces_a_held_updates_call_which_returns_at_once_empty() {
+    let (gw, w) = world().await;
+    let (_, first) = gw.updates(&w.rex, None, "1").await;
+    let cursor = first["cursor"].as_str().unwrap().to_owned();
+    let held = {
+        let (http, url, token) = (
+            gw.http.clone(),
+            gw.url("/api/agent-api/updates"),
+            w.rex.clone(),
+        );
+        tokio::spawn(async move {
+            let res = http
+                .get(url)
+                .query(&[("wait", "25"), ("cursor", cursor.as_str())])
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            let status = res.status().as_u16();
+            (status, res.json::<Value>().await.unwrap(), Instant::now())
+        })
+    };
+    // Setup, not an assertion: let the poll attach before the socket opens.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let opened = Instant::now();
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    ws.read_batch().await;
+    let (status, body, answered) = tokio::time::timeout(PATIENCE, held)
+        .await
+        .expect("the displaced poll must return at once")
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["events"], json!([]));
+    assert!(body["cursor"].is_string(), "{body}");
+    assert!(answered.duration_since(opened) < Duration::from_secs(3));
+    // The socket is the survivor.
+    let (_, posted) = gw.post_message(&w.ana, "dm", "socket wins").await;
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], posted["id"]);
+}
+
+// ---------------------------------------------------------------- credentials
+
+#[tokio::test]
+async fn token_rotation_closes_the_socket_with_4001() {
+    let (gw, w) = world().await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    ws.read_batch().await;
+    let fresh = gw.rotate_token(BAY, "rex").await;
+    expect_error_then_close(&mut ws, 4001).await;
+    assert_eq!(
+        gw.ws_try(WsAuth::Header(&w.rex)).await.err().map(|e| e.0),
+        Some(401)
+    );
+    let mut ws = gw.ws_ready(&fresh, None).await;
+    ws.read_batch().await;
+}
+
+#[tokio::test]
+async fn token_revocation_closes_the_socket_with_4001() {
+    let (gw, w) = world().await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    ws.read_batch().await;
+    gw.revoke_token(BAY, "rex").await;
+    expect_error_then_close(&mut ws, 4001).await;
+    assert_eq!(
+        gw.ws_try(WsAuth::Query(&w.rex)).await.err().map(|e| e.0),
+        Some(401)
+    );
+}
+
+// ---------------------------------------------------------------- framing contract
+
+#[tokio::test]
+async fn framing_violations_close_with_4002_after_an_error_frame() {
+    let (gw, w) = world().await;
+    let binary = || WsMessage::Binary(vec![0x7b, 0x7d].into());
+    let text = |s: &str| WsMessage::text(s.to_owned());
+    // (what, send hello first?, offending frame)
+    let cases: Vec<(&str, bool, WsMessage)> = vec![
+        ("non-JSON text before hello", false, text("hello there")),
+        ("non-JSON text", true, text("{not json")),
+        ("binary frame before hello", false, binary()),
+        ("binary frame", true, binary()),
+        ("frame without t", false, text(r#"{"resume":null}"#)),
+        ("frame without t after hello", true, text(r#"{"x":1}"#)),
+        ("unknown t", true, text(r#"{"t":"subscribe","to":"group"}"#)),
+        ("unknown t before hello", false, text(r#"{"t":"hi"}"#)),
+        (
+            "hello with unknown fields",
+            false,
+            text(r#"{"t":"hello","resume":null,"extra":1}"#),
+        ),
+        ("second hello", true, text(r#"{"t":"hello","resume":null}"#)),
+    ];
+    for (what, hello_first, frame) in cases {
+        let mut ws = if hello_first {
+            let mut ws = gw.ws_ready(&w.rex, None).await;
+            ws.read_batch().await;
+            ws
+        } else {
+            gw.ws(&w.rex).await
+        };
+        ws.stream.send(frame).await.unwrap();
+        let (code, frames) = ws.expect_close(PATIENCE).await;
+        assert_eq!(code, Some(4002), "{what}: frames {frames:?}");
+        let last = frames
+            .last()
+            .unwrap_or_else(|| panic!("{what}: no error frame"));
+        assert_error_frame(last);
+    }
+}
+
+#[tokio::test]
+async fn client_ping_gets_a_pong() {
+    let (gw, w) = world().await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    ws.read_batch().await;
+    ws.stream
+        .send(WsMessage::Ping("are-you-there".into()))
+        .await
+        .unwrap();
+    let pong = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match ws.stream.next().await {
+                Some(Ok(WsMessage::Pong(p))) => return p,
+                Some(Ok(_)) => continue,
+                other => panic!("socket ended waiting for pong: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("no pong");
+    assert_eq!(&pong[..], b"are-you-there");
+    // Still open and live.
+    let (_, posted) = gw.post_message(&w.ana, "dm", "after ping").await;
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], posted["id"]);
+}
+
+#[tokio::test]
+async fn oversized_frame_closes_with_1009() {
+    let (gw, w) =
+        world_with(Opts::default().env("SWITCHBOARD_LIMITS__MAX_WS_FRAME_BYTES", "1024")).await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    ws.read_batch().await;
+    let big = json!({"t": "hello", "resume": "x".repeat(4096)}).to_string();
+    ws.stream.send(WsMessage::text(big)).await.unwrap();
+    let (code, frames) = ws.expect_close(PATIENCE).await;
+    assert_eq!(code, Some(1009), "frames {frames:?}");
+}
+
+#[tokio::test]
+async fn one_clients_violation_leaves_other_clients_untouched() {
+    let (gw, w) = world().await;
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    brain.read_batch().await;
+    let mut scout = gw.ws_ready(&w.scout, None).await;
+    scout.read_batch().await;
+    let mut rex = gw.ws_ready(&w.rex, None).await;
+    rex.read_batch().await;
+    rex.stream
+        .send(WsMessage::Binary(vec![1, 2, 3].into()))
+        .await
+        .unwrap();
+    expect_error_then_close(&mut rex, 4002).await;
+    let (_, posted) = gw.post_message(&w.ana, "group", "still there?").await;
+    for ws in [&mut brain, &mut scout] {
+        let (events, _) = ws.read_batch().await;
+        assert_eq!(events[0]["message"]["id"], posted["id"]);
+    }
+}
+
+// ---------------------------------------------------------------- protocol defaults
+
+/// No timing overrides: the fixture's test-friendly limits and watermark
+/// interval are put back to the shipped defaults (config/default.toml).
+#[tokio::test]
+async fn works_at_the_protocols_real_defaults() {
+    let gw = Gateway::spawn_with(
+        Opts::default()
+            .env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "20")
+            .env("SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE", "60")
+            .env("SWITCHBOARD_TIMING__WATERMARK_INTERVAL", "1s"),
+    )
+    .await;
+    let w = World::create(&gw, BAY).await;
+    let mut ws = gw.ws(&w.rex).await;
+    // Well within the real 10 s hello timeout; nothing arrives meanwhile.
+    match ws.next_within(Duration::from_secs(1)).await {
+        WsNext::Timeout => {}
+        other => panic!("frame before hello: {other:?}"),
+    }
+    ws.hello(None).await;
+    assert_eq!(ws.next_json().await, json!({"t": "ready", "cursor": null}));
+    ws.read_batch().await;
+    let (s, posted) = gw.post_message(&w.ana, "dm", "hi @Rex").await;
+    assert_eq!(s, 201, "{posted}");
+    let (events, cursor) = ws.read_batch().await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["message"]["id"], posted["id"]);
+    assert_eq!(events[0]["message"]["shouldRespond"], true);
+    ws.close().await;
+
+    let started = Instant::now();
+    let (s, body) = gw.updates(&w.rex, Some(&cursor), "1").await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body["events"], json!([]));
+    assert!(body["cursor"].is_string());
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(5),
+        "wait=1 held for {took:?}"
+    );
+}
+
+// ---------------------------------------------------------------- limits and liveness
+
+#[tokio::test]
+async fn reconnecting_too_fast_is_refused_with_429_before_upgrade() {
+    let (gw, w) =
+        world_with(Opts::default().env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "3")).await;
+    for _ in 0..3 {
+        let mut ws = gw
+            .ws_try(WsAuth::Header(&w.rex))
+            .await
+            .unwrap_or_else(|e| panic!("refused early: {e:?}"));
+        ws.hello(None).await;
+        assert_eq!(ws.next_json().await["t"], "ready");
+        ws.close().await;
+    }
+    match gw.ws_try(WsAuth::Header(&w.rex)).await {
+        Ok(_) => panic!("the fourth upgrade in a minute was accepted"),
+        Err((status, body)) => {
+            assert_eq!(status, 429, "{body}");
+            assert_eq!(body["code"], "UPDATES_RATE_LIMITED", "{body}");
+        }
+    }
+    // Other tokens have their own bucket.
+    gw.ws_ready(&w.brain, None).await;
+}
+
+#[tokio::test]
+async fn a_client_that_misses_pongs_is_dropped_and_a_responsive_one_is_kept() {
+    let (gw, w) =
+        world_with(Opts::default().env("SWITCHBOARD_TIMING__PING_INTERVAL", "200ms")).await;
+    let mut silent = gw.ws_ready(&w.rex, None).await;
+    silent.read_batch().await;
+    let mut lively = gw.ws_ready(&w.brain, None).await;
+    lively.read_batch().await;
+    // The lively client keeps reading (tungstenite answers pings while it
+    // reads); the silent one does not read, so it never answers them.
+    match lively.next_within(Duration::from_millis(1500)).await {
+        WsNext::Timeout => {}
+        other => panic!("the responsive client was disturbed: {other:?}"),
+    }
+    let mut closed = false;
+    for _ in 0..20 {
+        match silent.next_within(PATIENCE).await {
+            WsNext::Closed(_) => {
+                closed = true;
+                break;
+            }
+            WsNext::Json(f) => assert_eq!(f["t"], "cursor", "{f}"),
+            WsNext::Timeout => break,
+        }
+    }
+    assert!(closed, "a client that missed two pongs must be dropped");
+    let (_, posted) = gw.post_message(&w.ana, "group", "still alive?").await;
+    let (events, _) = lively.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], posted["id"]);
+}

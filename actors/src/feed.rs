@@ -20,7 +20,7 @@
 //! `CredentialRevoked` (4001) and `SessionOpened` (displacement, 4000),
 //! whichever node wrote them.
 
-use crate::session::{Close, CloseReason, Deliver, SessionHandle, Watermark};
+use crate::session::{estimate_bytes, Close, CloseReason, Deliver, SessionHandle, Watermark};
 use crate::store::log::{LogEvent, LogRecord};
 use crate::store::{Replay, Store, StoreError};
 use actix::prelude::*;
@@ -29,6 +29,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId, SessionId, TokenId};
+
+/// Sessions detached for falling too far behind (counter).
+pub const SLOW_CONSUMERS: &str = "switchboard_slow_consumer_disconnects_total";
 
 /// Tunables of a feed.
 #[derive(Clone, Copy, Debug)]
@@ -503,14 +506,26 @@ impl Handler<Batch> for BayFeed {
                 _ => self.apply_control(record),
             }
         }
+        let mut too_slow = Vec::new();
         for (session, records) in outbox {
             if let Some(att) = self.sessions.get_mut(&session) {
+                let bytes = estimate_bytes(&records);
+                if !att.handle.backlog.charge(bytes) {
+                    too_slow.push(session);
+                    continue;
+                }
                 att.last_sent = msg.through;
                 att.handle.deliver.do_send(Deliver {
                     records,
                     through: msg.through,
+                    bytes,
                 });
             }
+        }
+        for session in too_slow {
+            tracing::info!(bay = %self.bay, session = %session, "detaching a session too slow to keep up");
+            metrics::counter!(SLOW_CONSUMERS).increment(1);
+            self.close_session(&session, CloseReason::TooSlow);
         }
         if let Some(pos) = &mut self.position {
             pos.entry = msg.through;

@@ -14,8 +14,9 @@
 //! single feed → session mailbox, the `through` of the last batch received
 //! is such an X.
 
-use crate::store::log::LogRecord;
+use crate::store::log::{LogEvent, LogRecord};
 use actix::prelude::*;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
 
@@ -28,6 +29,9 @@ pub struct Deliver {
     pub records: Vec<Arc<LogRecord>>,
     /// Every record ≤ `through` addressed to this session has been sent.
     pub through: EntryId,
+    /// The estimated size the feed charged to the session's [`Backlog`];
+    /// the session gives it back with [`Backlog::handled`].
+    pub bytes: usize,
 }
 
 /// The feed moved past entries that did not concern this session: the
@@ -51,6 +55,9 @@ pub enum CloseReason {
     LogReset,
     /// The node is draining (WS 4003 after a final `cursor` frame).
     Draining,
+    /// The session fell more than its backlog limit behind: it was detached
+    /// and its connection ends; the client resumes from its last cursor.
+    TooSlow,
 }
 
 /// Tells a session to end.
@@ -68,11 +75,13 @@ pub struct SessionHandle {
     pub deliver: Recipient<Deliver>,
     pub watermark: Recipient<Watermark>,
     pub close: Recipient<Close>,
+    /// What the feed pushed and the session has not handled yet.
+    pub backlog: Arc<Backlog>,
 }
 
 impl SessionHandle {
-    /// Builds the handle of actor `addr`.
-    pub fn of<A>(addr: &Addr<A>) -> Self
+    /// Builds the handle of actor `addr` with its backlog accounting.
+    pub fn of<A>(addr: &Addr<A>, backlog: Arc<Backlog>) -> Self
     where
         A: Actor + Handler<Deliver> + Handler<Watermark> + Handler<Close>,
         A::Context: actix::dev::ToEnvelope<A, Deliver>
@@ -83,7 +92,105 @@ impl SessionHandle {
             deliver: addr.clone().recipient(),
             watermark: addr.clone().recipient(),
             close: addr.clone().recipient(),
+            backlog,
         }
+    }
+}
+
+/// Bytes of live records the feed pushed to a session and the session has
+/// not handled yet: its mailbox backlog.
+///
+/// A WebSocket actor only runs when its socket accepts more bytes, so a
+/// client that stops reading stops its actor and every `Deliver` waits in
+/// the mailbox. The feed charges each `Deliver` here; past the limit it
+/// detaches the session ([`CloseReason::TooSlow`]) instead of queueing
+/// without bound, and the transport ends the connection. Nothing is lost:
+/// the client's last cursor still resumes.
+#[derive(Debug)]
+pub struct Backlog {
+    /// Invariant: the sum of `bytes` of every `Deliver` sent and not yet handled.
+    queued: AtomicUsize,
+    /// Bytes; `usize::MAX` for sessions that answer once (`/updates`).
+    limit: usize,
+    abandoned: AtomicBool,
+}
+
+impl Backlog {
+    /// A backlog that abandons the session past `limit` bytes.
+    pub fn bounded(limit: usize) -> Arc<Self> {
+        Arc::new(Backlog {
+            queued: AtomicUsize::new(0),
+            limit,
+            abandoned: AtomicBool::new(false),
+        })
+    }
+
+    /// A backlog that never abandons (a held `/updates` answers at its first batch).
+    pub fn unbounded() -> Arc<Self> {
+        Self::bounded(usize::MAX)
+    }
+
+    /// Charges `bytes`. Returns false (and marks the session abandoned) when
+    /// the backlog would pass the limit.
+    pub fn charge(&self, bytes: usize) -> bool {
+        let queued = self
+            .queued
+            .fetch_add(bytes, Ordering::AcqRel)
+            .saturating_add(bytes);
+        if queued > self.limit {
+            self.abandoned.store(true, Ordering::Release);
+            return false;
+        }
+        true
+    }
+
+    /// Gives back what a handled `Deliver` was charged.
+    pub fn handled(&self, bytes: usize) {
+        let _ = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                Some(q.saturating_sub(bytes))
+            });
+    }
+
+    /// Whether the feed gave up on this session.
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Acquire)
+    }
+
+    /// Bytes currently charged.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+}
+
+/// Estimated bytes the session will write for `records`: content plus a
+/// fixed allowance for the event's other fields.
+pub fn estimate_bytes(records: &[Arc<LogRecord>]) -> usize {
+    records
+        .iter()
+        .map(|r| match &r.event {
+            LogEvent::Message { message, .. } => message.content.len() + 512,
+            _ => 64,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod backlog_tests {
+    use super::Backlog;
+
+    #[test]
+    fn abandons_past_the_limit_and_credits_handled_bytes() {
+        let b = Backlog::bounded(1000);
+        assert!(b.charge(600));
+        b.handled(600);
+        assert!(b.charge(900));
+        assert!(!b.is_abandoned());
+        assert!(!b.charge(200), "1100 bytes pending is past the limit");
+        assert!(b.is_abandoned());
+        b.handled(5000);
+        assert_eq!(b.queued(), 0);
     }
 }
 

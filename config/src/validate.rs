@@ -59,7 +59,10 @@ impl Settings {
         at_least_one("limits.max_ws_frame_bytes", limits.max_ws_frame_bytes)?;
         // limits.max_connections_per_ip: 0 means unlimited, every value is valid.
         at_least_one("limits.max_connections", limits.max_connections)?;
-        at_least_one("limits.max_outbound_queue_bytes", limits.max_outbound_queue_bytes)?;
+        at_least_one(
+            "limits.max_outbound_queue_bytes",
+            limits.max_outbound_queue_bytes,
+        )?;
 
         let timing = &self.timing;
         if timing.updates_wait_min < UPDATES_WAIT_FLOOR {

@@ -15,6 +15,7 @@ pub mod error;
 pub mod health;
 pub mod metrics;
 pub mod middleware;
+pub mod openapi;
 pub mod provision;
 pub mod ratelimit;
 pub mod realtime;
@@ -111,10 +112,8 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         },
     );
     let state = AppState {
-        limits: Arc::new(RateLimits::new(
-            settings.limits.updates_per_minute,
-            settings.limits.agent_requests_per_minute,
-        )),
+        // Counted in Redis with the redis engine (cluster-wide), per node otherwise.
+        limits: Arc::new(RateLimits::from_settings(&settings).map_err(StartError::Store)?),
         admin_token_hash: settings
             .admin_token
             .as_ref()
@@ -156,6 +155,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             .service(web::scope("/api/admin").configure(api::admin::routes))
             .configure(health::routes)
             .configure(metrics::routes)
+            .configure(openapi::routes)
             .default_service(web::to(|| async {
                 ApiError::new(ErrorCode::NotFound, "no such route").into_response()
             }))

@@ -29,6 +29,8 @@ pub const MESSAGES_ACCEPTED: &str = "switchboard_messages_accepted_total";
 pub const HTTP_REQUESTS: &str = "switchboard_http_requests_total";
 /// HTTP request duration (histogram, seconds), label `method`.
 pub const HTTP_SECONDS: &str = "switchboard_http_request_duration_seconds";
+/// Sessions detached for falling too far behind (counter); counted by the feed.
+pub use switchboard_actors::feed::SLOW_CONSUMERS;
 /// Live actors (gauge), label `kind` = `feed` | `conversation`.
 pub const ACTORS: &str = "switchboard_actors";
 
@@ -52,6 +54,13 @@ pub fn install() -> &'static PrometheusHandle {
 }
 
 /// `GET /metrics`.
+#[utoipa::path(
+    operation_id = "metrics",
+    tag = "operations",
+    summary = "Prometheus metrics",
+    description = "Text exposition format 0.0.4; metric names start with `switchboard_`.",
+    responses((status = 200, description = "The metrics", body = String, content_type = "text/plain; version=0.0.4")),
+)]
 #[get("/metrics")]
 async fn render(state: web::Data<AppState>) -> HttpResponse {
     let (feeds, conversations) = state.registry.actor_counts();

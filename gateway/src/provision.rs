@@ -67,15 +67,20 @@ pub async fn create_bay(
 }
 
 /// Input of a new participant.
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Deserialize, Debug, Clone, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewParticipant {
+    /// 1–64 characters of `[A-Za-z0-9_-]`; minted when absent.
     pub id: Option<String>,
     pub kind: ParticipantKind,
+    /// Display name, 1–200 characters.
     pub name: String,
+    /// What an agent is for (up to 4,000 characters); ignored for users.
     pub description: Option<String>,
-    /// Bootstrap only: a fixed token (demo files). The admin API always mints.
+    /// Bootstrap only: a fixed token (demo files). The admin API always mints
+    /// (and refuses this field with 400), so it is not documented there.
     #[serde(default)]
+    #[schema(ignore)]
     pub token: Option<String>,
 }
 
@@ -132,13 +137,20 @@ pub async fn create_participant(
 
 /// Policy input: every field optional; `orchestratorId` is an alias of
 /// `designatedAgentId` (the orchestrator is ORCHESTRATOR's designated agent).
-#[derive(Deserialize, Debug, Clone, Default)]
+#[derive(Deserialize, Debug, Clone, Default, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PolicyInput {
     pub agent_reply_policy: Option<ReplyPolicy>,
+    /// An agent of the Bay: DEDICATED's agent, ORCHESTRATOR's orchestrator,
+    /// ROUTER's fallback.
     pub designated_agent_id: Option<String>,
+    /// Alias of `designatedAgentId`.
     pub orchestrator_id: Option<String>,
+    /// Round cap, 0–5.
+    #[schema(minimum = 0, maximum = 5)]
     pub max_agent_rounds: Option<i64>,
+    /// Custom group rules appended to `instructions` (up to 4,000
+    /// characters); blank clears them.
     pub rules: Option<String>,
 }
 
@@ -175,13 +187,16 @@ impl PolicyInput {
 }
 
 /// Input of a new conversation.
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Deserialize, Debug, Clone, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewConversation {
+    /// 1–64 characters of `[A-Za-z0-9_-]`; minted when absent.
     pub id: Option<String>,
     #[serde(rename = "type")]
     pub kind: ConversationType,
+    /// Up to 200 characters.
     pub title: Option<String>,
+    /// Participant ids of the Bay.
     pub members: Vec<String>,
     /// Members that get the `admin` role (they must also be in `members`).
     #[serde(default)]

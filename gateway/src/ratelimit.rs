@@ -2,30 +2,121 @@
 //! connects) have their own bucket, 20/min by default, separate from the
 //! 60/min agent budget that every other agent API call draws on.
 //!
-//! Buckets are GCRA limiters from `governor`, kept per node.
+//! Both buckets are GCRA limiters (a bucket of `n` that refills one call
+//! every `60 s / n`). Where they are counted depends on the store engine:
+//!
+//! - `store = "memory"`: in this process, with `governor` (one node, so
+//!   per-node counting is cluster-wide counting);
+//! - `store = "redis"`: in Redis ([`redis::RedisLimiter`]), one key per
+//!   token and bucket, so the limits hold across every node behind a load
+//!   balancer. A Redis failure in the limiter fails *open* (the call is let
+//!   through, with a throttled warning): the store answers 503 on its own
+//!   when Redis is really gone, and a limiter hiccup must never turn into
+//!   an error for a well-behaved client.
+
+pub mod redis;
 
 use crate::error::ApiError;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use std::num::NonZeroU32;
 use std::time::Duration;
+use switchboard_actors::store::StoreError;
+use switchboard_config::{Settings, StoreKind};
 use switchboard_protocol::error::ErrorCode;
 use switchboard_protocol::ids::TokenId;
 
-/// The two per-token buckets.
+/// The two buckets a token draws on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bucket {
+    /// `/updates` calls and WebSocket connects.
+    Updates,
+    /// Every other agent API call.
+    Agent,
+}
+
+impl Bucket {
+    /// The label used in metrics and Redis keys.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::Updates => "updates",
+            Bucket::Agent => "agent",
+        }
+    }
+}
+
+/// The two per-token buckets, counted per node or in Redis.
 pub struct RateLimits {
-    updates: DefaultKeyedRateLimiter<TokenId>,
-    agent: DefaultKeyedRateLimiter<TokenId>,
+    backend: Backend,
+}
+
+enum Backend {
+    Memory {
+        updates: DefaultKeyedRateLimiter<TokenId>,
+        agent: DefaultKeyedRateLimiter<TokenId>,
+    },
+    Redis(redis::RedisLimiter),
+}
+
+/// A non-zero per-minute rate (a zero is treated as 1).
+fn per_minute(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN)
 }
 
 impl RateLimits {
-    /// Buckets of `updates_per_minute` and `agent_per_minute` (both ≥ 1;
-    /// a zero is treated as 1).
+    /// Per-node buckets of `updates_per_minute` and `agent_per_minute`
+    /// (both ≥ 1; a zero is treated as 1).
     pub fn new(updates_per_minute: u32, agent_per_minute: u32) -> Self {
-        let quota = |n: u32| Quota::per_minute(NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN));
+        let quota = |n: u32| Quota::per_minute(per_minute(n));
         RateLimits {
-            updates: RateLimiter::keyed(quota(updates_per_minute)),
-            agent: RateLimiter::keyed(quota(agent_per_minute)),
+            backend: Backend::Memory {
+                updates: RateLimiter::keyed(quota(updates_per_minute)),
+                agent: RateLimiter::keyed(quota(agent_per_minute)),
+            },
+        }
+    }
+
+    /// Buckets counted in the Redis at `url` (its own connection, opened on
+    /// first use), shared by every node using that Redis.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when `url` is not a valid Redis URL (the
+    /// message never contains the URL).
+    pub fn redis(
+        url: &str,
+        updates_per_minute: u32,
+        agent_per_minute: u32,
+    ) -> Result<Self, StoreError> {
+        Ok(RateLimits {
+            backend: Backend::Redis(redis::RedisLimiter::new(
+                url,
+                per_minute(updates_per_minute),
+                per_minute(agent_per_minute),
+            )?),
+        })
+    }
+
+    /// The limiter the settings call for: in Redis with the redis engine
+    /// (so limits are cluster-wide), per node with the memory engine.
+    ///
+    /// # Errors
+    /// As [`RateLimits::redis`].
+    pub fn from_settings(settings: &Settings) -> Result<Self, StoreError> {
+        let (updates, agent) = (
+            settings.limits.updates_per_minute,
+            settings.limits.agent_requests_per_minute,
+        );
+        match settings.store {
+            StoreKind::Memory => Ok(Self::new(updates, agent)),
+            StoreKind::Redis => Self::redis(&settings.redis.url, updates, agent),
+        }
+    }
+
+    /// Where the buckets are counted: `"memory"` or `"redis"`.
+    pub fn kind(&self) -> &'static str {
+        match self.backend {
+            Backend::Memory { .. } => "memory",
+            Backend::Redis(_) => "redis",
         }
     }
 
@@ -33,8 +124,8 @@ impl RateLimits {
     ///
     /// # Errors
     /// 429 `UPDATES_RATE_LIMITED` with `Retry-After` when the bucket is empty.
-    pub fn check_updates(&self, token: &TokenId) -> Result<(), ApiError> {
-        check(&self.updates, token).map_err(|wait| {
+    pub async fn check_updates(&self, token: &TokenId) -> Result<(), ApiError> {
+        self.check(Bucket::Updates, token).await.map_err(|wait| {
             metrics::counter!(crate::metrics::RATE_LIMITED, "bucket" => "updates").increment(1);
             ApiError::new(
                 ErrorCode::UpdatesRateLimited,
@@ -48,22 +139,35 @@ impl RateLimits {
     ///
     /// # Errors
     /// 429 `RATE_LIMITED` with `Retry-After` when the budget is spent.
-    pub fn check_agent(&self, token: &TokenId) -> Result<(), ApiError> {
-        check(&self.agent, token).map_err(|wait| {
+    pub async fn check_agent(&self, token: &TokenId) -> Result<(), ApiError> {
+        self.check(Bucket::Agent, token).await.map_err(|wait| {
             metrics::counter!(crate::metrics::RATE_LIMITED, "bucket" => "agent").increment(1);
             ApiError::new(ErrorCode::RateLimited, "agent request budget exceeded").retry_after(wait)
         })
     }
 
-    /// Drops state of idle keys; call periodically.
-    pub fn shrink(&self) {
-        self.updates.retain_recent();
-        self.agent.retain_recent();
+    /// `Err(wait)` when `token`'s `bucket` is empty.
+    async fn check(&self, bucket: Bucket, token: &TokenId) -> Result<(), Duration> {
+        match &self.backend {
+            Backend::Memory { updates, agent } => {
+                let limiter = match bucket {
+                    Bucket::Updates => updates,
+                    Bucket::Agent => agent,
+                };
+                limiter
+                    .check_key(token)
+                    .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+            }
+            Backend::Redis(limiter) => limiter.check(bucket, token).await,
+        }
     }
-}
 
-fn check(limiter: &DefaultKeyedRateLimiter<TokenId>, token: &TokenId) -> Result<(), Duration> {
-    limiter
-        .check_key(token)
-        .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+    /// Drops state of idle keys; call periodically. (Redis keys expire on
+    /// their own.)
+    pub fn shrink(&self) {
+        if let Backend::Memory { updates, agent } = &self.backend {
+            updates.retain_recent();
+            agent.retain_recent();
+        }
+    }
 }

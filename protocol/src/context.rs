@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// One roster entry of the envelope. Privacy invariant (protocol §3): name,
 /// kind, conversation role and, for agents only, the operator-authored
 /// description; never email, phone or tenant internals.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ParticipantView {
     pub id: ParticipantId,
@@ -19,15 +19,18 @@ pub struct ParticipantView {
     pub role: Role,
     pub is_orchestrator: bool,
     /// Always `null` for users.
+    #[schema(required = true)]
     pub description: Option<String>,
 }
 
 /// `policy` of the envelope (protocol §3).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyView {
     pub agent_reply_policy: ReplyPolicy,
+    #[schema(required = true)]
     pub designated_agent_id: Option<ParticipantId>,
+    #[schema(maximum = 5)]
     pub max_agent_rounds: u8,
     /// `EVERY_USER_MESSAGE` for DM / AGENT_CHAT; the GROUP rule otherwise.
     pub effective_rule: String,
@@ -36,7 +39,7 @@ pub struct PolicyView {
 }
 
 /// `you` of the envelope (protocol §3).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct YouView {
     /// The reader's own participant id (named `agentId` by the protocol,
@@ -46,7 +49,7 @@ pub struct YouView {
 }
 
 /// The whole envelope.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ContextEnvelope {
     pub conversation: ConversationRef,
     pub participants: Vec<ParticipantView>,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// Machine-readable error codes. Each has a fixed HTTP status (see
 /// [`ErrorCode::status`]) and a snake_case twin for `error`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     /// 400: body is not valid JSON or misses/mistypes a field.
@@ -98,11 +98,21 @@ impl ErrorCode {
     }
 }
 
-/// The JSON error body.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The JSON error body. HTTP errors carry it with the code's status, and
+/// `Retry-After` (seconds) on 429 and 503.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(examples(json!({
+    "error": "cursor_expired",
+    "code": "CURSOR_EXPIRED",
+    "message": "cursor expired: it fell out of the replay buffer or the log was reset"
+})))]
 pub struct ErrorBody {
+    /// The snake_case twin of `code`, e.g. `cursor_expired`.
     pub error: String,
+    /// The UPPER_CASE machine-readable code, e.g. `CURSOR_EXPIRED`.
+    #[schema(value_type = ErrorCode)]
     pub code: String,
+    /// Human-readable, lowercase text; not meant to be matched on.
     pub message: String,
 }
 
@@ -127,6 +137,19 @@ mod tests {
         assert_eq!(body["error"], "cursor_expired");
         assert_eq!(body["code"], "CURSOR_EXPIRED");
         assert_eq!(ErrorCode::CursorExpired.status(), 409);
+    }
+
+    /// The OpenAPI schema lists every code in the form `code` carries.
+    #[test]
+    fn schema_lists_every_code_in_wire_form() {
+        use utoipa::PartialSchema;
+        let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
+        let listed = schema["enum"].as_array().unwrap();
+        assert_eq!(listed.len(), 18, "{schema}");
+        for value in listed {
+            let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
+            assert_eq!(value, code.as_str());
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::ids::ParticipantId;
 use serde::{Deserialize, Serialize};
 
 /// `kind` of a participant (protocol §3): `user` (a human) or `agent`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ParticipantKind {
     User,
@@ -23,7 +23,7 @@ impl ParticipantKind {
 }
 
 /// `senderType` of a message (protocol §5, §11): `USER` or `AGENT`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum SenderType {
     User,
@@ -31,7 +31,7 @@ pub enum SenderType {
 }
 
 /// `conversation.type` (protocol §3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ConversationType {
     #[serde(rename = "DM")]
@@ -49,7 +49,9 @@ impl ConversationType {
 }
 
 /// A member's role in one conversation (protocol §3: `member` / `admin`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default, utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     #[default]
@@ -58,7 +60,9 @@ pub enum Role {
 }
 
 /// `policy.agentReplyPolicy` of a GROUP (protocol §4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default, utoipa::ToSchema,
+)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum ReplyPolicy {
     #[default]
@@ -76,21 +80,25 @@ pub const MAX_AGENT_ROUNDS_LIMIT: u8 = 5;
 
 /// A conversation's stored reply policy. Only GROUP conversations apply it
 /// (protocol §3: `policyApplies` is false for DM / AGENT_CHAT).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Policy {
     /// Which of the five rules governs the group.
     #[serde(default)]
+    #[schema(required = true)]
     pub agent_reply_policy: ReplyPolicy,
     /// DEDICATED: the designated agent; ORCHESTRATOR: the orchestrator;
     /// ROUTER: the fallback agent. Ignored by MENTIONS and OPEN.
     #[serde(default)]
+    #[schema(required = true)]
     pub designated_agent_id: Option<ParticipantId>,
     /// Round cap, 0–5 (protocol §4). Invariant: never above [`MAX_AGENT_ROUNDS_LIMIT`].
     #[serde(default = "default_rounds")]
+    #[schema(required = true, maximum = 5)]
     pub max_agent_rounds: u8,
     /// The Bay's custom group rules, appended verbatim to `instructions` (protocol §3, part 8).
     #[serde(default)]
+    #[schema(required = true)]
     pub rules: Option<String>,
 }
 
@@ -110,12 +118,13 @@ impl Default for Policy {
 }
 
 /// One roster entry as routing and the context envelope see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RosterMember {
     pub id: ParticipantId,
     pub name: String,
     pub kind: ParticipantKind,
     pub role: Role,
     /// What an agent is FOR (its operator's one-liner); always `None` for users.
+    #[schema(required = true)]
     pub description: Option<String>,
 }

@@ -24,6 +24,9 @@ pub struct Gateway {
     /// Every line the process wrote to stdout/stderr so far.
     pub output: Arc<Mutex<Vec<String>>>,
     pub http: reqwest::Client,
+    /// The gateway's own Redis under `SWITCHBOARD_TEST_STORE=redis`
+    /// (dropped, so killed, after the process).
+    redis: Option<RedisServer>,
 }
 
 /// Settings for [`Gateway::spawn_with`]: extra environment variables over
@@ -51,6 +54,7 @@ impl Gateway {
     }
 
     pub async fn spawn_with(opts: Opts) -> Gateway {
+        let (opts, redis) = opts.with_test_store();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
         cmd.arg("serve")
             .arg("--bind")
@@ -112,6 +116,7 @@ impl Gateway {
                 .timeout(Duration::from_secs(60))
                 .build()
                 .unwrap(),
+            redis,
         }
     }
 
@@ -663,6 +668,7 @@ impl Gateway {
                 .timeout(Duration::from_secs(60))
                 .build()
                 .unwrap(),
+            redis: None,
         }
     }
 
@@ -719,4 +725,464 @@ pub fn assert_error(status: u16, body: &Value, expected: u16, code: &str) {
         body["message"].as_str().is_some_and(|m| !m.is_empty()),
         "{body}"
     );
+}
+
+// ---- multi-node fixtures (tests/cluster.rs, tests/loadbalancer.rs, and the
+// ---- `SWITCHBOARD_TEST_STORE=redis` run of the end-to-end suite) ----
+
+/// A real `redis-server` for a test: its own free port and temporary
+/// directory, `maxmemory-policy noeviction`, optionally with AOF
+/// (`appendonly yes`, `appendfsync always`). Killed on drop.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    aof: bool,
+    dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    /// Starts a server; with `aof` every acknowledged write is fsynced to
+    /// the append-only file before the reply, so a restart keeps it.
+    pub fn start(aof: bool) -> RedisServer {
+        let mut last_err = String::new();
+        // A port found free may be taken before the server binds it; retry.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port");
+            let mut server = RedisServer {
+                child: None,
+                port,
+                aof,
+                dir: tempfile::tempdir().expect("temp dir for redis-server"),
+            };
+            match server.launch() {
+                Ok(()) => return server,
+                Err(e) => last_err = e,
+            }
+        }
+        panic!("redis-server did not start: {last_err}");
+    }
+
+    fn launch(&mut self) -> Result<(), String> {
+        let log_path = self.dir.path().join("redis.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .expect("redis log file");
+        let persistence: &[&str] = if self.aof {
+            &["--appendonly", "yes", "--appendfsync", "always"]
+        } else {
+            &["--appendonly", "no"]
+        };
+        let child = Command::new("redis-server")
+            .arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--daemonize", "no", "--save", ""])
+            .args(["--maxmemory-policy", "noeviction"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(persistence)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("redis log file"))
+            .stderr(log)
+            .spawn()
+            .expect("cannot run redis-server: install it (apt-get install redis-server)");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while std::time::Instant::now() < deadline {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                self.child = None;
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                return Err(format!("exited with {status}: {log}"));
+            }
+            // PING answers +PONG only once the data set is loaded.
+            if self.try_cmd(&["PING"]).is_ok_and(|r| r == "PONG") {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err("not answering PING after 15 s".into())
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops the server at once (SIGKILL: no shutdown save).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Kills the server (if running) and starts it again on the same port
+    /// and directory: with AOF it reloads every acknowledged write.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.launch().expect("restart redis-server");
+    }
+
+    /// Kills the server and starts an empty one on the same port (a Redis
+    /// that lost its data).
+    pub fn restart_empty(&mut self) {
+        self.kill();
+        for entry in std::fs::read_dir(self.dir.path()).expect("redis dir") {
+            let path = entry.expect("redis dir entry").path();
+            if path.file_name().is_some_and(|n| n != "redis.log") {
+                if path.is_dir() {
+                    let _ = std::fs::remove_dir_all(&path);
+                } else {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        self.launch().expect("restart redis-server");
+    }
+
+    /// Runs one command; panics on a connection failure. The reply is
+    /// flattened to text (arrays joined with newlines, errors as `-ERR …`).
+    pub fn cmd(&self, args: &[&str]) -> String {
+        self.try_cmd(args)
+            .unwrap_or_else(|e| panic!("redis {args:?}: {e}"))
+    }
+
+    /// Runs one command on a fresh connection (plain RESP, no client library).
+    pub fn try_cmd(&self, args: &[&str]) -> std::io::Result<String> {
+        use std::io::Write;
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut req = format!("*{}\r\n", args.len());
+        for a in args {
+            req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        stream.write_all(req.as_bytes())?;
+        read_resp(&mut BufReader::new(stream))
+    }
+}
+
+fn read_resp(r: &mut impl BufRead) -> std::io::Result<String> {
+    let mut line = String::new();
+    if r.read_line(&mut line)? == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    let line = line.trim_end_matches("\r\n");
+    let (kind, rest) = line.split_at(1.min(line.len()));
+    match kind {
+        "+" | ":" => Ok(rest.to_owned()),
+        "-" => Ok(line.to_owned()),
+        "$" => {
+            let n: i64 = rest.parse().unwrap_or(-1);
+            if n < 0 {
+                return Ok("(nil)".to_owned());
+            }
+            let mut buf = vec![0u8; n as usize + 2];
+            r.read_exact(&mut buf)?;
+            buf.truncate(n as usize);
+            Ok(String::from_utf8_lossy(&buf).into_owned())
+        }
+        "*" => {
+            let n: i64 = rest.parse().unwrap_or(-1);
+            let mut items = Vec::new();
+            for _ in 0..n.max(0) {
+                items.push(read_resp(r)?);
+            }
+            Ok(items.join("\n"))
+        }
+        _ => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("unexpected reply {line:?}"),
+        )),
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+impl Opts {
+    /// `--store redis --redis-url <url>`: the node uses that Redis.
+    pub fn redis(self, url: &str) -> Self {
+        self.arg("--store").arg("redis").arg("--redis-url").arg(url)
+    }
+
+    /// With `SWITCHBOARD_TEST_STORE=redis` in the test's environment, and
+    /// no store chosen by the test itself: a redis-server of the gateway's
+    /// own (no persistence, like the memory engine) and `--store redis`.
+    fn with_test_store(self) -> (Opts, Option<RedisServer>) {
+        let chosen = self
+            .args
+            .iter()
+            .any(|a| a == "--store" || a.starts_with("--store="))
+            || self.env.iter().any(|(k, _)| k == "SWITCHBOARD_STORE");
+        if chosen || std::env::var("SWITCHBOARD_TEST_STORE").as_deref() != Ok("redis") {
+            return (self, None);
+        }
+        let server = RedisServer::start(false);
+        (self.redis(&server.url()), Some(server))
+    }
+}
+
+impl Gateway {
+    /// Kills the process at once (SIGKILL: no drain, no final frames).
+    pub fn kill_now(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// `GET /readyz` status.
+    pub async fn readyz(&self) -> u16 {
+        match self.http.get(self.url("/readyz")).send().await {
+            Ok(res) => res.status().as_u16(),
+            Err(_) => 0,
+        }
+    }
+
+    /// The store this gateway runs on: `"redis"` when it has a Redis of
+    /// its own from `SWITCHBOARD_TEST_STORE=redis`, else `"memory"` unless
+    /// the test chose one itself.
+    pub fn test_store(&self) -> &'static str {
+        if self.redis.is_some() {
+            "redis"
+        } else {
+            "memory"
+        }
+    }
+}
+
+// ---- clients that talk to an address (a node or a load balancer) and
+// ---- fail over between addresses, for tests/cluster.rs and tests/loadbalancer.rs ----
+
+/// The `id` field of a message (or a send's 201 body).
+pub fn id_of(v: &Value) -> String {
+    v["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no id: {v}"))
+        .to_owned()
+}
+
+/// An HTTP client with a timeout above the longest `/updates` wait.
+pub fn test_http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(40))
+        .build()
+        .unwrap()
+}
+
+/// One `/updates` call at `addr` (host:port). `Err` when no HTTP answer came.
+pub async fn poll_at(
+    http: &reqwest::Client,
+    addr: &str,
+    token: &str,
+    cursor: Option<&str>,
+    wait: &str,
+) -> Result<(u16, Value, reqwest::header::HeaderMap), String> {
+    let mut query = vec![("wait", wait)];
+    if let Some(c) = cursor {
+        query.push(("cursor", c));
+    }
+    let res = http
+        .get(format!("http://{addr}/api/agent-api/updates"))
+        .query(&query)
+        .bearer_auth(token)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = res.status().as_u16();
+    let headers = res.headers().clone();
+    let body = res.json().await.unwrap_or(Value::Null);
+    Ok((status, body, headers))
+}
+
+/// A held `/updates` at `addr` in the background; yields (status, body,
+/// how long it held).
+pub fn spawn_poll(
+    addr: &str,
+    token: &str,
+    cursor: Option<&str>,
+    wait: &str,
+) -> tokio::task::JoinHandle<(u16, Value, Duration)> {
+    let (addr, token) = (addr.to_owned(), token.to_owned());
+    let (cursor, wait) = (cursor.map(str::to_owned), wait.to_owned());
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let (s, b, _) = poll_at(&test_http(), &addr, &token, cursor.as_deref(), &wait)
+            .await
+            .expect("poll reached the server");
+        (s, b, started.elapsed())
+    })
+}
+
+/// A WebSocket at `addr` (host:port) with the bearer header, or why not.
+pub async fn ws_at(addr: &str, token: &str) -> Result<Ws, String> {
+    let mut req = format!("ws://{addr}/api/agent-api/ws")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("Authorization", format!("Bearer {token}").parse().unwrap());
+    let connect = tokio_tungstenite::connect_async(req);
+    match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok((stream, _))) => Ok(Ws { stream }),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("connect timed out".into()),
+    }
+}
+
+/// What a failover reader ([`ws_reader`], [`poll_reader`]) saw.
+#[derive(Default)]
+pub struct Reader {
+    pub ids: Mutex<std::collections::HashSet<String>>,
+    /// WebSocket connections opened, or `/updates` answered 200, so far.
+    pub sessions: std::sync::atomic::AtomicUsize,
+    /// Whether it holds a cursor (is streaming).
+    pub ready: std::sync::atomic::AtomicBool,
+    /// Answers that must never happen here: 409 / `reset`, unknown frames,
+    /// a 503 without `Retry-After` or with another code.
+    pub violations: Mutex<Vec<String>>,
+    /// Statuses (polls) or close codes (sockets) that ended a call and were retried.
+    pub retried: Mutex<Vec<u16>>,
+}
+
+impl Reader {
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn sessions(&self) -> usize {
+        self.sessions.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn has_all(&self, ids: &[String]) -> bool {
+        let seen = self.ids.lock().unwrap();
+        ids.iter().all(|id| seen.contains(id))
+    }
+
+    pub fn missing(&self, ids: &[String]) -> Vec<String> {
+        let seen = self.ids.lock().unwrap();
+        ids.iter().filter(|id| !seen.contains(*id)).cloned().collect()
+    }
+
+    pub fn violations(&self) -> Vec<String> {
+        self.violations.lock().unwrap().clone()
+    }
+}
+
+/// A WebSocket client that, whenever its connection ends, reconnects to
+/// the next address of `addrs` (round robin) with the last `cursor` frame
+/// it got, until `stop`.
+pub fn ws_reader(
+    addrs: Vec<String>,
+    token: String,
+    reader: Arc<Reader>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    use std::sync::atomic::Ordering;
+    tokio::spawn(async move {
+        let mut cursor: Option<String> = None;
+        let mut at = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            let addr = &addrs[at % addrs.len()];
+            let mut ws = match ws_at(addr, &token).await {
+                Ok(ws) => ws,
+                Err(_) => {
+                    at += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            ws.hello(cursor.as_deref()).await;
+            reader.sessions.fetch_add(1, Ordering::Relaxed);
+            loop {
+                if stop.load(Ordering::Relaxed) {
+                    ws.close().await;
+                    return;
+                }
+                match ws.next_within(Duration::from_millis(300)).await {
+                    WsNext::Json(f) => match f["t"].as_str() {
+                        Some("event") => {
+                            let id = id_of(&f["event"]["message"]);
+                            reader.ids.lock().unwrap().insert(id);
+                        }
+                        Some("cursor") => {
+                            cursor = f["cursor"].as_str().map(str::to_owned);
+                            reader.ready.store(true, Ordering::Relaxed);
+                        }
+                        Some("ready") => {}
+                        _ => reader.violations.lock().unwrap().push(f.to_string()),
+                    },
+                    WsNext::Closed(code) => {
+                        reader.retried.lock().unwrap().push(code.unwrap_or(0));
+                        break;
+                    }
+                    WsNext::Timeout => {}
+                }
+            }
+            at += 1;
+        }
+    })
+}
+
+/// A long-poll client (`wait=1`) that moves to the next address of `addrs`
+/// when no HTTP answer comes, keeping its cursor; other answers than 200
+/// are recorded and retried after a pause.
+pub fn poll_reader(
+    addrs: Vec<String>,
+    token: String,
+    reader: Arc<Reader>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    use std::sync::atomic::Ordering;
+    tokio::spawn(async move {
+        let http = test_http();
+        let mut cursor: Option<String> = None;
+        let mut at = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            let addr = &addrs[at % addrs.len()];
+            match poll_at(&http, addr, &token, cursor.as_deref(), "1").await {
+                Ok((200, body, _)) => {
+                    {
+                        let mut seen = reader.ids.lock().unwrap();
+                        for e in body["events"].as_array().unwrap() {
+                            seen.insert(id_of(&e["message"]));
+                        }
+                    }
+                    cursor = Some(body["cursor"].as_str().unwrap().to_owned());
+                    reader.sessions.fetch_add(1, Ordering::Relaxed);
+                    reader.ready.store(true, Ordering::Relaxed);
+                }
+                Ok((409, body, _)) => {
+                    reader.violations.lock().unwrap().push(body.to_string());
+                    cursor = None;
+                }
+                Ok((status, body, headers)) => {
+                    let sane_503 = matches!(
+                        body["code"].as_str(),
+                        Some("STORE_UNAVAILABLE" | "UNAVAILABLE")
+                    ) && headers.contains_key("retry-after");
+                    if status == 503 && !sane_503 {
+                        reader
+                            .violations
+                            .lock()
+                            .unwrap()
+                            .push(format!("503 {body} {headers:?}"));
+                    }
+                    reader.retried.lock().unwrap().push(status);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(_) => {
+                    at += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    })
 }

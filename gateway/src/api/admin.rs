@@ -22,9 +22,10 @@ use sha2::{Digest, Sha256};
 use switchboard_actors::model::{Conversation, Member};
 use switchboard_actors::store::Updated;
 use switchboard_actors::token::{self, TokenHash};
-use switchboard_protocol::error::ErrorCode;
+use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
 use switchboard_protocol::model::Role;
+use utoipa::ToSchema;
 
 /// Registers the routes under `/api/admin`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -103,14 +104,35 @@ fn conversation_json(c: &Conversation) -> serde_json::Value {
     })
 }
 
-#[derive(Deserialize)]
+/// Body of `POST /bays`.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct NewBay {
+pub(crate) struct NewBay {
+    /// 1–64 characters of `[A-Za-z0-9_-]`; minted when absent.
     id: Option<String>,
+    /// Display name, 1–200 characters.
     name: String,
 }
 
 /// `POST /bays` `{id?, name}` → 201 `{id, name}`; 409 when the id is taken.
+#[utoipa::path(
+    operation_id = "createBay",
+    tag = "admin",
+    summary = "Create a Bay (tenant)",
+    request_body = NewBay,
+    responses(
+        (status = 201, description = "The Bay", body = crate::openapi::schemas::AdminBay),
+        (status = 400, description = "INVALID_JSON (not JSON, unknown or mistyped field) or INVALID_REQUEST (a value is invalid)", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: the admin API is disabled, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 409, description = "ALREADY_EXISTS: a Bay with this id exists", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
 #[post("/bays")]
 async fn create_bay(
     state: web::Data<AppState>,
@@ -123,6 +145,28 @@ async fn create_bay(
 
 /// `POST /bays/{bay}/participants` `{id?, kind, name, description?}` →
 /// 201 `{participant, token}`. The token is shown only here.
+#[utoipa::path(
+    operation_id = "createParticipant",
+    tag = "admin",
+    summary = "Create a participant and mint its token",
+    description = "Mints a `bay_u_…` token for a user or a `bay_…` token for an agent and returns it only in this answer (the server keeps its hash). A `token` field is refused with 400: the server always mints.",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+    ),
+    request_body = NewParticipant,
+    responses(
+        (status = 201, description = "The participant and its token (shown only here)", body = crate::openapi::schemas::CreatedParticipant),
+        (status = 400, description = "INVALID_JSON (not JSON, unknown or mistyped field) or INVALID_REQUEST (a value is invalid)", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 409, description = "ALREADY_EXISTS: a participant with this id exists", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
 #[post("/bays/{bay}/participants")]
 async fn create_participant(
     state: web::Data<AppState>,
@@ -145,6 +189,24 @@ async fn create_participant(
 /// `POST /bays/{bay}/participants/{pid}/token` → 201 `{token}`. The old
 /// token stops working at once: its WebSocket closes with 4001 and its held
 /// `/updates` answers 401, on every node.
+#[utoipa::path(
+    operation_id = "rotateToken",
+    tag = "admin",
+    summary = "Rotate a participant's token",
+    description = "Mints a new token. The old one stops working at once: its WebSocket closes with 4001 and its held `/updates` answers 401, on every node.",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+        ("pid" = String, Path, description = "Participant id"),
+    ),
+    responses(
+        (status = 201, description = "The new token; the old one stops working at once", body = crate::openapi::schemas::MintedToken),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay or participant, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
 #[post("/bays/{bay}/participants/{pid}/token")]
 async fn rotate_token(
     state: web::Data<AppState>,
@@ -170,6 +232,24 @@ async fn rotate_token(
 
 /// `DELETE /bays/{bay}/participants/{pid}/token` → 204. Same effects as a
 /// rotation, and the participant has no token until the next rotation.
+#[utoipa::path(
+    operation_id = "revokeToken",
+    tag = "admin",
+    summary = "Revoke a participant's token",
+    description = "Same effects as a rotation, and the participant has no token until the next rotation.",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+        ("pid" = String, Path, description = "Participant id"),
+    ),
+    responses(
+        (status = 204, description = "Revoked; the participant has no token until the next rotation"),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay or participant, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
 #[delete("/bays/{bay}/participants/{pid}/token")]
 async fn revoke_token(
     state: web::Data<AppState>,
@@ -187,6 +267,28 @@ async fn revoke_token(
 }
 
 /// `POST /bays/{bay}/conversations` `{id?, type, title?, members:[pid], admins?, policy?}` → 201.
+#[utoipa::path(
+    operation_id = "createConversation",
+    tag = "admin",
+    summary = "Create a conversation",
+    description = "Every member must be a participant of the Bay, and every id of `admins` must also be in `members`. `policy` governs GROUP conversations only (DM and AGENT_CHAT have no policy).",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+    ),
+    request_body = NewConversation,
+    responses(
+        (status = 201, description = "The conversation", body = crate::openapi::schemas::AdminConversation),
+        (status = 400, description = "INVALID_JSON (not JSON, unknown or mistyped field) or INVALID_REQUEST (a value is invalid)", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 409, description = "ALREADY_EXISTS: a conversation with this id exists", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
 #[post("/bays/{bay}/conversations")]
 async fn create_conversation(
     state: web::Data<AppState>,
@@ -198,16 +300,41 @@ async fn create_conversation(
     Ok(HttpResponse::Created().json(conversation_json(&c)))
 }
 
-#[derive(Deserialize)]
+/// Body of `POST …/members`.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct NewMember {
+pub(crate) struct NewMember {
+    /// A participant of the same Bay.
     participant_id: String,
+    /// `member` when absent.
     role: Option<Role>,
 }
 
 /// `POST /bays/{bay}/conversations/{cid}/members` `{participantId, role?}` →
 /// 200 with the conversation. The member receives the conversation's
 /// messages from this point on, over both transports.
+#[utoipa::path(
+    operation_id = "addMember",
+    tag = "admin",
+    summary = "Add a member (or change a member's role)",
+    description = "The member receives the conversation's messages from then on, over both transports.",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+        ("cid" = String, Path, description = "Conversation id"),
+    ),
+    request_body = NewMember,
+    responses(
+        (status = 200, description = "The conversation", body = crate::openapi::schemas::AdminConversation),
+        (status = 400, description = "INVALID_JSON (not JSON, unknown or mistyped field) or INVALID_REQUEST (a value is invalid)", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay or conversation, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
 #[post("/bays/{bay}/conversations/{cid}/members")]
 async fn add_member(
     state: web::Data<AppState>,
@@ -240,6 +367,25 @@ async fn add_member(
 
 /// `DELETE /bays/{bay}/conversations/{cid}/members/{pid}` → 204; 404 when
 /// the conversation does not exist or the participant is not a member.
+#[utoipa::path(
+    operation_id = "removeMember",
+    tag = "admin",
+    summary = "Remove a member",
+    description = "The former member receives no more of the conversation's messages; their past messages keep their sender with `role: null`.",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+        ("cid" = String, Path, description = "Conversation id"),
+        ("pid" = String, Path, description = "Participant id"),
+    ),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown conversation, or the participant is not a member, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
 #[delete("/bays/{bay}/conversations/{cid}/members/{pid}")]
 async fn remove_member(
     state: web::Data<AppState>,
@@ -256,12 +402,15 @@ async fn remove_member(
     }
 }
 
-#[derive(Deserialize)]
+/// Body of `PATCH …/conversations/{cid}`: only the fields present change.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ConversationPatch {
+pub(crate) struct ConversationPatch {
     /// Absent: unchanged; `null`: cleared.
     #[serde(default, with = "double_option")]
+    #[schema(value_type = Option<String>)]
     title: Option<Option<String>>,
+    /// Fields present replace the current policy's; the rest stay.
     policy: Option<PolicyInput>,
 }
 
@@ -276,6 +425,28 @@ mod double_option {
 }
 
 /// `PATCH /bays/{bay}/conversations/{cid}` `{title?, policy?}` → 200 with the conversation.
+#[utoipa::path(
+    operation_id = "updateConversation",
+    tag = "admin",
+    summary = "Change a conversation's title or policy",
+    description = "Only the fields present change: `title: null` clears the title; `policy` fields present replace the current ones.",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+        ("cid" = String, Path, description = "Conversation id"),
+    ),
+    request_body = ConversationPatch,
+    responses(
+        (status = 200, description = "The conversation", body = crate::openapi::schemas::AdminConversation),
+        (status = 400, description = "INVALID_JSON (not JSON, unknown or mistyped field) or INVALID_REQUEST (a value is invalid)", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay or conversation, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
 #[patch("/bays/{bay}/conversations/{cid}")]
 async fn patch_conversation(
     state: web::Data<AppState>,

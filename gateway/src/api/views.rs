@@ -76,7 +76,7 @@ impl Room {
 }
 
 /// The REST message shape: the event's message fields plus `conversationId`.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Debug, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RestMessage {
     pub conversation_id: ConversationId,

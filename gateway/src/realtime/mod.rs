@@ -1,5 +1,6 @@
 //! The realtime transports: `/ws` and `/updates`, sharing one cursor.
 
 pub mod open;
+pub mod outbound;
 pub mod updates;
 pub mod ws;

@@ -224,3 +224,28 @@ pub fn live_events(
         })
         .collect()
 }
+
+/// Records delivery metrics for the live records a session is about to
+/// write: `switchboard_events_delivered_total` and the publish-to-deliver
+/// latency histogram (message `createdAt` → now). Replayed events are not
+/// recorded: their age is the client's absence, not the gateway's latency.
+pub fn observe_live_delivery(
+    records: &[std::sync::Arc<LogRecord>],
+    cursor: &SessionCursor,
+    transport: crate::connections::Transport,
+) {
+    let now = chrono::Utc::now();
+    let mut delivered = 0u64;
+    for r in records.iter().filter(|r| cursor.is_new(r.id)) {
+        if let LogEvent::Message { message, .. } = &r.event {
+            delivered += 1;
+            let age = (now - message.created_at).to_std().unwrap_or_default();
+            metrics::histogram!(crate::metrics::DELIVERY_SECONDS, "transport" => transport.label())
+                .record(age.as_secs_f64());
+        }
+    }
+    if delivered > 0 {
+        metrics::counter!(crate::metrics::EVENTS_DELIVERED, "transport" => transport.label())
+            .increment(delivered);
+    }
+}

@@ -7,17 +7,18 @@
 //! pushes one, the wait ends, or the session is closed. The answer is always
 //! `{cursor, events}`; the cursor covers every event returned.
 
-use super::open::{live_events, open_session, OpenFailure, Opened};
+use super::open::{live_events, observe_live_delivery, open_session, OpenFailure, Opened};
 use crate::auth::Caller;
+use crate::connections::{ConnectionPermit, Transport};
 use crate::error::ApiError;
 use crate::state::AppState;
 use actix::prelude::*;
-use actix_web::{get, web, HttpResponse};
+use actix_web::{get, web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use switchboard_actors::feed::{BayFeed, Detach};
 use switchboard_actors::session::{
-    Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
+    Backlog, Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
 };
 use switchboard_protocol::cursor::LogPosition;
 use switchboard_protocol::error::ErrorCode;
@@ -52,13 +53,35 @@ pub fn parse_wait(raw: Option<&str>, default: Duration, min: Duration, max: Dura
 }
 
 fn cursor_expired(message: &str) -> ApiError {
+    metrics::counter!(crate::metrics::CURSOR_EXPIRED, "transport" => "updates").increment(1);
     ApiError::new(ErrorCode::CursorExpired, message)
 }
 
 /// The route. See the module docs.
+#[utoipa::path(
+    operation_id = "getUpdates",
+    tag = "realtime",
+    summary = "Long-poll every conversation of the caller",
+    description = "Answers at once when events after `cursor` exist, otherwise holds up to `wait` seconds. The answer is always `{cursor, events}`; pass `cursor` to the next call. Without a cursor the call starts at now. One held call per token: a newer call (or WebSocket) of the same token ends this one with an empty answer. On 409 CURSOR_EXPIRED catch up over REST and call again without a cursor.",
+    params(
+        ("wait" = Option<f64>, Query, description = "Seconds to hold, clamped to 1–30 (default 25)", minimum = 1, maximum = 30),
+        ("cursor" = Option<String>, Query, description = "Opaque cursor from the previous answer or a WebSocket `cursor` frame; absent: start at now"),
+    ),
+    responses(
+        (status = 200, description = "Events after `cursor` (possibly none) and the cursor covering them", body = crate::openapi::schemas::Updates, headers(("Cache-Control" = String, description = "no-store"))),
+        (status = 400, description = "INVALID_REQUEST: malformed query string", body = switchboard_protocol::error::ErrorBody),
+        (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token (also ends a held call when the token is rotated)", body = switchboard_protocol::error::ErrorBody),
+        (status = 409, description = "CURSOR_EXPIRED: the cursor fell out of the replay buffer, its log epoch ended, or this server never issued it", body = switchboard_protocol::error::ErrorBody),
+        (status = 429, description = "UPDATES_RATE_LIMITED: the /updates bucket (20/min by default) is spent; RATE_LIMITED: too many open connections from this address", body = switchboard_protocol::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 500, description = "INTERNAL", body = switchboard_protocol::error::ErrorBody),
+        (status = 503, description = "UNAVAILABLE (the node is draining or full) or STORE_UNAVAILABLE", body = switchboard_protocol::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("agent_token" = [])),
+)]
 #[get("/updates")]
 async fn updates(
     state: web::Data<AppState>,
+    req: HttpRequest,
     caller: Caller,
     query: web::Query<UpdatesQuery>,
 ) -> Result<HttpResponse, ApiError> {
@@ -69,7 +92,7 @@ async fn updates(
         )
         .retry_after(Duration::from_secs(1)));
     }
-    state.limits.check_updates(&caller.principal.token)?;
+    state.limits.check_updates(&caller.principal.token).await?;
     let t = &state.settings.timing;
     let wait = parse_wait(
         query.wait.as_deref(),
@@ -87,6 +110,9 @@ async fn updates(
                 .map_err(|_| cursor_expired("cursor is not one this server issued; catch up over REST and call again without a cursor"))?,
         ),
     };
+    let permit = state
+        .connections
+        .admit(req.peer_addr().map(|a| a.ip()), Transport::Updates)?;
     let (tx, rx) = oneshot::channel();
     PollSession {
         state: state.get_ref().clone(),
@@ -96,6 +122,7 @@ async fn updates(
         wait,
         reply: Some(tx),
         live: None,
+        _permit: permit,
     }
     .start();
     let body = rx
@@ -127,6 +154,8 @@ pub struct PollSession {
     reply: Option<oneshot::Sender<Result<UpdatesBody, ApiError>>>,
     /// Set once the session is attached and replayed.
     live: Option<Live>,
+    /// Holds this call's admission slot until it ends.
+    _permit: ConnectionPermit,
 }
 
 impl PollSession {
@@ -155,7 +184,7 @@ impl Actor for PollSession {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        let handle = SessionHandle::of(&ctx.address());
+        let handle = SessionHandle::of(&ctx.address(), Backlog::unbounded());
         let fut = open_session(
             self.state.clone(),
             self.caller.clone(),
@@ -236,6 +265,7 @@ impl Handler<Deliver> for PollSession {
             &live.cursor,
             &self.caller.principal.participant.id,
         );
+        observe_live_delivery(&msg.records, &live.cursor, Transport::Updates);
         live.cursor.advance(msg.through);
         if !events.is_empty() {
             self.answer_events(events, ctx);
@@ -258,7 +288,12 @@ impl Handler<Close> for PollSession {
 
     fn handle(&mut self, msg: Close, ctx: &mut Self::Context) {
         match msg.reason {
-            CloseReason::Displaced | CloseReason::Draining => self.answer_events(Vec::new(), ctx),
+            CloseReason::Displaced => {
+                metrics::counter!(crate::metrics::DISPLACEMENTS, "transport" => "updates").increment(1);
+                self.answer_events(Vec::new(), ctx)
+            }
+            CloseReason::TooSlow => self.answer_events(Vec::new(), ctx),
+            CloseReason::Draining => self.answer_events(Vec::new(), ctx),
             CloseReason::Revoked => self.answer(Err(ApiError::unauthorized()), ctx),
             CloseReason::LogReset => self.answer(
                 Err(cursor_expired("the replay buffer was reset; catch up over REST and call again without a cursor")),

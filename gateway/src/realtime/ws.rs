@@ -10,18 +10,21 @@
 //! away, 1009 message too big. An `error` frame precedes every close the
 //! server initiates.
 
-use super::open::{live_events, open_session, OpenFailure, Opened};
+use super::open::{live_events, observe_live_delivery, open_session, OpenFailure, Opened};
+use super::outbound::Drained;
 use crate::auth::authenticate;
 use crate::auth::Caller;
+use crate::connections::{ConnectionPermit, Transport};
 use crate::error::ApiError;
 use crate::state::AppState;
 use actix::prelude::*;
 use actix_web::{get, web, HttpRequest, HttpResponse};
 use actix_web_actors::ws::{self, CloseCode, CloseReason as WsCloseReason, ProtocolError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_actors::feed::{BayFeed, Detach};
 use switchboard_actors::session::{
-    Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
+    Backlog, Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
 };
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::error::ErrorCode;
@@ -31,6 +34,27 @@ use switchboard_protocol::ids::SessionId;
 
 /// The upgrade route. Authenticates before upgrading (401 JSON on a bad
 /// credential, never a 101).
+#[utoipa::path(
+    operation_id = "openWebSocket",
+    tag = "realtime",
+    summary = "WebSocket: the /updates events and cursor, pushed",
+    description = "A WebSocket upgrade (RFC 6455), not a JSON endpoint. The credential is checked before the upgrade: `Authorization: Bearer …`, or `?token=…` for clients that cannot set headers. After the 101 the client sends `{\"t\":\"hello\",\"resume\":<cursor|null>}` and the server answers `ready`, replays missed `event` frames, then streams `event` frames each batch followed by a `cursor` frame. The cursor is the same string `/updates` issues. Frames, close codes (4000 displaced, 4001 revoked, 4002 framing violation, 4003 going away) and resume rules: docs/websocket.md.",
+    params(
+        ("Upgrade" = String, Header, description = "`websocket`"),
+        ("Connection" = String, Header, description = "`Upgrade`"),
+        ("Sec-WebSocket-Key" = String, Header, description = "RFC 6455 handshake key"),
+        ("Sec-WebSocket-Version" = String, Header, description = "`13`"),
+    ),
+    responses(
+        (status = 101, description = "Switching Protocols: the connection is now a WebSocket speaking the frames of docs/websocket.md"),
+        (status = 400, description = "Not a valid WebSocket handshake (plain body, not the JSON error body)"),
+        (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token; no upgrade happens", body = switchboard_protocol::error::ErrorBody),
+        (status = 429, description = "UPDATES_RATE_LIMITED: connecting faster than the connect bucket (the /updates bucket, 20/min by default) allows; RATE_LIMITED: too many open connections from this address", body = switchboard_protocol::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 500, description = "INTERNAL", body = switchboard_protocol::error::ErrorBody),
+        (status = 503, description = "UNAVAILABLE: the node is draining or full; STORE_UNAVAILABLE: the store cannot be reached", body = switchboard_protocol::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("agent_token" = []), ("agent_token_query" = [])),
+)]
 #[get("/ws")]
 async fn upgrade(
     state: web::Data<AppState>,
@@ -46,7 +70,11 @@ async fn upgrade(
         .into());
     }
     let caller = authenticate(&req, true).await?;
-    state.limits.check_updates(&caller.principal.token)?;
+    let permit = state
+        .connections
+        .admit(req.peer_addr().map(|a| a.ip()), Transport::Ws)?;
+    let backlog = Backlog::bounded(state.settings.limits.max_outbound_queue_bytes);
+    state.limits.check_updates(&caller.principal.token).await?;
     let session = WsSession {
         state: state.get_ref().clone(),
         caller,
@@ -55,10 +83,13 @@ async fn upgrade(
         live: None,
         last_frame_at: Instant::now(),
         missed_pongs: 0,
+        backlog: backlog.clone(),
+        _permit: permit,
     };
-    ws::WsResponseBuilder::new(session, &req, stream)
-        .frame_size(state.settings.limits.max_ws_frame_bytes)
-        .start()
+    let mut response = ws::handshake(&req)?;
+    let codec = actix_http::ws::Codec::new().max_size(state.settings.limits.max_ws_frame_bytes);
+    let body = ws::WebsocketContext::with_codec(session, stream, codec);
+    Ok(response.streaming(Drained::new(body, backlog)))
 }
 
 /// Registers the route under `/api/agent-api`.
@@ -96,11 +127,27 @@ pub struct WsSession {
     last_frame_at: Instant,
     /// Pings sent without a pong since.
     missed_pongs: u32,
+    /// Live deliveries not yet handled; the feed abandons the session past
+    /// `limits.max_outbound_queue_bytes` (see `outbound`).
+    backlog: Arc<Backlog>,
+    /// Holds this connection's admission slot until the session ends.
+    _permit: ConnectionPermit,
 }
 
 impl WsSession {
     fn send(&mut self, frame: &ServerFrame<'_>, ctx: &mut ws::WebsocketContext<Self>) {
-        ctx.text(frame.to_json());
+        self.write(frame.to_json(), ctx);
+    }
+
+    /// Writes one text frame.
+    fn write(&mut self, text: String, ctx: &mut ws::WebsocketContext<Self>) {
+        ctx.text(text);
+    }
+
+    /// Sends `reset`: the resume position is not addressable (the 409 of this transport).
+    fn send_reset(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+        metrics::counter!(crate::metrics::CURSOR_EXPIRED, "transport" => "ws").increment(1);
+        self.send(&ServerFrame::Reset, ctx);
     }
 
     fn send_event(&mut self, event: &Event, ctx: &mut ws::WebsocketContext<Self>) {
@@ -114,7 +161,7 @@ impl WsSession {
         live.last_cursor_sent = Some(pos.entry);
         let cursor = pos.encode();
         self.last_frame_at = Instant::now();
-        ctx.text(ServerFrame::Cursor { cursor: &cursor }.to_json());
+        self.write(ServerFrame::Cursor { cursor: &cursor }.to_json(), ctx);
     }
 
     /// Sends an `error` frame, then closes with `code`.
@@ -166,7 +213,7 @@ impl WsSession {
             Some(Ok(p)) => (Some(p), false),
             Some(Err(_)) => (None, true),
         };
-        let handle = SessionHandle::of(&ctx.address());
+        let handle = SessionHandle::of(&ctx.address(), self.backlog.clone());
         let fut = open_session(
             self.state.clone(),
             self.caller.clone(),
@@ -204,7 +251,7 @@ impl WsSession {
                     });
                     act.phase = Phase::Live;
                     if undecodable {
-                        act.send(&ServerFrame::Reset, ctx);
+                        act.send_reset(ctx);
                     }
                     for event in &events {
                         act.send_event(event, ctx);
@@ -218,7 +265,7 @@ impl WsSession {
                         last_cursor_sent: None,
                     });
                     act.phase = Phase::Live;
-                    act.send(&ServerFrame::Reset, ctx);
+                    act.send_reset(ctx);
                     act.send_cursor(ctx);
                 }
                 Err(OpenFailure::Superseded) => act.close_with(
@@ -330,6 +377,7 @@ impl Handler<Deliver> for WsSession {
     type Result = ();
 
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
+        self.backlog.handled(msg.bytes);
         if self.phase != Phase::Live {
             return;
         }
@@ -339,6 +387,7 @@ impl Handler<Deliver> for WsSession {
             &live.cursor,
             &self.caller.principal.participant.id,
         );
+        observe_live_delivery(&msg.records, &live.cursor, Transport::Ws);
         live.cursor.advance(msg.through);
         if events.is_empty() {
             return;
@@ -365,12 +414,15 @@ impl Handler<Close> for WsSession {
 
     fn handle(&mut self, msg: Close, ctx: &mut Self::Context) {
         match msg.reason {
-            CloseReason::Displaced => self.close_with(
-                close::DISPLACED,
-                "DISPLACED",
-                "a newer connection for this token opened",
-                ctx,
-            ),
+            CloseReason::Displaced => {
+                metrics::counter!(crate::metrics::DISPLACEMENTS, "transport" => "ws").increment(1);
+                self.close_with(
+                    close::DISPLACED,
+                    "DISPLACED",
+                    "a newer connection for this token opened",
+                    ctx,
+                )
+            }
             CloseReason::Revoked => self.close_with(
                 close::CREDENTIAL_REVOKED,
                 "CREDENTIAL_REVOKED",
@@ -378,13 +430,17 @@ impl Handler<Close> for WsSession {
                 ctx,
             ),
             CloseReason::LogReset => {
-                self.send(&ServerFrame::Reset, ctx);
+                self.send_reset(ctx);
                 self.close_with(
                     close::GOING_AWAY,
                     "LOG_RESET",
                     "the replay buffer was reset; reconnect without a cursor",
                     ctx,
                 )
+            }
+            CloseReason::TooSlow => {
+                self.phase = Phase::Closing;
+                ctx.stop();
             }
             CloseReason::Draining => {
                 self.send_cursor(ctx);

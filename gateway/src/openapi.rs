@@ -1,0 +1,285 @@
+//! The OpenAPI 3.1 document of every HTTP route, served at
+//! `GET /openapi.json`.
+//!
+//! Each route documents itself with `#[utoipa::path]` next to its handler;
+//! this file gathers them (the agent API under `/api/agent-api`, the admin
+//! API under `/api/admin`, and the root routes), adds the security schemes
+//! and tags, and serves the result. Wire types derive `utoipa::ToSchema`
+//! where they are defined; [`schemas`] describes answers built ad hoc.
+
+pub mod schemas;
+
+use actix_web::http::header::ContentType;
+use actix_web::{get, web, HttpResponse};
+use std::sync::OnceLock;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+/// The whole document.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Switchboard",
+        description = "Realtime gateway for the BayChat agent protocol (v1.12). \
+Every error is the JSON body `{error, code, message}` (schema `ErrorBody`); 429 and 503 carry `Retry-After` (seconds). \
+The WebSocket route is described as its HTTP upgrade; its frames are in docs/websocket.md."
+    ),
+    paths(
+        openapi_json,
+        crate::health::healthz,
+        crate::health::readyz,
+        crate::metrics::render,
+    ),
+    nest(
+        (path = "/api/agent-api", api = AgentApi),
+        (path = "/api/admin", api = AdminApi),
+    ),
+    modifiers(&SecuritySchemes),
+    tags(
+        (name = "agent", description = "Agent API (protocol §11): the same routes for agent (`bay_…`) and user (`bay_u_…`) tokens; each call draws on the caller's agent budget (60/min by default)."),
+        (name = "realtime", description = "`/updates` (long-poll) and `/ws` (WebSocket): the same events and the same cursor."),
+        (name = "admin", description = "Admin API for operators and the platform backend. With no admin token configured every admin route answers 404."),
+        (name = "operations", description = "Health checks, metrics and this document. No authentication."),
+    ),
+)]
+pub struct ApiDoc;
+
+/// Routes under `/api/agent-api`.
+#[derive(OpenApi)]
+#[openapi(paths(
+    crate::api::agent::me_route,
+    crate::api::agent::conversations,
+    crate::api::agent::context,
+    crate::api::agent::list_messages,
+    crate::api::agent::send_message,
+    crate::api::agent::typing,
+    crate::realtime::updates::updates,
+    crate::realtime::ws::upgrade,
+))]
+struct AgentApi;
+
+/// Routes under `/api/admin`.
+#[derive(OpenApi)]
+#[openapi(paths(
+    crate::api::admin::create_bay,
+    crate::api::admin::create_participant,
+    crate::api::admin::rotate_token,
+    crate::api::admin::revoke_token,
+    crate::api::admin::create_conversation,
+    crate::api::admin::add_member,
+    crate::api::admin::remove_member,
+    crate::api::admin::patch_conversation,
+))]
+struct AdminApi;
+
+/// Names of the security schemes the routes refer to.
+struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "agent_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "`Authorization: Bearer <token>`: an agent's token (`bay_…`) or a \
+                         user's (`bay_u_…`), minted by the admin API. Missing, unknown, \
+                         rotated or revoked → 401 UNAUTHORIZED.",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "agent_token_query",
+            SecurityScheme::ApiKey(ApiKey::Query(ApiKeyValue::with_description(
+                "token",
+                "`/ws` only: the same agent or user token as `?token=…`, for WebSocket \
+                 clients that cannot set headers. Other routes ignore it.",
+            ))),
+        );
+        components.add_security_scheme(
+            "admin_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "`Authorization: Bearer <admin token>`: the configured admin token \
+                         (`admin_token` / `SWITCHBOARD_ADMIN_TOKEN`). Wrong → 401; none \
+                         configured → every admin route answers 404.",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The document as JSON, built once.
+pub fn document() -> &'static str {
+    static DOC: OnceLock<String> = OnceLock::new();
+    DOC.get_or_init(|| {
+        ApiDoc::openapi()
+            .to_json()
+            .expect("the OpenAPI document serializes")
+    })
+}
+
+/// `GET /openapi.json`.
+#[utoipa::path(
+    operation_id = "openapi",
+    tag = "operations",
+    summary = "This OpenAPI document",
+    responses((status = 200, description = "The OpenAPI 3.1 document", body = Object, content_type = "application/json")),
+)]
+#[get("/openapi.json")]
+async fn openapi_json() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(ContentType::json())
+        .body(document())
+}
+
+/// Registers `/openapi.json` at the root.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(openapi_json);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn doc() -> Value {
+        serde_json::from_str(document()).unwrap()
+    }
+
+    /// Parses an example into the Rust type of the schema it illustrates.
+    fn parse_example(schema: &str, example: &Value) -> Result<(), String> {
+        fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> Result<(), String> {
+            serde_json::from_value::<T>(v.clone())
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+        match schema {
+            "ErrorBody" => parse::<switchboard_protocol::error::ErrorBody>(example),
+            "Event" => parse::<switchboard_protocol::event::Event>(example),
+            "SendBody" => parse::<crate::api::agent::SendBody>(example),
+            "Updates" => parse::<schemas::Updates>(example),
+            other => Err(format!(
+                "schema {other} has an example but no parse check: add one here"
+            )),
+        }
+    }
+
+    /// Every `example` / `examples` in the document, with the JSON pointer
+    /// of the object that carries it.
+    fn collect_examples(v: &Value, at: &str, out: &mut Vec<(String, Value)>) {
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map {
+                    match k.as_str() {
+                        "example" => out.push((at.to_owned(), child.clone())),
+                        "examples" => match child {
+                            Value::Array(items) => {
+                                out.extend(items.iter().map(|e| (at.to_owned(), e.clone())))
+                            }
+                            // An OpenAPI `examples` map of Example objects.
+                            Value::Object(named) => out.extend(named.values().map(|e| {
+                                (
+                                    at.to_owned(),
+                                    e.get("value").cloned().unwrap_or(Value::Null),
+                                )
+                            })),
+                            _ => out.push((at.to_owned(), child.clone())),
+                        },
+                        _ => collect_examples(child, &format!("{at}/{k}"), out),
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    collect_examples(child, &format!("{at}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn document_is_openapi_3() {
+        let doc = doc();
+        assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+        assert_eq!(doc["info"]["title"], "Switchboard");
+        for scheme in ["agent_token", "agent_token_query", "admin_token"] {
+            assert!(
+                doc["components"]["securitySchemes"][scheme].is_object(),
+                "{scheme}"
+            );
+        }
+    }
+
+    #[test]
+    fn documented_examples_parse_into_their_types() {
+        let mut examples = Vec::new();
+        collect_examples(&doc(), "", &mut examples);
+        assert!(!examples.is_empty(), "the document has examples");
+        for (at, example) in examples {
+            let schema = at
+                .strip_prefix("/components/schemas/")
+                .filter(|rest| !rest.contains('/'))
+                .unwrap_or_else(|| {
+                    panic!("example outside a component schema at {at}: add a parse check")
+                });
+            parse_example(schema, &example)
+                .unwrap_or_else(|e| panic!("example of {schema} does not parse: {e}: {example}"));
+        }
+    }
+
+    /// The mirrors in [`schemas`] of typed answers serialize like the types
+    /// the handlers really send.
+    #[test]
+    fn mirrors_serialize_like_the_answers_they_describe() {
+        use switchboard_actors::model::{Bay, Participant};
+        use switchboard_protocol::model::ParticipantKind;
+        let real = crate::realtime::updates::UpdatesBody {
+            cursor: "c".into(),
+            events: Vec::new(),
+        };
+        let mirror = schemas::Updates {
+            cursor: "c".into(),
+            events: Vec::new(),
+        };
+        assert_eq!(
+            serde_json::to_value(real).unwrap(),
+            serde_json::to_value(mirror).unwrap()
+        );
+        let bay = Bay {
+            id: "b".into(),
+            name: "B".into(),
+        };
+        let mirror = schemas::AdminBay {
+            id: "b".into(),
+            name: "B".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(bay).unwrap(),
+            serde_json::to_value(mirror).unwrap()
+        );
+        let p = Participant {
+            id: "p".into(),
+            kind: ParticipantKind::Agent,
+            name: "P".into(),
+            description: None,
+        };
+        let mirror = schemas::AdminParticipant {
+            id: "p".into(),
+            kind: ParticipantKind::Agent,
+            name: "P".into(),
+            description: None,
+        };
+        assert_eq!(
+            serde_json::to_value(p).unwrap(),
+            serde_json::to_value(mirror).unwrap()
+        );
+    }
+}

@@ -1,0 +1,374 @@
+//! Rate-limit buckets counted in Redis, shared by every node.
+//!
+//! One key per token and bucket, `sb:{rl:<token id>}:<bucket>` (the hash
+//! tag keeps each key in its own slot, so this works on Redis Cluster too),
+//! holding the GCRA "theoretical arrival time" in microseconds of the
+//! Redis clock. One Lua script reads it, decides and writes it back — one
+//! atomic step, so two nodes taking from one bucket at once never both get
+//! the last call — and sets a TTL at which the key means "bucket full"
+//! anyway, so idle tokens cost nothing. The Redis clock (`TIME`) is the only
+//! clock, so node clock skew does not matter.
+//!
+//! The limiter has its own connection (opened on first use, reopened after
+//! a failure), never one of the store's pooled connections. Every call is
+//! bounded (connect and reply within [`CALL_TIMEOUT`]). A failure fails
+//! open: the call is allowed, a warning is logged (at most once per
+//! [`WARN_EVERY`], counting the calls let through), and Redis is left alone
+//! for [`BACKOFF`] so an outage adds no latency to every request.
+
+use super::Bucket;
+use parking_lot::Mutex;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, Script};
+use std::num::NonZeroU32;
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+use switchboard_actors::store::StoreError;
+use switchboard_protocol::ids::TokenId;
+
+/// Longest a limiter call (connecting included) may take before it fails open.
+const CALL_TIMEOUT: Duration = Duration::from_secs(1);
+/// After a failure, calls are let through without asking Redis for this long.
+const BACKOFF: Duration = Duration::from_secs(1);
+/// At most one "failing open" warning per this interval.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// GCRA take: `KEYS[1]` the bucket, `ARGV[1]` the emission interval (µs),
+/// `ARGV[2]` the burst (bucket size). Answers `{1, 0}` when a call was
+/// taken, `{0, wait µs}` when the bucket is empty. Times are µs of the
+/// Redis clock (≈ 1.8e15, exact in a Lua double); the TAT is written with
+/// `%.0f` because `tostring` would round it to 14 digits.
+static TAKE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tat = tonumber(redis.call('GET', KEYS[1])) or now
+if tat < now then tat = now end
+local new_tat = tat + interval
+local allow_at = new_tat - burst * interval
+if now < allow_at then
+  return {0, allow_at - now}
+end
+redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1)
+return {1, 0}
+"#,
+    )
+});
+
+/// The Redis key of `token`'s `bucket`.
+pub fn key(token: &TokenId, bucket: Bucket) -> String {
+    format!("sb:{{rl:{}}}:{}", token.0, bucket.as_str())
+}
+
+/// One bucket's shape: `burst` calls, refilled one per `interval_us`.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    interval_us: u64,
+    burst: u32,
+}
+
+impl Shape {
+    fn per_minute(n: NonZeroU32) -> Self {
+        Shape {
+            interval_us: (60_000_000 / u64::from(n.get())).max(1),
+            burst: n.get(),
+        }
+    }
+}
+
+/// Buckets in Redis. See the module docs.
+pub struct RedisLimiter {
+    client: Client,
+    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    updates: Shape,
+    agent: Shape,
+    trouble: Mutex<Trouble>,
+}
+
+#[derive(Default)]
+struct Trouble {
+    /// Calls are let through without asking Redis until then.
+    skip_until: Option<Instant>,
+    last_warned: Option<Instant>,
+    /// Calls let through since the last warning.
+    let_through: u64,
+}
+
+impl RedisLimiter {
+    /// A limiter on the Redis at `url`; nothing is opened until first use.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] for an invalid URL (never quoting it: it
+    /// may hold a password).
+    pub fn new(
+        url: &str,
+        updates_per_minute: NonZeroU32,
+        agent_per_minute: NonZeroU32,
+    ) -> Result<Self, StoreError> {
+        let client = Client::open(url).map_err(|e| StoreError::Unavailable {
+            doing: "opening the rate limiter's Redis connection",
+            cause: format!("invalid redis.url: {e}"),
+        })?;
+        Ok(RedisLimiter {
+            client,
+            conn: tokio::sync::Mutex::new(None),
+            updates: Shape::per_minute(updates_per_minute),
+            agent: Shape::per_minute(agent_per_minute),
+            trouble: Mutex::new(Trouble::default()),
+        })
+    }
+
+    /// Takes one call from `token`'s `bucket`: `Err(wait)` when it is empty.
+    /// Never fails otherwise (a Redis failure lets the call through).
+    pub async fn check(&self, bucket: Bucket, token: &TokenId) -> Result<(), Duration> {
+        if self.backing_off() {
+            return Ok(());
+        }
+        let shape = match bucket {
+            Bucket::Updates => self.updates,
+            Bucket::Agent => self.agent,
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, self.take(&key(token, bucket), shape)).await {
+            Ok(Ok((1, _))) => Ok(()),
+            Ok(Ok((_, wait_us))) => Err(Duration::from_micros(wait_us.max(1) as u64)),
+            Ok(Err(err)) => {
+                self.fail_open(&err.to_string()).await;
+                Ok(())
+            }
+            Err(_) => {
+                self.fail_open("timed out").await;
+                Ok(())
+            }
+        }
+    }
+
+    /// Runs the script on the limiter's connection (opening it if needed).
+    async fn take(&self, key: &str, shape: Shape) -> redis::RedisResult<(i64, i64)> {
+        let mut conn = {
+            let mut slot = self.conn.lock().await;
+            match &*slot {
+                Some(c) => c.clone(),
+                None => {
+                    let config = AsyncConnectionConfig::new()
+                        .set_connection_timeout(CALL_TIMEOUT)
+                        .set_response_timeout(CALL_TIMEOUT);
+                    let c = self
+                        .client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?;
+                    *slot = Some(c.clone());
+                    c
+                }
+            }
+        };
+        TAKE.key(key)
+            .arg(shape.interval_us)
+            .arg(shape.burst)
+            .invoke_async(&mut conn)
+            .await
+    }
+
+    fn backing_off(&self) -> bool {
+        let mut t = self.trouble.lock();
+        match t.skip_until {
+            Some(until) if Instant::now() < until => {
+                t.let_through += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Drops the connection (the next call after the backoff reopens it),
+    /// and warns now and then.
+    async fn fail_open(&self, cause: &str) {
+        *self.conn.lock().await = None;
+        let now = Instant::now();
+        let mut t = self.trouble.lock();
+        t.skip_until = Some(now + BACKOFF);
+        t.let_through += 1;
+        if t.last_warned
+            .is_none_or(|at| now.duration_since(at) >= WARN_EVERY)
+        {
+            tracing::warn!(
+                error = cause,
+                calls_let_through = t.let_through,
+                "rate limiter cannot reach Redis; failing open (calls are not rate-limited until it answers)"
+            );
+            t.last_warned = Some(now);
+            t.let_through = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::process::{Child, Command, Stdio};
+
+    fn token(s: &str) -> TokenId {
+        TokenId(s.to_owned())
+    }
+
+    fn n(v: u32) -> NonZeroU32 {
+        NonZeroU32::new(v).unwrap()
+    }
+
+    fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    /// A throwaway redis-server (no persistence), killed on drop.
+    struct Server(Child, u16);
+
+    impl Server {
+        fn start() -> Server {
+            Self::start_on(free_port())
+        }
+
+        fn start_on(port: u16) -> Server {
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server must be installed (apt-get install redis-server)");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                    let mut buf = [0u8; 16];
+                    if s.write_all(b"PING\r\n").is_ok()
+                        && s.read(&mut buf)
+                            .is_ok_and(|k| buf[..k].starts_with(b"+PONG"))
+                    {
+                        return Server(child, port);
+                    }
+                }
+                assert!(Instant::now() < deadline, "redis-server did not start");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+
+        fn url(&self) -> String {
+            format!("redis://127.0.0.1:{}", self.1)
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[test]
+    fn keys_are_hash_tagged_per_token() {
+        assert_eq!(
+            key(&token("0123456789abcdef"), Bucket::Updates),
+            "sb:{rl:0123456789abcdef}:updates"
+        );
+        assert_eq!(
+            key(&token("0123456789abcdef"), Bucket::Agent),
+            "sb:{rl:0123456789abcdef}:agent"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_redis_fails_open_quickly() {
+        // Nothing listens on a port we just freed.
+        let url = format!("redis://127.0.0.1:{}", free_port());
+        let limiter = RedisLimiter::new(&url, n(1), n(1)).unwrap();
+        let started = Instant::now();
+        for _ in 0..50 {
+            assert_eq!(limiter.check(Bucket::Agent, &token("t")).await, Ok(()));
+        }
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[tokio::test]
+    async fn buckets_are_shared_between_limiters_and_separate_per_token_and_kind() {
+        let server = Server::start();
+        // Two limiters on one Redis = two nodes.
+        let a = RedisLimiter::new(&server.url(), n(3), n(5)).unwrap();
+        let b = RedisLimiter::new(&server.url(), n(3), n(5)).unwrap();
+        let t = token("aaaaaaaaaaaaaaaa");
+        for i in 0..3 {
+            let node = if i % 2 == 0 { &a } else { &b };
+            assert_eq!(node.check(Bucket::Updates, &t).await, Ok(()), "call {i}");
+        }
+        let wait = b.check(Bucket::Updates, &t).await.unwrap_err();
+        // 3/min: one call every 20 s.
+        assert!(
+            wait > Duration::from_secs(15) && wait <= Duration::from_secs(20),
+            "{wait:?}"
+        );
+        assert!(a.check(Bucket::Updates, &t).await.is_err());
+        // The agent budget and other tokens are untouched.
+        for _ in 0..5 {
+            assert_eq!(a.check(Bucket::Agent, &t).await, Ok(()));
+        }
+        assert!(b.check(Bucket::Agent, &t).await.is_err());
+        assert_eq!(
+            a.check(Bucket::Updates, &token("bbbbbbbbbbbbbbbb")).await,
+            Ok(())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bucket_refills_at_its_rate_and_its_key_expires() {
+        let server = Server::start();
+        // 600/min: one call every 100 ms, bucket of 600.
+        let limiter = RedisLimiter::new(&server.url(), n(600), n(600)).unwrap();
+        let t = token("cccccccccccccccc");
+        let mut taken = 0;
+        while limiter.check(Bucket::Agent, &t).await.is_ok() {
+            taken += 1;
+            assert!(taken <= 601, "the bucket never ran dry");
+        }
+        assert!((600..=601).contains(&taken), "{taken}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(limiter.check(Bucket::Agent, &t).await, Ok(()));
+        let client = Client::open(server.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key(&t, Bucket::Agent))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        // The key lives until the bucket would be full again (~60 s), not forever.
+        assert!(ttl > 0 && ttl <= 61_000, "{ttl}");
+    }
+
+    #[tokio::test]
+    async fn the_limiter_comes_back_after_redis_returns() {
+        let server = Server::start();
+        let url = server.url();
+        let port = server.1;
+        let limiter = RedisLimiter::new(&url, n(2), n(2)).unwrap();
+        let t = token("dddddddddddddddd");
+        assert_eq!(limiter.check(Bucket::Agent, &t).await, Ok(()));
+        drop(server);
+        // Down: fail open, however many calls.
+        for _ in 0..5 {
+            assert_eq!(limiter.check(Bucket::Agent, &t).await, Ok(()));
+        }
+        // Back (empty): counted again once the backoff is over.
+        let _server = Server::start_on(port);
+        tokio::time::sleep(BACKOFF + Duration::from_millis(300)).await;
+        let mut results = Vec::new();
+        for _ in 0..3 {
+            results.push(limiter.check(Bucket::Agent, &t).await.is_ok());
+        }
+        assert_eq!(results, [true, true, false]);
+    }
+}

@@ -1,0 +1,686 @@
+//! Several nodes on one Redis (`--store redis`): real `switchboard`
+//! processes, a real `redis-server`, real clients.
+//!
+//! Fan-out and cursors across nodes, displacement and revocation across
+//! nodes, cluster-wide rate limits, a node killed mid-stream, Redis
+//! restarted with and without persistence, and replay-window trimming.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use switchboard_protocol::cursor::{EntryId, LogPosition};
+
+const BAY: &str = "b1";
+
+/// One Redis and `n` gateways on it.
+struct Cluster {
+    redis: RedisServer,
+    nodes: Vec<Gateway>,
+}
+
+impl Cluster {
+    async fn start(aof: bool, n: usize, opts: Opts) -> Cluster {
+        let redis = RedisServer::start(aof);
+        let mut nodes = Vec::new();
+        for _ in 0..n {
+            nodes.push(Gateway::spawn_with(opts.clone().redis(&redis.url())).await);
+        }
+        Cluster { redis, nodes }
+    }
+
+    fn addrs(&self) -> Vec<String> {
+        self.nodes.iter().map(|g| g.addr.clone()).collect()
+    }
+}
+
+fn event_ids(events: &[Value]) -> Vec<String> {
+    events.iter().map(|e| id_of(&e["message"])).collect()
+}
+
+fn entry_of(cursor: &str) -> EntryId {
+    LogPosition::decode(cursor)
+        .unwrap_or_else(|e| panic!("cursor {cursor:?} does not decode: {e}"))
+        .entry
+}
+
+// ---------------------------------------------------------------- fan-out and cursors
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_posted_on_one_node_reaches_the_others_and_cursors_work_on_every_node() {
+    let c = Cluster::start(false, 3, Opts::default()).await;
+    let [n1, n2, n3] = [&c.nodes[0], &c.nodes[1], &c.nodes[2]];
+    let w = World::create(n1, BAY).await;
+
+    // Rex over WS on node 2, Bay Brain over /updates on node 3.
+    let mut ws = n2.ws_ready(&w.rex, None).await;
+    let (_, _) = ws.read_batch().await;
+    let (s, first) = n3.updates(&w.brain, None, "1").await;
+    assert_eq!(s, 200, "{first}");
+    let held = spawn_poll(&n3.addr, &w.brain, first["cursor"].as_str(), "20");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let (s, posted) = n1
+        .post_message(&w.ana, "group", "hello from node 1, @Rex")
+        .await;
+    assert_eq!(s, 201, "{posted}");
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(event_ids(&events), vec![id_of(&posted)]);
+    assert_eq!(events[0]["message"]["shouldRespond"], true);
+    let (s, body, held_for) = held.await.unwrap();
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(
+        event_ids(body["events"].as_array().unwrap()),
+        vec![id_of(&posted)]
+    );
+    assert!(held_for < Duration::from_secs(10), "{held_for:?}");
+    ws.close().await;
+
+    // Cursors issued by node 1 (a poll's and a socket's) resume on node 3.
+    let (s, b) = n1.updates(&w.scout, None, "1").await;
+    assert_eq!(s, 200, "{b}");
+    let poll_cursor = b["cursor"].as_str().unwrap().to_owned();
+    let mut ben = n1.ws_ready(&w.ben, None).await;
+    let (_, ws_cursor) = ben.read_batch().await;
+    ben.close().await;
+    let mut sent = Vec::new();
+    for i in 0..3 {
+        let (s, m) = n2
+            .post_message(&w.ana, "group", &format!("while away {i}"))
+            .await;
+        assert_eq!(s, 201, "{m}");
+        sent.push(id_of(&m));
+    }
+    let (s, b) = n3.updates(&w.scout, Some(&poll_cursor), "1").await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(event_ids(b["events"].as_array().unwrap()), sent);
+    let mut ben = n3.ws_ready(&w.ben, Some(&ws_cursor)).await;
+    let (events, _) = ben.read_batch().await;
+    assert_eq!(event_ids(&events), sent);
+    // …and a WS cursor works as an /updates cursor on yet another node.
+    let (s, b) = n2.updates(&w.rex, Some(&ws_cursor), "1").await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(event_ids(b["events"].as_array().unwrap()), sent);
+}
+
+// ---------------------------------------------------------------- displacement
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_connection_on_another_node_displaces_the_older_one() {
+    let c = Cluster::start(false, 3, Opts::default()).await;
+    let [n1, n2, n3] = [&c.nodes[0], &c.nodes[1], &c.nodes[2]];
+    let w = World::create(n1, BAY).await;
+
+    // WS on node 1, then WS of the same token on node 2: node 1 closes 4000.
+    let mut old = n1.ws_ready(&w.rex, None).await;
+    let (_, _) = old.read_batch().await;
+    let mut new = n2.ws_ready(&w.rex, None).await;
+    let (_, _) = new.read_batch().await;
+    let (code, frames) = old.expect_close(Duration::from_secs(10)).await;
+    assert_eq!(code, Some(4000), "{frames:?}");
+    // The newer one streams on.
+    let (s, m) = n3.post_message(&w.ana, "group", "still there?").await;
+    assert_eq!(s, 201, "{m}");
+    let (events, _) = new.read_batch().await;
+    assert_eq!(event_ids(&events), vec![id_of(&m)]);
+
+    // A held /updates on node 1, a new /updates of the same token on node 2:
+    // node 1 answers at once, empty.
+    let (s, b) = n1.updates(&w.brain, None, "1").await;
+    assert_eq!(s, 200, "{b}");
+    let cursor = b["cursor"].as_str().unwrap().to_owned();
+    let held = spawn_poll(&n1.addr, &w.brain, Some(&cursor), "25");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let newer = spawn_poll(&n2.addr, &w.brain, Some(&cursor), "3");
+    let (s, b, held_for) = held.await.unwrap();
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["events"], json!([]), "{b}");
+    assert!(
+        held_for < Duration::from_secs(10),
+        "not displaced: {held_for:?}"
+    );
+    let (s, b, _) = newer.await.unwrap();
+    assert_eq!(s, 200, "{b}");
+
+    // A /updates on node 3 displaces the socket on node 2 as well.
+    let (s, b) = n3.updates(&w.rex, None, "1").await;
+    assert_eq!(s, 200, "{b}");
+    let (code, frames) = new.expect_close(Duration::from_secs(10)).await;
+    assert_eq!(code, Some(4000), "{frames:?}");
+}
+
+// ---------------------------------------------------------------- revocation
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotating_a_token_on_one_node_ends_its_connections_on_the_others() {
+    let c = Cluster::start(false, 3, Opts::default()).await;
+    let [n1, n2, n3] = [&c.nodes[0], &c.nodes[1], &c.nodes[2]];
+    let w = World::create(n1, BAY).await;
+
+    let mut ws = n2.ws_ready(&w.rex, None).await;
+    let (_, _) = ws.read_batch().await;
+    let new_rex = n1.rotate_token(BAY, "rex").await;
+    let (code, frames) = ws.expect_close(Duration::from_secs(10)).await;
+    assert_eq!(code, Some(4001), "{frames:?}");
+    for node in &c.nodes {
+        let (s, b) = node.get(&w.rex, "/me").await;
+        assert_error(s, &b, 401, "UNAUTHORIZED");
+        let (s, b) = node.get(&new_rex, "/me").await;
+        assert_eq!(s, 200, "{b}");
+    }
+
+    let (s, b) = n3.updates(&w.brain, None, "1").await;
+    assert_eq!(s, 200, "{b}");
+    let held = spawn_poll(&n3.addr, &w.brain, b["cursor"].as_str(), "25");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let new_brain = n1.rotate_token(BAY, "brain").await;
+    let (s, b, held_for) = held.await.unwrap();
+    assert_error(s, &b, 401, "UNAUTHORIZED");
+    assert!(held_for < Duration::from_secs(10), "{held_for:?}");
+    let (s, b) = n2.updates(&new_brain, None, "1").await;
+    assert_eq!(s, 200, "{b}");
+}
+
+// ---------------------------------------------------------------- rate limits
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_are_counted_across_every_node() {
+    let c = Cluster::start(
+        false,
+        3,
+        Opts::default()
+            .env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "4")
+            .env("SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE", "6"),
+    )
+    .await;
+    let n = &c.nodes;
+    let w = World::create(&n[0], BAY).await;
+
+    // /updates bucket (4/min): three polls and one WebSocket connect spread
+    // over the nodes use it up; the fifth call, on any node, is refused.
+    for (i, node) in [&n[0], &n[1], &n[2]].into_iter().enumerate() {
+        let (s, b) = node.updates(&w.rex, None, "1").await;
+        assert_eq!(s, 200, "poll {i} on node {}: {b}", i + 1);
+    }
+    let ws = n[0]
+        .ws_try(WsAuth::Header(&w.rex))
+        .await
+        .unwrap_or_else(|e| panic!("fourth call refused: {e:?}"));
+    ws.close().await;
+    for node in n {
+        let (s, b, headers) = node.updates_full(&w.rex, None, Some("1")).await;
+        assert_error(s, &b, 429, "UPDATES_RATE_LIMITED");
+        let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!((1..=15).contains(&retry), "Retry-After {retry}");
+    }
+    match n[1].ws_try(WsAuth::Header(&w.rex)).await {
+        Err((429, b)) => assert_eq!(b["code"], "UPDATES_RATE_LIMITED", "{b}"),
+        Err(other) => panic!("{other:?}"),
+        Ok(_) => panic!("a WebSocket connect beyond the bucket was accepted"),
+    }
+
+    // Agent budget (6/min), separate from the /updates bucket.
+    for i in 0..6 {
+        let (s, b) = n[i % 3].get(&w.rex, "/me").await;
+        assert_eq!(s, 200, "call {i}: {b}");
+    }
+    for node in n {
+        let res = node
+            .http
+            .get(node.url("/api/agent-api/me"))
+            .bearer_auth(&w.rex)
+            .send()
+            .await
+            .unwrap();
+        let retry = res.headers().get("retry-after").cloned();
+        let s = res.status().as_u16();
+        let b: Value = res.json().await.unwrap();
+        assert_error(s, &b, 429, "RATE_LIMITED");
+        let retry: u64 = retry.unwrap().to_str().unwrap().parse().unwrap();
+        assert!((1..=10).contains(&retry), "Retry-After {retry}");
+    }
+    // Other tokens have their own buckets.
+    let (s, b) = n[2].get(&w.brain, "/me").await;
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = n[2].updates(&w.brain, None, "1").await;
+    assert_eq!(s, 200, "{b}");
+}
+
+// ---------------------------------------------------------------- a node dies
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_node_mid_stream_loses_no_message() {
+    let mut c = Cluster::start(false, 3, Opts::default()).await;
+    let w = World::create(&c.nodes[0], BAY).await;
+    let a = c.addrs();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Both readers start on node 3 and fail over to the others.
+    let by_ws = Arc::new(Reader::default());
+    let by_poll = Arc::new(Reader::default());
+    let tasks = [
+        ws_reader(
+            vec![a[2].clone(), a[0].clone(), a[1].clone()],
+            w.rex.clone(),
+            by_ws.clone(),
+            stop.clone(),
+        ),
+        poll_reader(
+            vec![a[2].clone(), a[1].clone(), a[0].clone()],
+            w.brain.clone(),
+            by_poll.clone(),
+            stop.clone(),
+        ),
+    ];
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            by_ws.is_ready() && by_poll.is_ready()
+        })
+        .await,
+        "readers did not start"
+    );
+
+    let mut accepted = Vec::new();
+    let mut killed = false;
+    for i in 0..150 {
+        if i == 50 {
+            c.nodes[2].kill_now();
+            killed = true;
+        }
+        let node = if killed {
+            &c.nodes[i % 2]
+        } else {
+            &c.nodes[i % 3]
+        };
+        let res = node
+            .http
+            .post(node.url("/api/agent-api/conversations/group/messages"))
+            .bearer_auth(&w.ana)
+            .json(&json!({ "content": format!("steady {i}") }))
+            .send()
+            .await;
+        if let Ok(res) = res {
+            let status = res.status().as_u16();
+            let body: Value = res.json().await.unwrap_or(Value::Null);
+            assert_eq!(status, 201, "{body}");
+            accepted.push(id_of(&body));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(accepted.len() >= 140, "{} accepted", accepted.len());
+    let all = eventually(Duration::from_secs(30), || async {
+        by_ws.has_all(&accepted) && by_poll.has_all(&accepted)
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    assert!(
+        all,
+        "lost over WS: {:?}; lost over /updates: {:?}",
+        by_ws.missing(&accepted),
+        by_poll.missing(&accepted)
+    );
+    assert!(by_ws.violations().is_empty(), "{:?}", by_ws.violations());
+    assert!(by_poll.violations().is_empty(), "{:?}", by_poll.violations());
+    // The socket did move: one session on node 3, at least one after.
+    assert!(by_ws.sessions() >= 2);
+}
+
+// ---------------------------------------------------------------- Redis restarts
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_with_aof_loses_no_accepted_message() {
+    let mut c = Cluster::start(true, 3, Opts::default()).await;
+    let w = World::create(&c.nodes[0], BAY).await;
+    let a = c.addrs();
+    let stop = Arc::new(AtomicBool::new(false));
+    // The socket is on node 2 only: it must stay open through the outage.
+    let by_ws = Arc::new(Reader::default());
+    let by_poll = Arc::new(Reader::default());
+    let tasks = [
+        ws_reader(
+            vec![a[1].clone()],
+            w.rex.clone(),
+            by_ws.clone(),
+            stop.clone(),
+        ),
+        poll_reader(
+            vec![a[2].clone()],
+            w.brain.clone(),
+            by_poll.clone(),
+            stop.clone(),
+        ),
+    ];
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            by_ws.is_ready() && by_poll.is_ready()
+        })
+        .await,
+        "readers did not start"
+    );
+
+    let mut accepted = Vec::new();
+    let mut unavailable = 0;
+    let post = |i: usize| {
+        let node = &c.nodes[i % 3];
+        let req = node
+            .http
+            .post(node.url("/api/agent-api/conversations/group/messages"))
+            .bearer_auth(&w.ana)
+            .json(&json!({ "content": format!("through the outage {i}") }));
+        async move {
+            let res = req.send().await.expect("the node answers");
+            let status = res.status().as_u16();
+            let retry = res.headers().contains_key("retry-after");
+            let body: Value = res.json().await.unwrap_or(Value::Null);
+            (status, retry, body)
+        }
+    };
+    let mut record = |(status, retry, body): (u16, bool, Value)| match status {
+        201 => accepted.push(id_of(&body)),
+        _ => {
+            assert_error(status, &body, 503, "STORE_UNAVAILABLE");
+            assert!(retry, "503 without Retry-After: {body}");
+            unavailable += 1;
+        }
+    };
+    for i in 0..30 {
+        record(post(i).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.redis.kill();
+    for node in &c.nodes {
+        assert_eq!(node.readyz().await, 503, "readyz with Redis down");
+    }
+    for i in 30..60 {
+        record(post(i).await);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    c.redis.restart();
+    for node in &c.nodes {
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                node.readyz().await == 200
+            })
+            .await,
+            "readyz did not recover"
+        );
+    }
+    for i in 60..100 {
+        record(post(i).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(record);
+    assert!(
+        unavailable >= 25,
+        "{unavailable} sends got 503 during the outage"
+    );
+    assert!(accepted.len() >= 65, "{} accepted", accepted.len());
+
+    let all = eventually(Duration::from_secs(30), || async {
+        by_ws.has_all(&accepted) && by_poll.has_all(&accepted)
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    assert!(
+        all,
+        "lost over WS: {:?}; lost over /updates: {:?}",
+        by_ws.missing(&accepted),
+        by_poll.missing(&accepted)
+    );
+    assert!(by_ws.violations().is_empty(), "{:?}", by_ws.violations());
+    assert!(by_poll.violations().is_empty(), "{:?}", by_poll.violations());
+    // The socket was never closed: one connection from start to end.
+    assert_eq!(by_ws.sessions(), 1);
+    // Polls made during the outage were refused with 503 and retried.
+    assert!(by_poll.retried.lock().unwrap().contains(&503));
+    // Nothing the clients received is outside what was posted (no ghost).
+    let history: HashSet<String> = accepted.iter().cloned().collect();
+    let extra: Vec<String> = by_ws
+        .ids
+        .lock()
+        .unwrap()
+        .difference(&history)
+        .cloned()
+        .collect();
+    assert!(extra.len() <= unavailable, "{extra:?}");
+}
+
+const RESTART_BOOTSTRAP: &str = r#"
+[[bays]]
+id = "b1"
+name = "Bay One"
+
+[[bays.participants]]
+id = "ana"
+kind = "user"
+name = "Ana"
+token = "bay_u_cluster_ana_00000000000000000000"
+
+[[bays.participants]]
+id = "rex"
+kind = "agent"
+name = "Rex"
+token = "bay_cluster_rex_0000000000000000000000"
+
+[[bays.participants]]
+id = "brain"
+kind = "agent"
+name = "Bay Brain"
+token = "bay_cluster_brain_000000000000000000000"
+
+[[bays.conversations]]
+id = "group"
+type = "GROUP"
+title = "Group"
+members = ["ana", "rex", "brain"]
+"#;
+
+const ANA: &str = "bay_u_cluster_ana_00000000000000000000";
+const REX: &str = "bay_cluster_rex_0000000000000000000000";
+const BRAIN: &str = "bay_cluster_brain_000000000000000000000";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_without_persistence_expires_every_old_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bootstrap.toml");
+    std::fs::write(&file, RESTART_BOOTSTRAP).unwrap();
+    let opts = Opts::default()
+        .arg("--bootstrap")
+        .arg(file.to_str().unwrap());
+    let mut c = Cluster::start(false, 3, opts.clone()).await;
+    let [n1, n2, n3] = [&c.nodes[0], &c.nodes[1], &c.nodes[2]];
+
+    // Old cursors from every node and both transports, some with events after them.
+    let mut old = Vec::new();
+    for node in [n1, n2, n3] {
+        let (s, b) = node.updates(REX, None, "1").await;
+        assert_eq!(s, 200, "{b}");
+        old.push(b["cursor"].as_str().unwrap().to_owned());
+        let (s, m) = node.post_message(ANA, "group", "before the loss").await;
+        assert_eq!(s, 201, "{m}");
+    }
+    let mut ws = n2.ws_ready(REX, None).await;
+    let (_, ws_cursor) = ws.read_batch().await;
+    old.push(ws_cursor);
+    // Live sessions during the loss: a socket on node 2, a held poll on node 3.
+    let (s, b) = n3.updates(BRAIN, None, "1").await;
+    assert_eq!(s, 200, "{b}");
+    let held = spawn_poll(&n3.addr, BRAIN, b["cursor"].as_str(), "25");
+    old.push(b["cursor"].as_str().unwrap().to_owned());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    c.redis.restart_empty();
+    // Everything is gone, tokens included.
+    let (s, b) = n1.get(REX, "/me").await;
+    assert_error(s, &b, 401, "UNAUTHORIZED");
+    // The live sessions are told their position is gone.
+    let (code, frames) = ws.expect_close(Duration::from_secs(15)).await;
+    assert!(
+        frames.contains(&json!({"t": "reset"})),
+        "{frames:?} {code:?}"
+    );
+    let (s, b, _) = held.await.unwrap();
+    assert_error(s, &b, 409, "CURSOR_EXPIRED");
+
+    // A new node re-seeds the same Bay and tokens; the log is new.
+    let seeder = Gateway::spawn_with(opts.redis(&c.redis.url())).await;
+    for i in 0..3 {
+        let (s, m) = seeder
+            .post_message(ANA, "group", &format!("after {i}"))
+            .await;
+        assert_eq!(s, 201, "{m}");
+    }
+    let [n1, n2, n3] = [&c.nodes[0], &c.nodes[1], &c.nodes[2]];
+    for (i, cursor) in old.iter().enumerate() {
+        for node in [n1, n2, n3, &seeder] {
+            let (s, b) = node.updates(REX, Some(cursor), "1").await;
+            assert_error(s, &b, 409, "CURSOR_EXPIRED");
+            // Same cursor over a socket: ready, then reset, never the new log's events.
+            let mut ws = node.ws_ready(REX, Some(cursor)).await;
+            let f = ws.next_json().await;
+            assert_eq!(f, json!({"t": "reset"}), "cursor {i} on {}", node.addr);
+            let (events, _) = ws.read_batch().await;
+            assert!(events.is_empty(), "{events:?}");
+            ws.close().await;
+        }
+    }
+    // Starting over works on every node.
+    for node in [n1, n2, n3] {
+        let (s, b) = node.updates(REX, None, "1").await;
+        assert_eq!(s, 200, "{b}");
+    }
+}
+
+// ---------------------------------------------------------------- trimming
+
+/// The last id in the Bay's log stream and its `max-deleted-entry-id`.
+fn stream_edges(redis: &RedisServer) -> (String, String) {
+    let info = redis.cmd(&["XINFO", "STREAM", &format!("sb:{{{BAY}}}:log")]);
+    let lines: Vec<&str> = info.lines().collect();
+    let field = |name: &str| {
+        let at = lines
+            .iter()
+            .position(|l| *l == name)
+            .unwrap_or_else(|| panic!("no {name} in {info}"));
+        lines[at + 1].to_owned()
+    };
+    (field("last-generated-id"), field("max-deleted-entry-id"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trimming_expires_exactly_the_cursors_that_missed_something() {
+    let window = Duration::from_secs(3);
+    let c = Cluster::start(
+        false,
+        3,
+        Opts::default().env("SWITCHBOARD_REPLAY_WINDOW", "3s"),
+    )
+    .await;
+    let [n1, n2, n3] = [&c.nodes[0], &c.nodes[1], &c.nodes[2]];
+    let w = World::create(n1, BAY).await;
+
+    // An event inside the window is replayed, even from another node.
+    let (s, b) = n1.updates(&w.rex, None, "1").await;
+    assert_eq!(s, 200, "{b}");
+    let c0 = b["cursor"].as_str().unwrap().to_owned();
+    let (s, e1) = n2.post_message(&w.ana, "dm", "at the edge").await;
+    assert_eq!(s, 201, "{e1}");
+    tokio::time::sleep(window / 2).await;
+    let (s, b) = n3.updates(&w.rex, Some(&c0), "1").await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(event_ids(b["events"].as_array().unwrap()), vec![id_of(&e1)]);
+    // Its answer's cursor is the log's last entry (this poll's own opening).
+    let c1 = b["cursor"].as_str().unwrap().to_owned();
+    let (last, _) = stream_edges(&c.redis);
+    assert_eq!(entry_of(&c1).to_string(), last);
+
+    // Nothing happens for longer than the window. The next append trims
+    // everything, c1's entry included: c1 is then exactly the newest
+    // trimmed entry. It missed nothing, so it resumes, on any node.
+    tokio::time::sleep(window + Duration::from_millis(500)).await;
+    let (s, b) = n2.updates(&w.rex, Some(&c1), "1").await;
+    assert_eq!(s, 200, "a cursor at the edge was refused: {b}");
+    assert_eq!(b["events"], json!([]));
+    let (_, max_deleted) = stream_edges(&c.redis);
+    assert_eq!(
+        max_deleted,
+        entry_of(&c1).to_string(),
+        "the test did not hit the edge"
+    );
+    // c0 is one step before the edge (e1 was trimmed after it): 409, on every node.
+    for node in [n1, n2, n3] {
+        let (s, b) = node.updates(&w.rex, Some(&c0), "1").await;
+        assert_error(s, &b, 409, "CURSOR_EXPIRED");
+    }
+    let mut ws = n3.ws_ready(&w.rex, Some(&c0)).await;
+    assert_eq!(ws.next_json().await, json!({"t": "reset"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_regular_poller_idle_in_a_busy_bay_never_expires_on_any_node() {
+    let c = Cluster::start(
+        false,
+        3,
+        Opts::default().env("SWITCHBOARD_REPLAY_WINDOW", "2s"),
+    )
+    .await;
+    let w = World::create(&c.nodes[0], BAY).await;
+    // Busy: Ana and Rex talk in their DM (Scout is not in it) through node 1.
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = {
+        let (addr, ana, stop) = (c.nodes[0].addr.clone(), w.ana.clone(), stop.clone());
+        tokio::spawn(async move {
+            let http = test_http();
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let res = http
+                    .post(format!(
+                        "http://{addr}/api/agent-api/conversations/dm/messages"
+                    ))
+                    .bearer_auth(&ana)
+                    .json(&json!({ "content": format!("busy {n}") }))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(res.status().as_u16(), 201);
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+            n
+        })
+    };
+    // Scout polls regularly, node after node, for three windows.
+    let mut cursor: Option<String> = None;
+    let started = Instant::now();
+    let mut polls = 0;
+    while started.elapsed() < Duration::from_secs(6) {
+        let node = &c.nodes[polls % 3];
+        let (s, b) = node.updates(&w.scout, cursor.as_deref(), "1").await;
+        assert_eq!(s, 200, "poll {polls} on {}: {b}", node.addr);
+        assert_eq!(b["events"], json!([]), "{b}");
+        cursor = Some(b["cursor"].as_str().unwrap().to_owned());
+        polls += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let posted = busy.await.unwrap();
+    assert!(posted > 50, "the Bay was not busy: {posted} posts");
+    // The Bay's log really was trimmed under the poller.
+    let (_, max_deleted) = stream_edges(&c.redis);
+    assert_ne!(max_deleted, "0-0");
+    // A cursor that stops polling for longer than the window does expire.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (s, _) = c.nodes[0].post_message(&w.ana, "dm", "one more").await;
+    assert_eq!(s, 201);
+    let (s, b) = c.nodes[1].updates(&w.scout, cursor.as_deref(), "1").await;
+    assert_error(s, &b, 409, "CURSOR_EXPIRED");
+}

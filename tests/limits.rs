@@ -1,0 +1,210 @@
+//! Protection limits: connections per IP and per node, and the bounded
+//! outbound queue that disconnects a consumer too slow to keep up without
+//! losing anything it can resume.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::time::Duration;
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+async fn metric(gw: &Gateway, name: &str) -> f64 {
+    let text = gw
+        .http
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn connections_beyond_the_per_ip_cap_get_429_and_a_freed_slot_is_reusable() {
+    let gw =
+        Gateway::spawn_with(Opts::default().env("SWITCHBOARD_LIMITS__MAX_CONNECTIONS_PER_IP", "2"))
+            .await;
+    let w = World::create(&gw, "ip").await;
+    let a = gw.ws_ready(&w.rex, None).await;
+    let _b = gw.ws_ready(&w.brain, None).await;
+    match gw.ws_try(WsAuth::Header(&w.scout)).await {
+        Err((429, body)) => assert_eq!(body["code"], "RATE_LIMITED", "{body}"),
+        Err(other) => panic!("expected 429, got {other:?}"),
+        Ok(_) => panic!("a third connection from one address was admitted"),
+    }
+    // A held /updates counts too.
+    let (s, body) = gw.updates(&w.scout, None, "1").await;
+    assert_eq!(s, 429, "{body}");
+    a.close().await;
+    let freed = eventually(Duration::from_secs(5), || async {
+        gw.ws_try(WsAuth::Header(&w.scout)).await.is_ok()
+    })
+    .await;
+    assert!(freed, "closing a connection must free its slot");
+}
+
+#[tokio::test]
+async fn connections_beyond_the_node_cap_get_503_with_retry_after() {
+    let gw =
+        Gateway::spawn_with(Opts::default().env("SWITCHBOARD_LIMITS__MAX_CONNECTIONS", "1")).await;
+    let w = World::create(&gw, "node").await;
+    let _a = gw.ws_ready(&w.rex, None).await;
+    let res = gw
+        .http
+        .get(gw.url("/api/agent-api/updates?wait=1"))
+        .bearer_auth(&w.brain)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 503);
+    assert!(res.headers().get("retry-after").is_some());
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["code"], "UNAVAILABLE");
+}
+
+#[tokio::test]
+async fn a_consumer_too_slow_to_keep_up_is_disconnected_and_resumes_without_loss() {
+    let gw = Gateway::spawn_with(
+        Opts::default().env("SWITCHBOARD_LIMITS__MAX_OUTBOUND_QUEUE_BYTES", "262144"),
+    )
+    .await;
+    let w = World::create(&gw, "slow").await;
+    // The slow client reads ready and its first cursor, then stops reading.
+    // Its receive buffer is pinned small so the kernel cannot absorb tens
+    // of megabytes on loopback before the server notices.
+    let mut slow = small_buffer_ws(&gw, &w.rex).await;
+    let (_, cursor) = slow.read_batch().await;
+    let before = rss_kib(gw.pid());
+    let big = "x".repeat(30_000);
+    let mut posted = Vec::new();
+    let mut disconnected = false;
+    for i in 0..600 {
+        let (s, m) = gw.post_message(&w.ana, "dm", &format!("{i} {big}")).await;
+        assert_eq!(s, 201, "{m}");
+        posted.push(m["id"].as_str().unwrap().to_owned());
+        if i % 50 == 49 && metric(&gw, "switchboard_slow_consumer_disconnects_total").await >= 1.0 {
+            disconnected = true;
+            break;
+        }
+    }
+    if !disconnected {
+        disconnected = eventually(Duration::from_secs(10), || async {
+            metric(&gw, "switchboard_slow_consumer_disconnects_total").await >= 1.0
+        })
+        .await;
+    }
+    assert!(disconnected, "the stalled consumer was never disconnected");
+    let after = rss_kib(gw.pid());
+    println!(
+        "slow consumer: {} messages of 30 KB posted before the disconnect; server RSS {before} KiB → {after} KiB",
+        posted.len()
+    );
+    // Once the client reads again, what the socket held arrives and then the
+    // connection ends (no more frames were queued for it).
+    let mut closed = false;
+    for _ in 0..10_000 {
+        match slow.next_within(Duration::from_secs(10)).await {
+            WsNext::Json(_) => continue,
+            WsNext::Closed(_) => {
+                closed = true;
+                break;
+            }
+            WsNext::Timeout => break,
+        }
+    }
+    assert!(closed, "the abandoned connection was not ended");
+    // Everything posted is still there for the client's last cursor.
+    let mut got = Vec::new();
+    let mut c = cursor;
+    while got.len() < posted.len() {
+        let (s, b) = gw.updates(&w.rex, Some(&c), "2").await;
+        assert_eq!(s, 200, "{b}");
+        let events = b["events"].as_array().unwrap();
+        assert!(
+            !events.is_empty(),
+            "resume stalled after {} of {}",
+            got.len(),
+            posted.len()
+        );
+        got.extend(
+            events
+                .iter()
+                .map(|e| e["message"]["id"].as_str().unwrap().to_owned()),
+        );
+        c = b["cursor"].as_str().unwrap().to_owned();
+    }
+    assert_eq!(got, posted);
+}
+
+async fn small_buffer_ws(gw: &Gateway, token: &str) -> Ws {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(8 * 1024).unwrap();
+    let tcp = socket.connect(gw.addr.parse().unwrap()).await.unwrap();
+    let mut req = format!("ws://{}/api/agent-api/ws", gw.addr)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("Authorization", format!("Bearer {token}").parse().unwrap());
+    let (stream, _) =
+        tokio_tungstenite::client_async(req, tokio_tungstenite::MaybeTlsStream::Plain(tcp))
+            .await
+            .unwrap();
+    let mut ws = Ws { stream };
+    ws.hello(None).await;
+    assert_eq!(ws.next_json().await["t"], "ready");
+    ws
+}
+
+#[tokio::test]
+async fn metrics_move_after_traffic() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "m").await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    let _ = ws.read_batch().await;
+    let (s, _) = gw.post_message(&w.ana, "dm", "hello").await;
+    assert_eq!(s, 201);
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events.len(), 1);
+    let (_, first) = gw.updates(&w.brain, None, "1").await;
+    gw.updates(&w.brain, Some("garbage"), "1").await;
+    let _ = first;
+    let text = gw
+        .http
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "switchboard_messages_accepted_total",
+        "switchboard_events_delivered_total{transport=\"ws\"}",
+        "switchboard_delivery_latency_seconds_bucket",
+        "switchboard_connections{transport=\"ws\"}",
+        "switchboard_cursor_expirations_total{transport=\"updates\"}",
+        "switchboard_store_operation_seconds_bucket",
+        "switchboard_http_requests_total",
+        "switchboard_actors{kind=\"feed\"}",
+    ] {
+        assert!(text.contains(name), "missing {name} in:\n{text}");
+    }
+    assert!(metric(&gw, "switchboard_messages_accepted_total").await >= 1.0);
+    assert!(metric(&gw, "switchboard_events_delivered_total{transport=\"ws\"}").await >= 1.0);
+}

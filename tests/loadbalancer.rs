@@ -1,0 +1,408 @@
+//! Two nodes on one Redis behind a real nginx running the shipped
+//! `deploy/nginx/switchboard.conf` (only its `listen` and upstream
+//! `server` lines are replaced by the test's addresses).
+//!
+//! WebSocket upgrades and held long-polls pass through; killing a node
+//! moves its clients, with their cursors, to the other one.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BAY: &str = "b1";
+const SHIPPED: &str = include_str!("../deploy/nginx/switchboard.conf");
+
+/// A real nginx as the test user: its own port, and pid file, logs and
+/// temp paths in its own temporary directory; `daemon off`,
+/// `master_process off`. Killed on drop.
+struct Nginx {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    /// nginx in front of `upstreams` (host:port), with the shipped config.
+    fn start(upstreams: &[&str]) -> Nginx {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port");
+            match Self::try_start(upstreams, port) {
+                Ok(n) => return n,
+                Err(e) => last = e,
+            }
+        }
+        panic!("nginx did not start: {last}");
+    }
+
+    fn try_start(upstreams: &[&str], port: u16) -> Result<Nginx, String> {
+        let dir = tempfile::tempdir().expect("temp dir for nginx");
+        let d = dir.path().display().to_string();
+        std::fs::write(dir.path().join("switchboard.conf"), site(upstreams, port))
+            .expect("write site config");
+        let main = format!(
+            "daemon off;\n\
+             master_process off;\n\
+             worker_processes 1;\n\
+             pid {d}/nginx.pid;\n\
+             error_log {d}/error.log info;\n\
+             events {{ worker_connections 1024; }}\n\
+             http {{\n\
+             \x20   access_log {d}/access.log;\n\
+             \x20   client_body_temp_path {d}/client_body;\n\
+             \x20   proxy_temp_path {d}/proxy;\n\
+             \x20   fastcgi_temp_path {d}/fastcgi;\n\
+             \x20   uwsgi_temp_path {d}/uwsgi;\n\
+             \x20   scgi_temp_path {d}/scgi;\n\
+             \x20   include {d}/switchboard.conf;\n\
+             }}\n"
+        );
+        let conf = dir.path().join("nginx.conf");
+        std::fs::write(&conf, main).expect("write nginx.conf");
+        let log = std::fs::File::create(dir.path().join("stderr.log")).expect("log");
+        let mut child = Command::new("nginx")
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
+            .arg("-c")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("cannot run nginx: install it (apt-get install nginx)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                let err = std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default();
+                return Err(format!("nginx exited with {status}: {err}"));
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(Nginx { child, port, dir });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        Err("nginx did not listen within 10 s".into())
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The shipped site config with the test's listen address and upstreams.
+fn site(upstreams: &[&str], port: u16) -> String {
+    let mut out = String::new();
+    let mut servers_written = false;
+    let mut listen_replaced = false;
+    for line in SHIPPED.lines() {
+        let t = line.trim_start();
+        if t.starts_with("server switchboard-") {
+            if !servers_written {
+                for u in upstreams {
+                    out.push_str(&format!("    server {u} max_fails=1 fail_timeout=10s;\n"));
+                }
+                servers_written = true;
+            }
+            continue;
+        }
+        if t == "listen 80;" {
+            out.push_str(&format!("    listen 127.0.0.1:{port};\n"));
+            listen_replaced = true;
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    assert!(
+        servers_written && listen_replaced,
+        "deploy/nginx/switchboard.conf no longer has `server switchboard-…` and `listen 80;` lines"
+    );
+    out
+}
+
+/// Two nodes on one Redis, and nginx in front of them.
+struct Deployment {
+    _redis: RedisServer,
+    nodes: Vec<Gateway>,
+    lb: Nginx,
+}
+
+impl Deployment {
+    async fn start() -> Deployment {
+        let redis = RedisServer::start(false);
+        let opts = Opts::default()
+            .redis(&redis.url())
+            // Behind a proxy every client comes from the proxy's address.
+            .env("SWITCHBOARD_LIMITS__MAX_CONNECTIONS_PER_IP", "0");
+        let mut nodes = Vec::new();
+        for _ in 0..2 {
+            nodes.push(Gateway::spawn_with(opts.clone()).await);
+        }
+        let addrs: Vec<&str> = nodes.iter().map(|g| g.addr.as_str()).collect();
+        let lb = Nginx::start(&addrs);
+        Deployment {
+            _redis: redis,
+            nodes,
+            lb,
+        }
+    }
+}
+
+async fn post_via(
+    http: &reqwest::Client,
+    lb: &Nginx,
+    token: &str,
+    conversation: &str,
+    content: &str,
+) -> Result<(u16, Value), String> {
+    let res = http
+        .post(lb.url(&format!(
+            "/api/agent-api/conversations/{conversation}/messages"
+        )))
+        .bearer_auth(token)
+        .json(&json!({ "content": content }))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = res.status().as_u16();
+    Ok((status, res.json().await.unwrap_or(Value::Null)))
+}
+
+/// `switchboard_connections{transport="ws"}` of a node, from its /metrics.
+async fn ws_connections(node: &Gateway) -> u64 {
+    let text = node
+        .http
+        .get(node.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find(|l| l.starts_with("switchboard_connections{transport=\"ws\"}"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_shipped_config_is_valid_nginx() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    std::fs::write(
+        dir.path().join("switchboard.conf"),
+        site(&["127.0.0.1:1", "127.0.0.1:2"], 8),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("nginx.conf"),
+        format!(
+            "pid {d}/nginx.pid; error_log {d}/error.log; events {{}} \
+             http {{ client_body_temp_path {d}/cb; proxy_temp_path {d}/p; \
+             fastcgi_temp_path {d}/f; uwsgi_temp_path {d}/u; scgi_temp_path {d}/s; \
+             include {d}/switchboard.conf; }}"
+        ),
+    )
+    .unwrap();
+    let out = Command::new("nginx")
+        .arg("-t")
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-e")
+        .arg(dir.path().join("error.log"))
+        .arg("-c")
+        .arg(dir.path().join("nginx.conf"))
+        .output()
+        .expect("cannot run nginx: install it (apt-get install nginx)");
+    assert!(
+        out.status.success(),
+        "nginx -t: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The settings the realtime routes depend on.
+    for needle in [
+        "proxy_http_version 1.1;",
+        "proxy_set_header Upgrade $http_upgrade;",
+        "proxy_set_header Connection $switchboard_connection;",
+        "proxy_buffering off;",
+        "proxy_read_timeout 45s;",
+        "proxy_next_upstream error timeout",
+    ] {
+        assert!(SHIPPED.contains(needle), "missing {needle:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websockets_and_held_long_polls_pass_through_nginx() {
+    let d = Deployment::start().await;
+    let w = World::create(&d.nodes[0], BAY).await;
+    let lb = d.lb.addr();
+    let http = test_http();
+
+    // Scout holds a poll for the full 30 s maximum: nothing addressed to it
+    // happens, so the answer must come from the node at 30 s, not from nginx.
+    let (s, b, _) = poll_at(&http, &lb, &w.scout, None, "1").await.unwrap();
+    assert_eq!(s, 200, "{b}");
+    let long_hold = spawn_poll(&lb, &w.scout, b["cursor"].as_str(), "30");
+
+    // Rex over a WebSocket through nginx.
+    let mut ws = ws_at(&lb, &w.rex).await.expect("upgrade through nginx");
+    ws.hello(None).await;
+    assert_eq!(ws.next_json().await["t"], "ready");
+    let (_, _) = ws.read_batch().await;
+    let (s, m) = post_via(&http, &d.lb, &w.ana, "dm", "through the proxy")
+        .await
+        .unwrap();
+    assert_eq!(s, 201, "{m}");
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], m["id"]);
+
+    // Bay Brain's held poll answers as soon as a message arrives (no buffering).
+    let (s, b, _) = poll_at(&http, &lb, &w.brain, None, "1").await.unwrap();
+    assert_eq!(s, 200, "{b}");
+    let (s, b, _) = poll_at(&http, &lb, &w.brain, b["cursor"].as_str(), "1")
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{b}");
+    let quick = spawn_poll(&lb, &w.brain, b["cursor"].as_str(), "25");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let (s, m2) = post_via(&http, &d.lb, &w.ana, "dm", "one more")
+        .await
+        .unwrap();
+    assert_eq!(s, 201, "{m2}");
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], m2["id"]);
+    // Brain is not in the DM: its poll is still held. A GROUP post ends it.
+    let (s, g) = post_via(&http, &d.lb, &w.ben, "group", "hello all")
+        .await
+        .unwrap();
+    assert_eq!(s, 201, "{g}");
+    let (s, b, _) = quick.await.unwrap();
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["events"][0]["message"]["id"], g["id"], "{b}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // The 30 s hold ran its full course through nginx …
+    let (s, b, held) = long_hold.await.unwrap();
+    // (Scout is in the GROUP: the post above answered it early. Hold again.)
+    assert_eq!(s, 200, "{b}");
+    assert!(held < Duration::from_secs(31), "{held:?}");
+    let again = spawn_poll(&lb, &w.scout, b["cursor"].as_str(), "30");
+    let (s, b, held) = again.await.unwrap();
+    assert_eq!(s, 200, "a 30 s hold was cut by the proxy: {s} {b}");
+    assert_eq!(b["events"], json!([]));
+    assert!(held >= Duration::from_secs(29), "{held:?}");
+
+    // … and the socket, idle for those 30 s, is still open.
+    let (s, m3) = post_via(&http, &d.lb, &w.ana, "dm", "still there?")
+        .await
+        .unwrap();
+    assert_eq!(s, 201, "{m3}");
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], m3["id"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_node_behind_nginx_moves_its_clients_with_their_cursors() {
+    let mut d = Deployment::start().await;
+    let w = World::create(&d.nodes[0], BAY).await;
+    let lb = d.lb.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let by_ws = Arc::new(Reader::default());
+    let by_poll = Arc::new(Reader::default());
+    let tasks = [
+        ws_reader(vec![lb.clone()], w.rex.clone(), by_ws.clone(), stop.clone()),
+        poll_reader(
+            vec![lb.clone()],
+            w.brain.clone(),
+            by_poll.clone(),
+            stop.clone(),
+        ),
+    ];
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            by_ws.is_ready() && by_poll.is_ready()
+        })
+        .await,
+        "readers did not start"
+    );
+    // Kill the node that holds the WebSocket.
+    let mut victim = None;
+    for (i, node) in d.nodes.iter().enumerate() {
+        if ws_connections(node).await == 1 {
+            victim = Some(i);
+        }
+    }
+    let victim = victim.expect("the socket is on one of the nodes");
+
+    let http = test_http();
+    let mut accepted = Vec::new();
+    let mut failed = Vec::new();
+    for i in 0..120 {
+        if i == 40 {
+            d.nodes[victim].kill_now();
+        }
+        match post_via(&http, &d.lb, &w.ana, "group", &format!("steady {i}")).await {
+            Ok((201, body)) => accepted.push(id_of(&body)),
+            // A send in flight to the node being killed gets 502; it is
+            // never retried on the other node (it may have been stored).
+            Ok((status, body)) => failed.push(format!("{status} {body}")),
+            Err(e) => failed.push(e),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(failed.len() <= 2, "sends failed through the proxy: {failed:?}");
+    let all = eventually(Duration::from_secs(30), || async {
+        by_ws.has_all(&accepted) && by_poll.has_all(&accepted)
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    assert!(
+        all,
+        "lost over WS: {:?}; lost over /updates: {:?}; nginx: {}",
+        by_ws.missing(&accepted),
+        by_poll.missing(&accepted),
+        d.lb.error_log()
+    );
+    assert!(by_ws.violations().is_empty(), "{:?}", by_ws.violations());
+    assert!(by_poll.violations().is_empty(), "{:?}", by_poll.violations());
+    // The socket reconnected (to the surviving node, the only one left).
+    assert!(by_ws.sessions() >= 2);
+    let survivor = &d.nodes[1 - victim];
+    assert_eq!(ws_connections(survivor).await, 0, "readers stopped");
+    // Readiness through the proxy is the surviving node's.
+    let res = http.get(d.lb.url("/readyz")).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+}

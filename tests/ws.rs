@@ -607,3 +607,19 @@ async fn a_client_that_misses_pongs_is_dropped_and_a_responsive_one_is_kept() {
     let (events, _) = lively.read_batch().await;
     assert_eq!(events[0]["message"]["id"], posted["id"]);
 }
+
+#[tokio::test]
+async fn empty_resume_string_means_start_at_now_like_updates() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "er").await;
+    let mut ws = gw.ws(&w.rex).await;
+    ws.send_text(r#"{"t":"hello","resume":""}"#).await;
+    let ready = ws.next_json().await;
+    assert_eq!(ready["t"], "ready", "{ready}");
+    let next = ws.next_json().await;
+    assert_eq!(next["t"], "cursor", "no reset for an empty resume: {next}");
+    let (s, _) = gw.post_message(&w.ana, "dm", "after").await;
+    assert_eq!(s, 201);
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events.len(), 1);
+}

@@ -370,9 +370,10 @@ pub enum AttachError {
     /// The feed has not loaded its index (the store is unreachable).
     #[error("the bay feed is not ready")]
     NotReady,
-    /// A newer connection of the same token already exists.
+    /// A newer connection of the same token already exists. `position`
+    /// is the feed's position: a cursor the loser may hand back unchanged.
     #[error("a newer connection of this token exists")]
-    Superseded,
+    Superseded { position: LogPosition },
 }
 
 impl Handler<Attach> for BayFeed {
@@ -391,7 +392,7 @@ impl Handler<Attach> for BayFeed {
                     .is_some_and(|a| a.opened_at > msg.opened_at)
             });
         if newer_exists {
-            return Err(AttachError::Superseded);
+            return Err(AttachError::Superseded { position });
         }
         self.displace_older(&msg.token, msg.opened_at, &msg.session);
         let conversations = self.conversations_of(&msg.participant);

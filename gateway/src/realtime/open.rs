@@ -44,7 +44,7 @@ pub enum OpenFailure {
         cursor: SessionCursor,
     },
     /// A newer connection of the same token exists (4000 / empty answer).
-    Superseded,
+    Superseded { position: LogPosition },
     /// The credential was revoked while the session opened (4001 / 401).
     Revoked { feed: Addr<BayFeed> },
     /// Store or node trouble.
@@ -98,7 +98,9 @@ pub async fn open_session(
     };
     let attached = match attached {
         Ok(a) => a,
-        Err(AttachError::Superseded) => return Err(OpenFailure::Superseded),
+        Err(AttachError::Superseded { position }) => {
+            return Err(OpenFailure::Superseded { position })
+        }
         Err(AttachError::NotReady) => {
             return Err(OpenFailure::Failed(
                 ApiError::new(

@@ -222,9 +222,10 @@ impl Actor for PollSession {
                     ctx,
                 );
             }
-            Err(OpenFailure::Superseded) => {
-                // A newer call already displaced this one: answer empty, same cursor.
-                let cursor = act.resume.as_ref().map(|p| p.encode()).unwrap_or_default();
+            Err(OpenFailure::Superseded { position }) => {
+                // A newer call already displaced this one: answer empty, with
+                // the caller's cursor (or, without one, the feed's position).
+                let cursor = act.resume.as_ref().unwrap_or(&position).encode();
                 act.answer(
                     Ok(UpdatesBody {
                         cursor,

@@ -208,11 +208,16 @@ impl WsSession {
     fn on_hello(&mut self, resume: Option<String>, ctx: &mut ws::WebsocketContext<Self>) {
         self.phase = Phase::Opening;
         // An undecodable resume is "not addressable": ready, then reset.
-        let (position, undecodable) = match resume.as_deref().map(LogPosition::decode) {
-            None => (None, false),
-            Some(Ok(p)) => (Some(p), false),
-            Some(Err(_)) => (None, true),
-        };
+        // An empty one means "no cursor", as on /updates.
+        let (position, undecodable) =
+            match resume.as_deref().map(str::trim).map(LogPosition::decode) {
+                None => (None, false),
+                Some(Err(_)) if resume.as_deref().is_some_and(|r| r.trim().is_empty()) => {
+                    (None, false)
+                }
+                Some(Ok(p)) => (Some(p), false),
+                Some(Err(_)) => (None, true),
+            };
         let handle = SessionHandle::of(&ctx.address(), self.backlog.clone());
         let fut = open_session(
             self.state.clone(),
@@ -268,7 +273,7 @@ impl WsSession {
                     act.send_reset(ctx);
                     act.send_cursor(ctx);
                 }
-                Err(OpenFailure::Superseded) => act.close_with(
+                Err(OpenFailure::Superseded { .. }) => act.close_with(
                     close::DISPLACED,
                     "DISPLACED",
                     "a newer connection for this token exists",

@@ -76,10 +76,15 @@ impl Actor for ConversationActor {
 #[derive(Message)]
 #[rtype(result = "Result<PostOutcome, StoreError>")]
 pub struct Post {
+    /// The authenticated caller; must be a member of the conversation.
     pub sender: Participant,
     /// 1..=max chars; checked by the gateway before posting.
     pub content: String,
+    /// `replyToMessageId`: must name a message of this conversation, else
+    /// [`PostOutcome::InvalidReplyTarget`].
     pub reply_to: Option<MessageId>,
+    /// The client's metadata object. Callers strip server-only keys
+    /// (`addressedAgents`) first; the actor writes its own.
     pub metadata: Option<serde_json::Value>,
 }
 
@@ -192,6 +197,7 @@ async fn post(
 #[derive(Message)]
 #[rtype(result = "Result<TypingOutcome, StoreError>")]
 pub struct Typing {
+    /// Who is typing; must be a member of the conversation.
     pub participant: ParticipantId,
 }
 
@@ -199,7 +205,10 @@ pub struct Typing {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TypingOutcome {
     /// Recorded; expires after `ttl`.
-    Started { ttl: Duration },
+    Started {
+        /// How long the indicator lasts (`timing.typing_ttl`, 5 s by default).
+        ttl: Duration,
+    },
     /// No such conversation or not a member (404, protocol §11).
     NotFound,
 }

@@ -338,11 +338,16 @@ impl Actor for BayFeed {
 #[derive(Message)]
 #[rtype(result = "Result<Attached, AttachError>")]
 pub struct Attach {
+    /// The connection; it keys the attachment until [`Detach`].
     pub session: SessionId,
+    /// Whose conversations the session receives.
     pub participant: ParticipantId,
+    /// The token the session authenticated with: one live session per token
+    /// (protocol §11), and a `CredentialRevoked` for it closes the session.
     pub token: TokenId,
     /// Entry of the session's own `SessionOpened` in the log.
     pub opened_at: EntryId,
+    /// Where the feed pushes records, watermarks and the close.
     pub handle: SessionHandle,
     /// The position the session will replay from, if it resumes a cursor:
     /// the reply then also carries the memberships as of that position.
@@ -373,7 +378,10 @@ pub enum AttachError {
     /// A newer connection of the same token already exists. `position`
     /// is the feed's position: a cursor the loser may hand back unchanged.
     #[error("a newer connection of this token exists")]
-    Superseded { position: LogPosition },
+    Superseded {
+        /// The feed's position when the attach was refused.
+        position: LogPosition,
+    },
 }
 
 impl Handler<Attach> for BayFeed {
@@ -431,6 +439,7 @@ impl Handler<Attach> for BayFeed {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Detach {
+    /// The session to forget; unknown ids are ignored.
     pub session: SessionId,
 }
 
@@ -449,6 +458,7 @@ impl Handler<Detach> for BayFeed {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct CloseAll {
+    /// Passed to every session's [`Close`].
     pub reason: CloseReason,
 }
 

@@ -15,6 +15,8 @@
 //! It knows nothing about HTTP or WebSocket framing: the gateway crate owns
 //! transports and turns what arrives here into frames and response bodies.
 
+#![warn(missing_docs)]
+
 pub mod conversation;
 pub mod feed;
 pub mod model;

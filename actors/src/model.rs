@@ -11,15 +11,23 @@ use switchboard_protocol::routing::Routing;
 /// A tenant. Nothing is ever visible across Bays (protocol §1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bay {
+    /// Caller-chosen (1–64 chars of `[A-Za-z0-9_-]`) or minted; unique
+    /// across the store and never changed.
     pub id: BayId,
+    /// Display name, 1–200 chars.
     pub name: String,
 }
 
 /// A human (`user`) or AI (`agent`) participant of a Bay.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Participant {
+    /// Caller-chosen (1–64 chars of `[A-Za-z0-9_-]`) or minted as `p_` + a
+    /// lowercase ULID; unique within the Bay.
     pub id: ParticipantId,
+    /// `user` or `agent`; fixed at creation, and it fixes the token prefix
+    /// (`bay_u_…` / `bay_…`, protocol §2).
     pub kind: ParticipantKind,
+    /// Display name, 1–200 chars, trimmed; what `@mentions` match (protocol §7).
     pub name: String,
     /// What an agent is FOR; never exposed for users (protocol §3).
     pub description: Option<String>,
@@ -28,16 +36,24 @@ pub struct Participant {
 /// A conversation member and its role.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
+    /// A participant of the same Bay.
     pub participant: ParticipantId,
+    /// The member's role in this conversation.
     pub role: Role,
 }
 
 /// A conversation with its roster and policy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Conversation {
+    /// Caller-chosen (1–64 chars of `[A-Za-z0-9_-]`) or minted as `c_` + a
+    /// lowercase ULID; unique within the Bay.
     pub id: ConversationId,
+    /// `DM`, `AGENT_CHAT` or `GROUP`; fixed at creation.
     pub kind: ConversationType,
+    /// Display title, up to 200 chars; `None` when unset.
     pub title: Option<String>,
+    /// The reply policy; stored for every type but applied only to GROUP
+    /// (protocol §3).
     pub policy: Policy,
     /// Invariant: each participant appears at most once.
     pub members: Vec<Member>,
@@ -93,13 +109,27 @@ pub fn roster(conversation: &Conversation, participants: &[Participant]) -> Vec<
 /// (live, replay, REST) gives each recipient the same `shouldRespond`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoredMessage {
+    /// `msg_` + a lowercase ULID, minted by the conversation actor; the
+    /// client's dedupe key.
     pub id: MessageId,
+    /// The conversation whose history holds the message.
     pub conversation_id: ConversationId,
+    /// The sender as of write time (name, kind, role then). Events deliver
+    /// this snapshot; REST re-resolves it against the current roster.
     pub sender: SenderView,
+    /// The text as sent, 1 to `limits.max_content_chars` chars.
     pub content: String,
+    /// Server time of the append. Invariant: strictly increasing within a
+    /// conversation (the store bumps it by 1 ms when needed), so history
+    /// ordered by `created_at` is append order and `?since=` never skips.
     pub created_at: DateTime<Utc>,
+    /// The sender's metadata object, with `addressedAgents` written by the
+    /// server only (protocol §4); `None` when there is none.
     pub metadata: Option<serde_json::Value>,
+    /// The quoted message, resolved at write time (protocol §11, v1.6).
     pub reply_to: Option<ReplyToView>,
+    /// Write-time routing facts; `suppressed` is set by the store's round
+    /// cap. Every later `shouldRespond` is computed from these alone.
     pub routing: Routing,
 }
 

@@ -20,6 +20,7 @@ use switchboard_protocol::ids::{BayId, ConversationId};
 /// Settings the registry passes to the actors it starts.
 #[derive(Clone, Copy, Debug)]
 pub struct RegistrySettings {
+    /// Settings of every [`BayFeed`] the registry starts.
     pub feed: FeedSettings,
     /// Typing indicator lifetime (protocol §11: 5 s).
     pub typing_ttl: Duration,

@@ -39,6 +39,8 @@ pub struct Deliver {
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Watermark {
+    /// The feed's position; nothing ≤ it addressed to the session is still
+    /// unsent, so it is a valid cursor.
     pub through: EntryId,
 }
 
@@ -64,6 +66,8 @@ pub enum CloseReason {
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Close {
+    /// Decides what the transport sends: close code, `reset`, 401/409 or an
+    /// empty answer.
     pub reason: CloseReason,
 }
 
@@ -72,8 +76,11 @@ pub struct Close {
 /// the feed sent it.
 #[derive(Clone)]
 pub struct SessionHandle {
+    /// Receives the records addressed to the session.
     pub deliver: Recipient<Deliver>,
+    /// Receives the feed's position when a batch did not concern the session.
     pub watermark: Recipient<Watermark>,
+    /// Receives the order to end the session.
     pub close: Recipient<Close>,
     /// What the feed pushed and the session has not handled yet.
     pub backlog: Arc<Backlog>,

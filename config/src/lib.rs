@@ -25,6 +25,8 @@
 //! }
 //! ```
 
+#![warn(missing_docs)]
+
 mod cli;
 mod env;
 mod error;

@@ -14,6 +14,7 @@ use switchboard_actors::token::{looks_like_token, TokenHash};
 /// An authenticated caller: its Bay, participant and token handle.
 #[derive(Debug, Clone)]
 pub struct Caller {
+    /// The Bay, participant and token handle the token resolved to.
     pub principal: Principal,
     /// The hash of the presented token (to re-check it after a session attaches).
     pub token_hash: TokenHash,

@@ -52,23 +52,46 @@ struct BayEntry {
 /// so a demo user can copy it; minted tokens are never printed).
 #[derive(Debug, Clone)]
 pub struct FixedToken {
+    /// Id of the participant's Bay.
     pub bay: String,
+    /// The participant's id (as given, or minted).
     pub participant: String,
+    /// Display name as written in the file.
     pub name: String,
+    /// The plaintext bearer token from the file (`bay_u_…` for users,
+    /// `bay_…` for agents). Secret outside demos.
     pub token: String,
 }
 
 /// Why a bootstrap file could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
+    /// The file could not be read.
     #[error("cannot read bootstrap file {path}: {cause}")]
-    Read { path: String, cause: String },
+    Read {
+        /// The file, as given on the command line.
+        path: String,
+        /// The I/O error, as text.
+        cause: String,
+    },
+    /// The file is not valid TOML / JSON of the expected shape (unknown
+    /// keys are refused).
     #[error("bootstrap file {path} is invalid: {cause}")]
-    Parse { path: String, cause: String },
+    Parse {
+        /// The file, as given on the command line.
+        path: String,
+        /// The parser's message, with line and column where it has them.
+        cause: String,
+    },
+    /// An entry was refused: a duplicate id or token in the file, or a rule
+    /// of the admin API (id format, lengths, unknown member…).
     #[error("bootstrap file {path}: {what}: {cause}")]
     Apply {
+        /// The file, as given on the command line.
         path: String,
+        /// Which entry, e.g. `conversation "launch" of bay "demo"`.
         what: String,
+        /// Why it was refused, a lowercase phrase.
         cause: String,
     },
 }
@@ -129,6 +152,11 @@ fn check_unique(file: &File) -> Result<(), (String, String)> {
 }
 
 /// Loads `path` into `store`. Returns the participants with fixed tokens.
+///
+/// # Errors
+///
+/// [`BootstrapError`] for an unreadable or invalid file, or for the first
+/// entry the admin API's rules refuse; entries applied before it stay.
 pub async fn load(store: &dyn Store, path: &Path) -> Result<Vec<FixedToken>, BootstrapError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| BootstrapError::Read {

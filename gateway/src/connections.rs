@@ -14,7 +14,9 @@ use switchboard_protocol::error::ErrorCode;
 /// Which transport a connection uses (the metric label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
+    /// `GET /ws`: label `ws`.
     Ws,
+    /// A held `GET /updates`: label `updates`.
     Updates,
 }
 

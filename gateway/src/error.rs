@@ -12,7 +12,11 @@ use switchboard_protocol::error::{ErrorBody, ErrorCode};
 /// An error answer. Build with [`ApiError::new`] or a `From` conversion.
 #[derive(Debug)]
 pub struct ApiError {
+    /// Decides the HTTP status, the body's `error` / `code` and the WS close
+    /// code (one exhaustive match in this module).
     pub code: ErrorCode,
+    /// The body's `message`: a lowercase phrase for humans; clients branch
+    /// on `code`, never on this.
     pub message: String,
     /// Seconds a client should wait before retrying (`Retry-After`).
     pub retry_after: Option<Duration>,

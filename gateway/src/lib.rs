@@ -7,6 +7,8 @@
 //! (the `protocol` crate does) or how events are ordered and fanned out
 //! (the `actors` crate does).
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod auth;
 pub mod bootstrap;
@@ -42,12 +44,23 @@ use switchboard_protocol::error::ErrorCode;
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The `--bootstrap` file could not be read, parsed or applied.
     #[error(transparent)]
     Bootstrap(#[from] bootstrap::BootstrapError),
+    /// The listener could not be bound (address in use, no permission…).
     #[error("cannot bind {bind}: {cause}")]
-    Bind { bind: String, cause: std::io::Error },
+    Bind {
+        /// The `bind` setting, `host:port`.
+        bind: String,
+        /// The OS error.
+        cause: std::io::Error,
+    },
+    /// The store (or the rate limiter's Redis) could not be opened: Redis
+    /// unreachable, too old, or with an evicting policy. Never names the
+    /// URL, which may hold a password.
     #[error("cannot open the store: {0}")]
     Store(switchboard_actors::store::StoreError),
+    /// The HTTP server failed while running.
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -80,6 +93,11 @@ async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
 /// new sessions are refused, every WebSocket gets a final `cursor` frame and
 /// closes with 4003, held `/updates` answer at once, and in-flight requests
 /// get up to `timing.drain_timeout` to finish. Must run inside an actix system.
+///
+/// # Errors
+///
+/// [`StartError`] when the store, the bootstrap file or the listener cannot
+/// be set up, or the server fails while running.
 pub async fn serve(settings: Settings) -> Result<(), StartError> {
     metrics::install();
     let store: Arc<dyn Store> = Arc::new(Instrumented::new(open_store(&settings).await?));

@@ -22,6 +22,10 @@ fn invalid(message: impl Into<String>) -> ApiError {
 }
 
 /// Uses the caller's id (validated) or mints one with `prefix`.
+///
+/// # Errors
+///
+/// 400 `INVALID_REQUEST` when `id` is not 1–64 chars of `[A-Za-z0-9_-]`.
 pub fn id_or_new(id: Option<String>, prefix: &str) -> Result<String, ApiError> {
     match id {
         Some(id) if is_valid_id(&id) => Ok(id),
@@ -47,6 +51,11 @@ fn check_text(field: &str, value: &str, max: usize, required: bool) -> Result<()
 }
 
 /// Creates a Bay. 409 ALREADY_EXISTS when the id is taken.
+///
+/// # Errors
+///
+/// 400 `INVALID_REQUEST` for a bad id or name, 409 `ALREADY_EXISTS`, or
+/// the store's error (503).
 pub async fn create_bay(
     store: &dyn Store,
     id: Option<String>,
@@ -72,6 +81,7 @@ pub async fn create_bay(
 pub struct NewParticipant {
     /// 1–64 characters of `[A-Za-z0-9_-]`; minted when absent.
     pub id: Option<String>,
+    /// `user` or `agent`; decides the token prefix (`bay_u_…` / `bay_…`).
     pub kind: ParticipantKind,
     /// Display name, 1–200 characters.
     pub name: String,
@@ -85,6 +95,12 @@ pub struct NewParticipant {
 }
 
 /// Creates a participant and returns it with its plaintext token (shown once).
+///
+/// # Errors
+///
+/// 400 `INVALID_REQUEST` for a bad id, name, description or fixed token,
+/// 404 when the Bay does not exist, 409 `ALREADY_EXISTS` when the id or the
+/// token is taken, or the store's error (503).
 pub async fn create_participant(
     store: &dyn Store,
     bay: &BayId,
@@ -140,6 +156,7 @@ pub async fn create_participant(
 #[derive(Deserialize, Debug, Clone, Default, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PolicyInput {
+    /// One of the five GROUP policies (protocol §4); absent keeps the current.
     pub agent_reply_policy: Option<ReplyPolicy>,
     /// An agent of the Bay: DEDICATED's agent, ORCHESTRATOR's orchestrator,
     /// ROUTER's fallback.
@@ -156,6 +173,11 @@ pub struct PolicyInput {
 
 impl PolicyInput {
     /// Applies the input over `base`, validating ranges and ids.
+    ///
+    /// # Errors
+    ///
+    /// 400 `INVALID_REQUEST` when `maxAgentRounds` is outside 0–5, `rules`
+    /// is too long, or the designated agent is not an agent of the Bay.
     pub fn apply(self, mut base: Policy, participants: &[Participant]) -> Result<Policy, ApiError> {
         if let Some(p) = self.agent_reply_policy {
             base.agent_reply_policy = p;
@@ -192,6 +214,7 @@ impl PolicyInput {
 pub struct NewConversation {
     /// 1–64 characters of `[A-Za-z0-9_-]`; minted when absent.
     pub id: Option<String>,
+    /// `DM`, `AGENT_CHAT` or `GROUP`; cannot be changed later.
     #[serde(rename = "type")]
     pub kind: ConversationType,
     /// Up to 200 characters.
@@ -201,10 +224,17 @@ pub struct NewConversation {
     /// Members that get the `admin` role (they must also be in `members`).
     #[serde(default)]
     pub admins: Vec<String>,
+    /// Reply policy; absent means MENTIONS with a round cap of 2.
     pub policy: Option<PolicyInput>,
 }
 
 /// Creates a conversation. Every member must be a participant of the Bay.
+///
+/// # Errors
+///
+/// 400 `INVALID_REQUEST` for a bad id, title, member, admin or policy, 404
+/// when the Bay does not exist, 409 `ALREADY_EXISTS` when the id is taken,
+/// or the store's error (503).
 pub async fn create_conversation(
     store: &dyn Store,
     bay: &BayId,

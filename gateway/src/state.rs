@@ -11,9 +11,15 @@ use switchboard_config::Settings;
 /// Everything handlers need. Cheap to clone (all `Arc`s).
 #[derive(Clone)]
 pub struct AppState {
+    /// The node's validated settings, fixed for the process lifetime.
     pub settings: Arc<Settings>,
+    /// The store (wrapped in metrics instrumentation); the only source of
+    /// truth shared with other nodes.
     pub store: Arc<dyn Store>,
+    /// Finds or starts this node's Bay feeds and conversation actors.
     pub registry: Registry,
+    /// Per-token request budgets (protocol §11: 60/min agent API, 20/min
+    /// `/updates`); cluster-wide with the redis engine.
     pub limits: Arc<RateLimits>,
     /// Admission of WebSockets and held `/updates` (per IP, per node).
     pub connections: Arc<ConnectionLimiter>,

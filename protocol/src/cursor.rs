@@ -93,7 +93,10 @@ impl fmt::Display for Epoch {
 /// has been passed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LogPosition {
+    /// The log incarnation the position belongs to; a cursor whose epoch
+    /// differs from the log's current one is expired, never re-based.
     pub epoch: Epoch,
+    /// The last entry passed; [`EntryId::ZERO`] is "before everything".
     pub entry: EntryId,
 }
 

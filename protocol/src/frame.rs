@@ -12,6 +12,10 @@ pub enum ClientFrame {
     /// `{"t":"hello","resume":"<cursor>"|null}`. `resume` is optional and
     /// `null` means "start at now".
     Hello {
+        /// A cursor from a `cursor` frame or an `/updates` answer (the same
+        /// opaque string). Absent, `null` or empty starts at the log head,
+        /// with no history; one that does not decode gets `ready` then
+        /// `reset`.
         #[serde(default)]
         resume: Option<String>,
     },
@@ -22,16 +26,33 @@ pub enum ClientFrame {
 #[serde(tag = "t", rename_all = "lowercase")]
 pub enum ServerFrame<'a> {
     /// Connected; `cursor` echoes the client's `resume` (`null` if none).
-    Ready { cursor: Option<&'a str> },
+    Ready {
+        /// The client's `resume`, verbatim, or `null`. Not a new position:
+        /// store cursors from `cursor` frames only.
+        cursor: Option<&'a str>,
+    },
     /// One event, identical to an element of `/updates`'s `events`.
-    Event { event: &'a Event },
+    Event {
+        /// The event; deliberately carries no cursor (protocol §11).
+        event: &'a Event,
+    },
     /// "You are now past everything sent above." Sent after each batch and
     /// every ~25 s while idle.
-    Cursor { cursor: &'a str },
+    Cursor {
+        /// Opaque cursor ([`crate::cursor::LogPosition::encode`]). Invariant:
+        /// every event up to it addressed to this token was sent before it.
+        cursor: &'a str,
+    },
     /// The `resume` cursor is no longer addressable (the 409 of this transport).
     Reset,
     /// Sent immediately before the server closes the socket.
-    Error { code: &'a str, message: &'a str },
+    Error {
+        /// `UPPER_CASE` error code, as in the JSON error body
+        /// ([`crate::error::ErrorCode`]).
+        code: &'a str,
+        /// Human-readable lowercase phrase; never branch on it.
+        message: &'a str,
+    },
 }
 
 impl ServerFrame<'_> {

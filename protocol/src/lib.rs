@@ -9,6 +9,8 @@
 //! everything here is plain data and pure functions, so it can be tested
 //! (and snapshot-pinned) without starting anything.
 
+#![warn(missing_docs)]
+
 pub mod context;
 pub mod cursor;
 pub mod error;

@@ -8,7 +8,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ParticipantKind {
+    /// A human; holds a `bay_u_…` token (protocol §2). Never mentionable
+    /// (protocol §7) and never a respondent.
     User,
+    /// An AI agent; holds a `bay_…` token (protocol §2). The only kind
+    /// routing can choose to respond.
     Agent,
 }
 
@@ -26,7 +30,9 @@ impl ParticipantKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum SenderType {
+    /// `USER`: sent by a human.
     User,
+    /// `AGENT`: sent by an agent; counts toward the round cap (protocol §4).
     Agent,
 }
 
@@ -34,9 +40,14 @@ pub enum SenderType {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ConversationType {
+    /// `DM`: a direct conversation. No policy, cap or mention gating: every
+    /// agent answers every human message (protocol §3).
     #[serde(rename = "DM")]
     Dm,
+    /// `AGENT_CHAT`: a direct chat of an agent with one user (BayChat opens
+    /// it with `POST /conversations`, protocol §11); direct like `DM`.
     AgentChat,
+    /// `GROUP`: the only type its [`Policy`] governs (protocol §4).
     Group,
 }
 
@@ -54,8 +65,11 @@ impl ConversationType {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// `member`: an ordinary member; the default.
     #[default]
     Member,
+    /// `admin`: set at creation (`admins`) or when added. Shown in rosters
+    /// and primers; routing does not read it.
     Admin,
 }
 
@@ -65,11 +79,22 @@ pub enum Role {
 )]
 #[serde(rename_all = "UPPERCASE")]
 pub enum ReplyPolicy {
+    /// Agents answer only when addressed: `@mentioned`, named by a human or
+    /// replied to by a human. The default.
     #[default]
     Mentions,
+    /// The designated agent answers every unaddressed human message; other
+    /// agents only when addressed.
     Dedicated,
+    /// The orchestrator (the designated agent) answers unaddressed human
+    /// messages and delegates by `@mention`; a plain name routes to it, not
+    /// to the named agent (protocol §4 table).
     Orchestrator,
+    /// The built-in router picks agents for each unaddressed human message;
+    /// the designated agent is the fallback when it picks none.
     Router,
+    /// Every agent may answer every human message (permission, not
+    /// obligation); agent messages still trigger only their `@mentions`.
     Open,
 }
 
@@ -120,9 +145,14 @@ impl Default for Policy {
 /// One roster entry as routing and the context envelope see it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RosterMember {
+    /// The member's participant id. Invariant: unique within one roster.
     pub id: ParticipantId,
+    /// Display name; what `@mentions` and plain names are matched against
+    /// (case-insensitive, longest name wins, protocol §7).
     pub name: String,
+    /// Only `agent` members can be mentioned or chosen to respond.
     pub kind: ParticipantKind,
+    /// The member's role in this conversation.
     pub role: Role,
     /// What an agent is FOR (its operator's one-liner); always `None` for users.
     #[schema(required = true)]

@@ -30,24 +30,42 @@ use switchboard_protocol::model::{ParticipantKind, Policy};
 pub enum StoreError {
     /// The backing service cannot be reached; callers answer 503 with Retry-After.
     #[error("store unavailable while {doing}: {cause}")]
-    Unavailable { doing: &'static str, cause: String },
+    Unavailable {
+        /// What the caller was doing and on which key, a lowercase phrase
+        /// (e.g. `"appending a message"`).
+        doing: &'static str,
+        /// The underlying failure, as text for logs; never branched on.
+        cause: String,
+    },
     /// Stored data could not be decoded.
     #[error("corrupt record while {doing}: {cause}")]
-    Corrupt { doing: &'static str, cause: String },
+    Corrupt {
+        /// What the caller was doing and on which key, a lowercase phrase.
+        doing: &'static str,
+        /// What failed to decode, as text for logs; never branched on.
+        cause: String,
+    },
 }
 
 /// Outcome of a create: the new record, or the id was taken.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Created<T> {
+    /// Stored; the record as stored.
     Created(T),
+    /// The id (or, for participants, the token) is taken; nothing changed.
+    /// The admin API answers 409 `ALREADY_EXISTS`.
     AlreadyExists,
 }
 
 /// What `authenticate` returns for a valid token.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Principal {
+    /// The token's Bay: the caller can see nothing outside it (protocol §1).
     pub bay: BayId,
+    /// Who the token authenticates, as currently stored.
     pub participant: Participant,
+    /// Public handle of the presented token (first 16 hex digits of its
+    /// SHA-256); keys displacement and revocation, safe to log.
     pub token: TokenId,
 }
 
@@ -58,7 +76,10 @@ pub enum Replay {
     /// reader is past once it has handled them (the last entry's id, or the
     /// log head when the read reached it).
     Records {
+        /// At most `max` records with ids above the position, in log order.
         records: Vec<Arc<LogRecord>>,
+        /// The entry a reader is past after handling `records`. Invariant:
+        /// at least the requested position and at least the last record's id.
         through: EntryId,
     },
     /// Entries after the position were trimmed from the replay buffer
@@ -72,7 +93,11 @@ pub enum Replay {
 /// A message ready to append: routing computed, round cap still to apply.
 #[derive(Debug, Clone)]
 pub struct NewMessage {
+    /// `{ id, type, title }` of the target conversation, logged with the
+    /// message so the event needs no second read.
     pub conversation: switchboard_protocol::event::ConversationRef,
+    /// The message with its routing; the store stamps `created_at` and sets
+    /// `routing.suppressed` when the round cap applies.
     pub message: StoredMessage,
     /// The GROUP round cap (`maxAgentRounds`); `None` for DM / AGENT_CHAT.
     pub round_cap: Option<u8>,
@@ -82,19 +107,30 @@ pub struct NewMessage {
 /// whether the round cap silenced it.
 #[derive(Debug, Clone)]
 pub struct Appended {
+    /// The message as stored (final `created_at` and `routing`).
     pub message: StoredMessage,
+    /// Id of the message's entry in the Bay's event log.
     pub entry: EntryId,
 }
 
 /// Outcome of an update addressed at something that may not exist.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Updated<T> {
+    /// Changed; the record after the change.
     Updated(T),
+    /// The target does not exist; nothing changed (404).
     NotFound,
 }
 
 /// Everything Switchboard persists. All methods are cheap to call
 /// concurrently; atomicity is the engine's job and is documented per method.
+///
+/// # Errors
+///
+/// Every method fails with [`StoreError::Unavailable`] when the backing
+/// service cannot be reached and [`StoreError::Corrupt`] when a stored record
+/// does not decode. Not-found, already-exists and expired positions are
+/// return values ([`Created`], [`Updated`], `Option`, [`Replay`]).
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Whether the store answers (for `/readyz`).
@@ -102,7 +138,9 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- Bays and participants ----
 
+    /// Creates a Bay; `AlreadyExists` when its id is taken.
     async fn create_bay(&self, bay: Bay) -> Result<Created<Bay>, StoreError>;
+    /// The Bay, or `None` when it does not exist.
     async fn bay(&self, bay: &BayId) -> Result<Option<Bay>, StoreError>;
     /// Creates a participant with its first token (hash only).
     async fn create_participant(
@@ -111,6 +149,7 @@ pub trait Store: Send + Sync + 'static {
         participant: Participant,
         token: TokenHash,
     ) -> Result<Created<Participant>, StoreError>;
+    /// One participant of the Bay, or `None`.
     async fn participant(
         &self,
         bay: &BayId,
@@ -139,6 +178,7 @@ pub trait Store: Send + Sync + 'static {
         bay: &BayId,
         conversation: Conversation,
     ) -> Result<Created<Conversation>, StoreError>;
+    /// One conversation of the Bay with its members and policy, or `None`.
     async fn conversation(
         &self,
         bay: &BayId,
@@ -188,6 +228,8 @@ pub trait Store: Send + Sync + 'static {
         message: NewMessage,
         sender_kind: ParticipantKind,
     ) -> Result<Appended, StoreError>;
+    /// One message of the conversation's history, or `None` (unknown id, or
+    /// a message of another conversation).
     async fn message(
         &self,
         bay: &BayId,

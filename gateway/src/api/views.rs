@@ -11,7 +11,11 @@ use switchboard_protocol::routing::{instructions, is_orchestrator, policy_view};
 
 /// A conversation with the participant records of its members.
 pub struct Room {
+    /// The conversation as read from the store.
     pub conversation: Conversation,
+    /// Its members joined with their participant records, in roster order.
+    /// Invariant: built from `conversation.members` (members without a
+    /// participant record are left out).
     pub roster: Vec<RosterMember>,
 }
 
@@ -79,7 +83,11 @@ impl Room {
 #[derive(Serialize, Debug, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RestMessage {
+    /// The conversation the message belongs to (REST carries it on the
+    /// message; events carry it on the event).
     pub conversation_id: ConversationId,
+    /// The message fields, flattened: the same as an event's `message`,
+    /// with `sender` resolved against the current roster.
     #[serde(flatten)]
     pub view: MessageView,
 }

@@ -48,6 +48,10 @@ fn client_request_id(req: &ServiceRequest) -> Option<String> {
 }
 
 /// The middleware function (use with `actix_web::middleware::from_fn`).
+///
+/// # Errors
+///
+/// Only those of the wrapped service, passed on unchanged (and logged).
 pub async fn request_log(
     req: ServiceRequest,
     next: Next<impl MessageBody>,

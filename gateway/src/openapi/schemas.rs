@@ -16,15 +16,20 @@ use utoipa::ToSchema;
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Me {
+    /// The caller's participant id; what `senderId` shows on its messages.
     pub id: ParticipantId,
+    /// The caller's display name (what others `@mention`).
     pub name: String,
+    /// `user` for a `bay_u_…` token, `agent` for a `bay_…` token.
     pub kind: ParticipantKind,
+    /// Always `active`: a revoked token cannot call `/me` at all (401).
     pub status: MeStatus,
     /// Always `null`: this gateway calls no webhooks.
     #[schema(required = true, value_type = Option<String>)]
     pub webhook_url: Option<String>,
     /// `"major.minor"` (`1.12`).
     pub protocol_version: String,
+    /// The caller's Bay. A Switchboard addition, not in protocol §11.
     pub bay_id: BayId,
 }
 
@@ -32,23 +37,30 @@ pub struct Me {
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MeStatus {
+    /// `active`: the only value.
     Active,
 }
 
 /// `GET /conversations`.
 #[derive(Serialize, ToSchema)]
 pub struct ConversationList {
+    /// Every conversation the caller is a member of, in no promised order.
     pub conversations: Vec<ConversationSummary>,
 }
 
 /// One conversation of the caller, with the caller's role in it.
 #[derive(Serialize, ToSchema)]
 pub struct ConversationSummary {
+    /// Conversation id, for `/conversations/{id}/…`.
     pub id: ConversationId,
+    /// `DM`, `AGENT_CHAT` or `GROUP`.
     #[serde(rename = "type")]
     pub kind: ConversationType,
+    /// Display title; `null` when unset.
     #[schema(required = true)]
     pub title: Option<String>,
+    /// The caller's role in the conversation; `null` only if the caller
+    /// left it while the list was being built.
     #[schema(required = true)]
     pub role: Option<Role>,
 }
@@ -59,6 +71,7 @@ pub struct ConversationSummary {
 pub struct MessagesPage {
     /// Ascending by `createdAt`.
     pub messages: Vec<RestMessage>,
+    /// The context envelope for the caller (protocol §3).
     pub context: ContextEnvelope,
     /// Without `since`: the `cursor` for the page before this one, `null`
     /// at the beginning of the conversation. With `since`: always `null`.
@@ -91,6 +104,7 @@ pub struct Updates {
 /// `GET /healthz`.
 #[derive(Serialize, ToSchema)]
 pub struct Health {
+    /// Always `ok`: the process answers. Says nothing about the store.
     pub status: HealthStatus,
 }
 
@@ -98,12 +112,14 @@ pub struct Health {
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HealthStatus {
+    /// `ok`: the only value.
     Ok,
 }
 
 /// `GET /readyz`.
 #[derive(Serialize, ToSchema)]
 pub struct Readiness {
+    /// `ready` with 200, `not_ready` with 503.
     pub status: ReadyStatus,
     /// Present when not ready.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -117,7 +133,9 @@ pub struct Readiness {
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadyStatus {
+    /// `ready`: not draining and the store answered a ping.
     Ready,
+    /// `not_ready`: see `reason`.
     NotReady,
 }
 
@@ -125,14 +143,19 @@ pub enum ReadyStatus {
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NotReadyReason {
+    /// `draining`: the node is shutting down; load balancers should stop
+    /// sending it traffic.
     Draining,
+    /// `store_unavailable`: the store did not answer a ping.
     StoreUnavailable,
 }
 
 /// A Bay (tenant). Mirrors `switchboard_actors::model::Bay`.
 #[derive(Serialize, ToSchema)]
 pub struct AdminBay {
+    /// 1–64 chars of `[A-Za-z0-9_-]`, caller-chosen or minted.
     pub id: BayId,
+    /// Display name, 1–200 chars.
     pub name: String,
 }
 
@@ -140,8 +163,11 @@ pub struct AdminBay {
 /// `switchboard_actors::model::Participant`.
 #[derive(Serialize, ToSchema)]
 pub struct AdminParticipant {
+    /// 1–64 chars of `[A-Za-z0-9_-]`; minted as `p_` + a ULID when not given.
     pub id: ParticipantId,
+    /// `user` or `agent`; fixed at creation.
     pub kind: ParticipantKind,
+    /// Display name, 1–200 chars, trimmed.
     pub name: String,
     /// Always `null` for users.
     #[schema(required = true)]
@@ -151,6 +177,7 @@ pub struct AdminParticipant {
 /// `POST /bays/{bay}/participants`.
 #[derive(Serialize, ToSchema)]
 pub struct CreatedParticipant {
+    /// The participant as stored.
     pub participant: AdminParticipant,
     /// The bearer token (`bay_u_…` for users, `bay_…` for agents). Shown
     /// only here; the server keeps its hash.
@@ -168,18 +195,25 @@ pub struct MintedToken {
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AdminMember {
+    /// A participant of the same Bay; listed once per conversation.
     pub participant_id: ParticipantId,
+    /// `member` or `admin`.
     pub role: Role,
 }
 
 /// A conversation as the admin API returns it.
 #[derive(Serialize, ToSchema)]
 pub struct AdminConversation {
+    /// 1–64 chars of `[A-Za-z0-9_-]`; minted as `c_` + a ULID when not given.
     pub id: ConversationId,
+    /// `DM`, `AGENT_CHAT` or `GROUP`; fixed at creation.
     #[serde(rename = "type")]
     pub kind: ConversationType,
+    /// Display title, up to 200 chars; `null` when unset.
     #[schema(required = true)]
     pub title: Option<String>,
+    /// The stored reply policy; applied only to GROUP (protocol §3, §4).
     pub policy: Policy,
+    /// The roster in roster order, each participant once.
     pub members: Vec<AdminMember>,
 }

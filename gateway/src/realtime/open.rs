@@ -27,7 +27,12 @@ const REPLAY_READ: usize = 1000;
 
 /// A session that attached and replayed.
 pub struct Opened {
+    /// The feed the session is attached to; send it [`Detach`] when the
+    /// connection ends.
+    ///
+    /// [`Detach`]: switchboard_actors::feed::Detach
     pub feed: Addr<BayFeed>,
+    /// Position after the replay; live records at or below it are duplicates.
     pub cursor: SessionCursor,
     /// Replayed events addressed to the caller, in log order.
     pub events: Vec<Event>,
@@ -40,13 +45,21 @@ pub enum OpenFailure {
     /// The resume cursor is not addressable: 409 CURSOR_EXPIRED / `reset`.
     /// The session is attached and can continue from `cursor` (the head).
     Expired {
+        /// The feed the session stays attached to.
         feed: Addr<BayFeed>,
+        /// Positioned at the feed's head at attach time, nothing replayed.
         cursor: SessionCursor,
     },
     /// A newer connection of the same token exists (4000 / empty answer).
-    Superseded { position: LogPosition },
+    Superseded {
+        /// The feed's position; a cursor the loser may hand back.
+        position: LogPosition,
+    },
     /// The credential was revoked while the session opened (4001 / 401).
-    Revoked { feed: Addr<BayFeed> },
+    Revoked {
+        /// The feed the session attached to; the caller must detach it.
+        feed: Addr<BayFeed>,
+    },
     /// Store or node trouble.
     Failed(ApiError),
 }
@@ -59,6 +72,12 @@ impl From<ApiError> for OpenFailure {
 
 /// Opens a session for `caller`. `resume` is `None` for "start at now".
 /// Replays at most `max_events` events (`usize::MAX` for all).
+///
+/// # Errors
+///
+/// [`OpenFailure`]: an expired cursor, a newer connection of the token, a
+/// credential revoked meanwhile, or store / feed trouble (503 with
+/// `Retry-After` while the feed cannot load its index).
 pub async fn open_session(
     state: AppState,
     caller: Caller,

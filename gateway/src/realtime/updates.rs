@@ -33,7 +33,12 @@ const MAX_EVENTS_PER_ANSWER: usize = 500;
 /// The `/updates` answer (protocol §11): the same shape with or without events.
 #[derive(Serialize, Debug)]
 pub struct UpdatesBody {
+    /// Opaque cursor covering every event of `events`. It may advance with
+    /// no events (past entries addressed to others), so idle clients stay
+    /// inside the replay buffer.
     pub cursor: String,
+    /// In log order; often empty. A replay stops after 500 events and the
+    /// next call continues from `cursor`.
     pub events: Vec<Event>,
 }
 

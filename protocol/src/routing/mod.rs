@@ -94,12 +94,18 @@ pub use router::router_picks;
 /// Everything routing needs to know about one new message.
 #[derive(Clone, Debug)]
 pub struct RouteInput<'a> {
+    /// `DM` / `AGENT_CHAT` skip the policy entirely (protocol §3).
     pub conversation_type: ConversationType,
+    /// The conversation's stored policy; its designated agent counts only
+    /// when it is an agent member of `roster`.
     pub policy: &'a Policy,
     /// The conversation's current members (humans and agents).
     pub roster: &'a [RosterMember],
+    /// Who sent the message; never among the respondents (protocol §4).
     pub sender: &'a ParticipantId,
+    /// Plain names and replies address agents only when a `user` sends them.
     pub sender_kind: ParticipantKind,
+    /// The message text, scanned for `@mentions` and plain names.
     pub content: &'a str,
     /// Sender of the message this one replies to (`replyToMessageId`), if any.
     pub reply_to_sender: Option<(&'a ParticipantId, ParticipantKind)>,

@@ -40,44 +40,62 @@ pub struct BayKeys {
 }
 
 impl BayKeys {
+    /// The keys of `bay`, all under the hash tag `{<bay>}`. `bay` must be a
+    /// valid id (no `{`, `}` or `:`).
     pub fn new(bay: &BayId) -> Self {
         BayKeys {
             base: format!("{PREFIX}:{{{bay}}}"),
         }
     }
 
+    /// `sb:{bay}:bay`: string, the [`Bay`](crate::model::Bay) record as JSON.
     pub fn bay(&self) -> String {
         format!("{}:bay", self.base)
     }
 
+    /// `sb:{bay}:epoch`: string, the log's epoch; minted with `SET NX`, and
+    /// a new one after data loss expires every older cursor.
     pub fn epoch(&self) -> String {
         format!("{}:epoch", self.base)
     }
 
+    /// `sb:{bay}:log`: stream, the event log (field `e` = JSON `LogEvent`),
+    /// trimmed to the replay window.
     pub fn log(&self) -> String {
         format!("{}:log", self.base)
     }
 
+    /// `sb:{bay}:participants`: hash, participant id → JSON `Participant`.
     pub fn participants(&self) -> String {
         format!("{}:participants", self.base)
     }
 
+    /// `sb:{bay}:participant-tokens`: hash, participant id → SHA-256 (hex)
+    /// of its current token. The truth `authenticate` checks the global
+    /// token index against.
     pub fn participant_tokens(&self) -> String {
         format!("{}:participant-tokens", self.base)
     }
 
+    /// `sb:{bay}:conversations`: hash, conversation id → JSON `Conversation`
+    /// (members and policy included).
     pub fn conversations(&self) -> String {
         format!("{}:conversations", self.base)
     }
 
+    /// `sb:{bay}:conv:<cid>:msgs`: stream, the conversation's history; entry
+    /// id `<createdAt ms>-0`, field `m` = JSON `StoredMessage`.
     pub fn messages(&self, conversation: &ConversationId) -> String {
         format!("{}:conv:{conversation}:msgs", self.base)
     }
 
+    /// `sb:{bay}:conv:<cid>:ids`: hash, message id → its history stream id.
     pub fn message_ids(&self, conversation: &ConversationId) -> String {
         format!("{}:conv:{conversation}:ids", self.base)
     }
 
+    /// `sb:{bay}:rounds:<cid>`: string, consecutive agent messages since the
+    /// last human one (protocol §4, "Round caps").
     pub fn rounds(&self, conversation: &ConversationId) -> String {
         format!("{}:rounds:{conversation}", self.base)
     }

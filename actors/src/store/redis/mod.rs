@@ -30,7 +30,7 @@
 //! and a cursor expires exactly when something it has not seen is gone.
 //!
 //! Blocking reads (`read_log` with `block`) use `XREAD BLOCK` on a dedicated
-//! connection, never a pooled one (see [`blocking`]).
+//! connection, never a pooled one (see the private `blocking` module).
 //!
 //! Failure behaviour: a refused, dropped or timed-out connection, or an
 //! error reply such as `OOM`/`READONLY`/`LOADING`, is

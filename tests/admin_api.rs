@@ -810,3 +810,58 @@ async fn members_are_added_and_removed() {
         1
     );
 }
+
+#[tokio::test]
+async fn envelope_drops_a_designated_agent_that_left_the_room() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "dl").await;
+    let (s, b) = gw
+        .admin(
+            reqwest::Method::PATCH,
+            "/bays/dl/conversations/group",
+            Some(serde_json::json!({"policy": {"agentReplyPolicy": "ORCHESTRATOR", "orchestratorId": "brain"}})),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let (_, ctx) = gw.get(&w.rex, "/conversations/group/context").await;
+    assert_eq!(ctx["policy"]["designatedAgentId"], "brain");
+    assert_eq!(ctx["policy"]["effectiveRule"], "ORCHESTRATOR_DELEGATES");
+    let (s, _) = gw
+        .admin(
+            reqwest::Method::DELETE,
+            "/bays/dl/conversations/group/members/brain",
+            None,
+        )
+        .await;
+    assert_eq!(s, 204);
+    let (_, ctx) = gw.get(&w.rex, "/conversations/group/context").await;
+    assert_eq!(
+        ctx["policy"]["designatedAgentId"],
+        serde_json::Value::Null,
+        "{ctx}"
+    );
+    assert_eq!(
+        ctx["policy"]["effectiveRule"], "MENTIONS_ONLY",
+        "routing treats it as MENTIONS"
+    );
+    assert!(ctx["participants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["isOrchestrator"] == false));
+}
+
+#[tokio::test]
+async fn patching_a_title_longer_than_200_characters_is_refused() {
+    let gw = Gateway::spawn().await;
+    World::create(&gw, "pt").await;
+    let (s, b) = gw
+        .admin(
+            reqwest::Method::PATCH,
+            "/bays/pt/conversations/group",
+            Some(serde_json::json!({"title": "t".repeat(201)})),
+        )
+        .await;
+    assert_eq!(s, 400, "{b}");
+    assert_eq!(b["code"], "INVALID_REQUEST");
+}

@@ -632,3 +632,26 @@ async fn a_percent_encoded_token_parameter_is_not_logged_either() {
     let hits: Vec<&str> = logs.lines().filter(|l| l.contains(random_part)).collect();
     assert!(hits.is_empty(), "token appears in output: {hits:#?}");
 }
+
+#[test]
+fn a_bootstrap_entry_without_an_id_is_refused_so_restarts_stay_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("noid.toml");
+    std::fs::write(
+        &path,
+        "[[bays]]\nid = \"b\"\nname = \"B\"\n[[bays.participants]]\nkind = \"user\"\nname = \"Ana\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--bootstrap"])
+        .arg(&path)
+        .env_clear()
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("noid.toml") && err.contains("an id is required"),
+        "{err}"
+    );
+}

@@ -27,6 +27,7 @@ use serde::Deserialize;
 use std::collections::HashSet;
 use std::path::Path;
 use switchboard_actors::store::Store;
+use switchboard_actors::token::TokenHash;
 use switchboard_protocol::error::ErrorCode;
 use switchboard_protocol::ids::BayId;
 
@@ -122,6 +123,12 @@ fn check_unique(file: &File) -> Result<(), (String, String)> {
         let mut participants = HashSet::new();
         for (i, p) in bay.participants.iter().enumerate() {
             let me = label("participant", p.id.as_deref(), i, &bay.id);
+            if p.id.is_none() {
+                return Err((
+                    me,
+                    "an id is required, so that loading the file again (a restart against a persistent store) finds the same participant".into(),
+                ));
+            }
             if let Some(id) = &p.id {
                 if !participants.insert(id.as_str()) {
                     return Err((
@@ -138,6 +145,12 @@ fn check_unique(file: &File) -> Result<(), (String, String)> {
         }
         let mut conversations = HashSet::new();
         for (i, c) in bay.conversations.iter().enumerate() {
+            if c.id.is_none() {
+                return Err((
+                    label("conversation", None, i, &bay.id),
+                    "an id is required, so that loading the file again (a restart against a persistent store) finds the same conversation".into(),
+                ));
+            }
             if let Some(id) = &c.id {
                 if !conversations.insert(id.as_str()) {
                     return Err((
@@ -201,19 +214,30 @@ pub async fn load(store: &dyn Store, path: &Path) -> Result<Vec<FixedToken>, Boo
             let label = label("participant", p.id.as_deref(), i, &bay.id);
             let token = p.token.clone();
             let name = p.name.clone();
-            match provision::create_participant(store, &bay_id, p).await {
-                Ok((participant, _)) => {
-                    if let Some(token) = token {
-                        fixed.push(FixedToken {
-                            bay: bay.id.clone(),
-                            participant: participant.id.to_string(),
-                            name,
-                            token,
-                        });
-                    }
-                }
-                Err(e) if exists(&e) => {}
+            let id = p.id.clone().unwrap_or_default();
+            let created = match provision::create_participant(store, &bay_id, p).await {
+                Ok(_) => true,
+                Err(e) if exists(&e) => false,
                 Err(e) => return Err(apply(label)(e)),
+            };
+            if let Some(token) = token {
+                // On a restart against a persistent store the participant
+                // exists already: show its fixed token only while it still
+                // authenticates as that participant (it may have been rotated).
+                let still_valid = created
+                    || store
+                        .authenticate(&TokenHash::of(&token))
+                        .await
+                        .map_err(|e| apply(label.clone())(e.into()))?
+                        .is_some_and(|p| p.bay == bay_id && p.participant.id.as_str() == id);
+                if still_valid {
+                    fixed.push(FixedToken {
+                        bay: bay.id.clone(),
+                        participant: id,
+                        name,
+                        token,
+                    });
+                }
             }
         }
         for (i, c) in bay.conversations.into_iter().enumerate() {

@@ -13,7 +13,7 @@ use switchboard_protocol::model::{
 };
 
 /// Longest display name or title, in characters.
-const MAX_NAME_CHARS: usize = 200;
+pub(crate) const MAX_NAME_CHARS: usize = 200;
 /// Longest agent description or custom rules text, in characters.
 const MAX_TEXT_CHARS: usize = 4000;
 
@@ -39,7 +39,12 @@ pub fn id_or_new(id: Option<String>, prefix: &str) -> Result<String, ApiError> {
     }
 }
 
-fn check_text(field: &str, value: &str, max: usize, required: bool) -> Result<(), ApiError> {
+pub(crate) fn check_text(
+    field: &str,
+    value: &str,
+    max: usize,
+    required: bool,
+) -> Result<(), ApiError> {
     let n = value.chars().count();
     if (required && value.trim().is_empty()) || n > max {
         return Err(invalid(format!(
@@ -63,7 +68,7 @@ pub async fn create_bay(
 ) -> Result<Bay, ApiError> {
     check_text("name", &name, MAX_NAME_CHARS, true)?;
     let bay = Bay {
-        id: BayId(id_or_new(id, "bay")?),
+        id: BayId(id_or_new(id, "b_")?),
         name,
     };
     match store.create_bay(bay).await? {

@@ -456,6 +456,9 @@ async fn patch_conversation(
     let (bay, cid) = path.into_inner();
     let (bay, cid) = (BayId(bay), ConversationId(cid));
     let body = body.into_inner();
+    if let Some(Some(title)) = &body.title {
+        provision::check_text("title", title, provision::MAX_NAME_CHARS, false)?;
+    }
     let current = state
         .store
         .conversation(&bay, &cid)

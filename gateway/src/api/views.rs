@@ -6,7 +6,7 @@ use switchboard_actors::model::{roster, Conversation, Participant, StoredMessage
 use switchboard_protocol::context::{ContextEnvelope, ParticipantView, YouView};
 use switchboard_protocol::event::{MessageView, SenderView};
 use switchboard_protocol::ids::{ConversationId, ParticipantId};
-use switchboard_protocol::model::RosterMember;
+use switchboard_protocol::model::{ParticipantKind, RosterMember};
 use switchboard_protocol::routing::{instructions, is_orchestrator, policy_view};
 
 /// A conversation with the participant records of its members.
@@ -34,6 +34,19 @@ impl Room {
     pub fn envelope(&self, reader: &ParticipantId) -> ContextEnvelope {
         let c = &self.conversation;
         let reference = c.reference();
+        // The envelope must say what routing does: a designated agent that
+        // is not (or no longer) an agent member of the room is no designated
+        // agent at all, exactly as routing and `instructions` treat it.
+        let mut policy = c.policy.clone();
+        if let Some(d) = &policy.designated_agent_id {
+            let is_agent_member = self
+                .roster
+                .iter()
+                .any(|m| &m.id == d && m.kind == ParticipantKind::Agent);
+            if !is_agent_member {
+                policy.designated_agent_id = None;
+            }
+        }
         ContextEnvelope {
             participants: self
                 .roster
@@ -43,14 +56,14 @@ impl Room {
                     name: m.name.clone(),
                     kind: m.kind,
                     role: m.role,
-                    is_orchestrator: is_orchestrator(c.kind, &c.policy, &m.id),
+                    is_orchestrator: is_orchestrator(c.kind, &policy, &m.id),
                     description: m.description.clone(),
                 })
                 .collect(),
-            policy: policy_view(c.kind, &c.policy),
+            policy: policy_view(c.kind, &policy),
             you: YouView {
                 agent_id: reader.clone(),
-                is_orchestrator: is_orchestrator(c.kind, &c.policy, reader),
+                is_orchestrator: is_orchestrator(c.kind, &policy, reader),
             },
             instructions: instructions(reader, &reference, &c.policy, &self.roster),
             conversation: reference,

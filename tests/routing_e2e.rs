@@ -276,6 +276,15 @@ async fn round_cap_counts_exactly_with_two_concurrent_writers() {
     assert_eq!(page["messages"][0]["shouldRespond"], true);
 }
 
+/// A policy body; the designated agent ("brain") only where the policy uses one.
+fn policy_json(policy: &str, cap: u8) -> Value {
+    let mut p = json!({"agentReplyPolicy": policy, "maxAgentRounds": cap});
+    if matches!(policy, "DEDICATED" | "ORCHESTRATOR" | "ROUTER") {
+        p["designatedAgentId"] = json!("brain");
+    }
+    p
+}
+
 #[test]
 fn verdicts_survive_replay_for_random_scripts() {
     // Property: for random message scripts and a random policy change after
@@ -314,7 +323,7 @@ fn verdicts_survive_replay_for_random_scripts() {
             ),
             |(script, before, after, cap)| {
                 rt.block_on(async {
-                    set_policy(&gw, "prop", json!({"agentReplyPolicy": policies[before], "designatedAgentId": "brain", "maxAgentRounds": cap})).await;
+                    set_policy(&gw, "prop", policy_json(policies[before], cap)).await;
                     let mut cursors = Vec::new();
                     for t in [&w.rex, &w.brain, &w.scout] {
                         let (_, b) = gw.updates(t, None, "1").await;
@@ -343,7 +352,7 @@ fn verdicts_survive_replay_for_random_scripts() {
                     for (t, c) in agents.iter().zip(&cursors) {
                         before_change.push(read(t.clone(), c.clone()).await);
                     }
-                    set_policy(&gw, "prop", json!({"agentReplyPolicy": policies[after], "maxAgentRounds": 5 - cap})).await;
+                    set_policy(&gw, "prop", policy_json(policies[after], 5 - cap)).await;
                     for (i, (t, c)) in agents.iter().zip(&cursors).enumerate() {
                         let again = read(t.clone(), c.clone()).await;
                         prop_assert_eq!(&again, &before_change[i]);

@@ -1,12 +1,21 @@
 //! Bearer-token authentication (protocol §2): `Authorization: Bearer bay_…`
 //! on every agent API call; `/ws` also accepts `?token=` for clients that
 //! cannot set headers. Missing, unknown, rotated or revoked → 401.
+//!
+//! [`agent_gate`] runs the check as middleware around the agent API scope,
+//! before any extractor reads the body: actix polls a handler's extractors
+//! together, so with a store that answers asynchronously (Redis) a body
+//! extractor would otherwise finish first and answer a stranger 400 / 413 /
+//! 415 instead of 401. The gate leaves the [`Caller`] in the request's
+//! extensions, where the extractor and [`authenticate`] find it.
 
 use crate::error::ApiError;
 use crate::state::AppState;
-use actix_web::dev::Payload;
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::http::header::AUTHORIZATION;
-use actix_web::{web, FromRequest, HttpRequest};
+use actix_web::middleware::Next;
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use futures_util::future::LocalBoxFuture;
 use switchboard_actors::store::Principal;
 use switchboard_actors::token::{looks_like_token, TokenHash};
@@ -47,6 +56,9 @@ fn presented_token(req: &HttpRequest, allow_query: bool) -> Option<String> {
 /// # Errors
 /// 401 UNAUTHORIZED for a missing/unknown token; 503 when the store is down.
 pub async fn authenticate(req: &HttpRequest, allow_query: bool) -> Result<Caller, ApiError> {
+    if let Some(caller) = req.extensions().get::<Caller>() {
+        return Ok(caller.clone());
+    }
     let state = req
         .app_data::<web::Data<AppState>>()
         .ok_or_else(ApiError::unauthorized)?;
@@ -73,5 +85,24 @@ impl FromRequest for Caller {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move { authenticate(&req, false).await })
+    }
+}
+
+/// Middleware for the agent API scope: authenticates (header, or `?token=`
+/// on `/ws`) before any extractor looks at the path, query or body, and
+/// answers 401 (or 503 when the store is down) without reading further.
+pub async fn agent_gate(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    let allow_query = req.path().ends_with("/ws");
+    match authenticate(req.request(), allow_query).await {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            next.call(req)
+                .await
+                .map(ServiceResponse::map_into_left_body)
+        }
+        Err(e) => Ok(req.error_response(e).map_into_right_body()),
     }
 }

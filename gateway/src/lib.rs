@@ -166,6 +166,8 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             .app_data(web::PayloadConfig::default().limit(max_body))
             .service(
                 web::scope("/api/agent-api")
+                    // Authentication before any extractor reads the body.
+                    .wrap(actix_web::middleware::from_fn(auth::agent_gate))
                     .configure(api::agent::routes)
                     .configure(realtime::updates::routes)
                     .configure(realtime::ws::routes),

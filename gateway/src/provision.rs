@@ -197,7 +197,21 @@ impl PolicyInput {
             check_text("policy.rules", &rules, MAX_TEXT_CHARS, false)?;
             base.rules = (!rules.trim().is_empty()).then_some(rules);
         }
-        if let Some(id) = self.designated_agent_id.or(self.orchestrator_id) {
+        let designated = self.designated_agent_id.or(self.orchestrator_id);
+        let uses_designated = matches!(
+            base.agent_reply_policy,
+            ReplyPolicy::Dedicated | ReplyPolicy::Orchestrator | ReplyPolicy::Router
+        );
+        if !uses_designated {
+            if designated.is_some() {
+                return Err(invalid(
+                    "policy.designatedAgentId applies only to DEDICATED, ORCHESTRATOR and ROUTER",
+                ));
+            }
+            // Switching to MENTIONS or OPEN drops a designation that no longer means anything.
+            base.designated_agent_id = None;
+        }
+        if let Some(id) = designated {
             let id = ParticipantId(id);
             if !participants
                 .iter()
@@ -210,6 +224,64 @@ impl PolicyInput {
             base.designated_agent_id = Some(id);
         }
         Ok(base)
+    }
+}
+
+/// 400 for a policy on a DM or AGENT_CHAT.
+pub fn no_direct_policy() -> ApiError {
+    invalid("DM and AGENT_CHAT conversations have no reply policy (protocol §3)")
+}
+
+/// Checks that a conversation's members fit its type and its policy:
+/// a DM is exactly two participants; an AGENT_CHAT is exactly one user and
+/// one agent (protocol §11, `POST /conversations`); a GROUP has at least one
+/// member; DEDICATED and ORCHESTRATOR need a designated agent, and any
+/// designated agent (ROUTER's fallback included) must be an agent member.
+///
+/// # Errors
+///
+/// 400 `INVALID_REQUEST` naming the rule that failed.
+pub fn check_shape(
+    kind: ConversationType,
+    members: &[Member],
+    participants: &[Participant],
+    policy: &Policy,
+) -> Result<(), ApiError> {
+    let kind_of = |id: &ParticipantId| participants.iter().find(|p| &p.id == id).map(|p| p.kind);
+    match kind {
+        ConversationType::Dm if members.len() != 2 => {
+            return Err(invalid("a DM has exactly two distinct members"));
+        }
+        ConversationType::AgentChat => {
+            let users = members
+                .iter()
+                .filter(|m| kind_of(&m.participant) == Some(ParticipantKind::User))
+                .count();
+            if members.len() != 2 || users != 1 {
+                return Err(invalid("an AGENT_CHAT has exactly one user and one agent"));
+            }
+        }
+        ConversationType::Group if members.is_empty() => {
+            return Err(invalid("a GROUP needs at least one member"));
+        }
+        _ => {}
+    }
+    if kind.is_direct() {
+        return Ok(());
+    }
+    match (&policy.designated_agent_id, policy.agent_reply_policy) {
+        (None, ReplyPolicy::Dedicated | ReplyPolicy::Orchestrator) => Err(invalid(
+            "DEDICATED and ORCHESTRATOR need policy.designatedAgentId (or orchestratorId)",
+        )),
+        (Some(d), _)
+            if !members.iter().any(|m| &m.participant == d)
+                || kind_of(d) != Some(ParticipantKind::Agent) =>
+        {
+            Err(invalid(
+                "policy.designatedAgentId must be an agent member of the conversation",
+            ))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -281,10 +353,14 @@ pub async fn create_conversation(
             });
         }
     }
+    if input.kind.is_direct() && input.policy.is_some() {
+        return Err(no_direct_policy());
+    }
     let policy = input
         .policy
         .unwrap_or_default()
         .apply(Policy::default(), &participants)?;
+    check_shape(input.kind, &members, &participants, &policy)?;
     let conversation = Conversation {
         id: ConversationId(id_or_new(input.id, "c_")?),
         kind: input.kind,

@@ -1068,7 +1068,10 @@ impl Reader {
 
     pub fn missing(&self, ids: &[String]) -> Vec<String> {
         let seen = self.ids.lock().unwrap();
-        ids.iter().filter(|id| !seen.contains(*id)).cloned().collect()
+        ids.iter()
+            .filter(|id| !seen.contains(*id))
+            .cloned()
+            .collect()
     }
 
     pub fn violations(&self) -> Vec<String> {

@@ -355,11 +355,19 @@ async fn add_member(
         participant: pid,
         role: body.role.unwrap_or_default(),
     };
-    match state
+    let cid = ConversationId(cid);
+    let current = state
         .store
-        .upsert_member(&bay, &ConversationId(cid), member)
+        .conversation(&bay, &cid)
         .await?
-    {
+        .ok_or_else(ApiError::not_found)?;
+    if current.kind.is_direct() && current.member(&member.participant).is_none() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "DM and AGENT_CHAT conversations keep their two members",
+        ));
+    }
+    match state.store.upsert_member(&bay, &cid, member).await? {
         Updated::Updated(c) => Ok(HttpResponse::Ok().json(conversation_json(&c))),
         Updated::NotFound => Err(ApiError::not_found()),
     }
@@ -465,9 +473,12 @@ async fn patch_conversation(
         .await?
         .ok_or_else(ApiError::not_found)?;
     let policy = match body.policy {
+        Some(_) if current.kind.is_direct() => return Err(provision::no_direct_policy()),
         Some(p) => {
             let participants = state.store.participants(&bay).await?;
-            Some(p.apply(current.policy.clone(), &participants)?)
+            let policy = p.apply(current.policy.clone(), &participants)?;
+            provision::check_shape(current.kind, &current.members, &participants, &policy)?;
+            Some(policy)
         }
         None => None,
     };

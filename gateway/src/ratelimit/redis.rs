@@ -243,6 +243,8 @@ mod tests {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("redis-server must be installed (apt-get install redis-server)");
+            // Killed (and waited for) on drop, also if it never answers.
+            let server = Server(child, port);
             let deadline = Instant::now() + Duration::from_secs(10);
             loop {
                 if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
@@ -251,7 +253,7 @@ mod tests {
                         && s.read(&mut buf)
                             .is_ok_and(|k| buf[..k].starts_with(b"+PONG"))
                     {
-                        return Server(child, port);
+                        return server;
                     }
                 }
                 assert!(Instant::now() < deadline, "redis-server did not start");

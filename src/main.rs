@@ -28,7 +28,16 @@ fn main() -> std::process::ExitCode {
         }
         Command::Config {
             command: ConfigCommand::Check(args),
-        } => match check(&args) {
+        } => match check(&args).and_then(|report| {
+            // The bootstrap file is part of what `serve` would load: check it too.
+            if let Some(path) = &args.load()?.bootstrap {
+                if let Err(e) = switchboard_gateway::bootstrap::check_file(path) {
+                    eprintln!("error: {e}");
+                    std::process::exit(2);
+                }
+            }
+            Ok(report)
+        }) {
             Ok(report) => {
                 print!("{report}");
                 std::process::ExitCode::SUCCESS

@@ -655,3 +655,24 @@ fn a_bootstrap_entry_without_an_id_is_refused_so_restarts_stay_idempotent() {
         "{err}"
     );
 }
+
+#[test]
+fn config_check_also_checks_the_bootstrap_file() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["config", "check", "--bootstrap", "/nonexistent/boot.toml"])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/boot.toml"));
+    let ok = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["config", "check", "--bootstrap", "config/demo.toml"])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+}

@@ -164,13 +164,17 @@ fn check_unique(file: &File) -> Result<(), (String, String)> {
     Ok(())
 }
 
-/// Loads `path` into `store`. Returns the participants with fixed tokens.
+/// Reads and checks a bootstrap file without applying it (for
+/// `switchboard config check`): it parses, and ids and tokens are unique.
 ///
 /// # Errors
 ///
-/// [`BootstrapError`] for an unreadable or invalid file, or for the first
-/// entry the admin API's rules refuse; entries applied before it stay.
-pub async fn load(store: &dyn Store, path: &Path) -> Result<Vec<FixedToken>, BootstrapError> {
+/// [`BootstrapError`] naming the file and the problem.
+pub fn check_file(path: &Path) -> Result<(), BootstrapError> {
+    read(path).map(|_| ())
+}
+
+fn read(path: &Path) -> Result<File, BootstrapError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| BootstrapError::Read {
         path: shown.clone(),
@@ -193,6 +197,18 @@ pub async fn load(store: &dyn Store, path: &Path) -> Result<Vec<FixedToken>, Boo
         what,
         cause,
     })?;
+    Ok(file)
+}
+
+/// Loads `path` into `store`. Returns the participants with fixed tokens.
+///
+/// # Errors
+///
+/// [`BootstrapError`] for an unreadable or invalid file, or for the first
+/// entry the admin API's rules refuse; entries applied before it stay.
+pub async fn load(store: &dyn Store, path: &Path) -> Result<Vec<FixedToken>, BootstrapError> {
+    let shown = path.display().to_string();
+    let file = read(path)?;
     let apply = |what: String| {
         let path = shown.clone();
         move |e: ApiError| BootstrapError::Apply {

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_protocol::error::ErrorCode;
+use switchboard_protocol::ids::TokenId;
 
 /// Which transport a connection uses (the metric label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +44,9 @@ pub struct ConnectionLimiter {
 struct Counts {
     total: usize,
     per_ip: HashMap<IpAddr, usize>,
+    /// Live permits per token: a token that already holds one may always
+    /// connect again, since the new connection displaces the old one.
+    per_token: HashMap<TokenId, usize>,
 }
 
 impl ConnectionLimiter {
@@ -63,10 +67,15 @@ impl ConnectionLimiter {
     pub fn admit(
         self: &Arc<Self>,
         ip: Option<IpAddr>,
+        token: &TokenId,
         transport: Transport,
     ) -> Result<ConnectionPermit, ApiError> {
         let mut st = self.state.lock();
-        if st.total >= self.max_total {
+        // A reconnect of a token that holds a connection here replaces it
+        // (one connection per token), so it never counts against the caps:
+        // a client with a stale socket is not locked out.
+        let replaces = st.per_token.get(token).is_some_and(|n| *n > 0);
+        if st.total >= self.max_total && !replaces {
             return Err(ApiError::new(
                 ErrorCode::Unavailable,
                 "this node holds its maximum number of connections",
@@ -75,7 +84,7 @@ impl ConnectionLimiter {
         }
         if let Some(ip) = ip {
             let n = st.per_ip.entry(ip).or_default();
-            if self.max_per_ip > 0 && *n >= self.max_per_ip {
+            if self.max_per_ip > 0 && *n >= self.max_per_ip && !replaces {
                 return Err(ApiError::new(
                     ErrorCode::RateLimited,
                     "too many connections from this address",
@@ -85,11 +94,13 @@ impl ConnectionLimiter {
             *n += 1;
         }
         st.total += 1;
+        *st.per_token.entry(token.clone()).or_default() += 1;
         metrics::gauge!(crate::metrics::CONNECTIONS, "transport" => transport.label())
             .increment(1.0);
         Ok(ConnectionPermit {
             limiter: self.clone(),
             ip,
+            token: token.clone(),
             transport,
         })
     }
@@ -104,6 +115,7 @@ impl ConnectionLimiter {
 pub struct ConnectionPermit {
     limiter: Arc<ConnectionLimiter>,
     ip: Option<IpAddr>,
+    token: TokenId,
     transport: Transport,
 }
 
@@ -111,6 +123,12 @@ impl Drop for ConnectionPermit {
     fn drop(&mut self) {
         let mut st = self.limiter.state.lock();
         st.total = st.total.saturating_sub(1);
+        if let Some(n) = st.per_token.get_mut(&self.token) {
+            *n -= 1;
+            if *n == 0 {
+                st.per_token.remove(&self.token);
+            }
+        }
         if let Some(ip) = self.ip {
             if let Some(n) = st.per_ip.get_mut(&ip) {
                 *n -= 1;
@@ -131,21 +149,38 @@ mod tests {
     #[test]
     fn caps_per_ip_and_per_node_and_frees_on_drop() {
         let l = ConnectionLimiter::new(2, 3);
+        let t = |n: &str| TokenId(n.into());
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
-        let p1 = l.admit(Some(a), Transport::Ws).unwrap();
-        let _p2 = l.admit(Some(a), Transport::Ws).unwrap();
+        let p1 = l.admit(Some(a), &t("t1"), Transport::Ws).unwrap();
+        let _p2 = l.admit(Some(a), &t("t2"), Transport::Ws).unwrap();
+        let code = |r: Result<ConnectionPermit, ApiError>| r.err().map(|e| e.code);
         assert_eq!(
-            l.admit(Some(a), Transport::Ws).err().map(|e| e.code),
+            code(l.admit(Some(a), &t("t5"), Transport::Ws)),
             Some(ErrorCode::RateLimited)
         );
-        let _p3 = l.admit(Some(b), Transport::Updates).unwrap();
+        let _p3 = l.admit(Some(b), &t("t3"), Transport::Updates).unwrap();
         assert_eq!(
-            l.admit(Some(b), Transport::Ws).err().map(|e| e.code),
+            code(l.admit(Some(b), &t("t4"), Transport::Ws)),
             Some(ErrorCode::Unavailable)
         );
         drop(p1);
         assert_eq!(l.total(), 2);
-        assert!(l.admit(Some(a), Transport::Ws).is_ok());
+        assert!(l.admit(Some(a), &t("t1"), Transport::Ws).is_ok());
+    }
+
+    #[test]
+    fn a_token_holding_a_connection_may_always_reconnect() {
+        let l = ConnectionLimiter::new(1, 1);
+        let tok = TokenId("t".into());
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let _old = l.admit(Some(ip), &tok, Transport::Ws).unwrap();
+        assert!(l
+            .admit(Some(ip), &TokenId("other".into()), Transport::Ws)
+            .is_err());
+        assert!(
+            l.admit(Some(ip), &tok, Transport::Ws).is_ok(),
+            "the reconnect displaces the old one"
+        );
     }
 }

@@ -52,6 +52,13 @@ pub(crate) fn check_text(
             u8::from(required)
         )));
     }
+    // Names, titles and descriptions are quoted into other agents'
+    // `instructions`: a line break there could pass for a server-written line.
+    if field != "policy.rules" && value.chars().any(char::is_control) {
+        return Err(invalid(format!(
+            "{field} must not contain control characters or line breaks"
+        )));
+    }
     Ok(())
 }
 

@@ -232,7 +232,7 @@ async fn list_messages(
                 .map_err(|_| {
                     ApiError::new(
                         ErrorCode::InvalidRequest,
-                        "since must be an ISO-8601 timestamp",
+                        "since must be an RFC 3339 timestamp with an offset, e.g. 2026-11-30T13:09:00Z",
                     )
                 })?
                 .with_timezone(&Utc);

@@ -116,9 +116,11 @@ async fn updates(
                 .map_err(|_| cursor_expired("cursor is not one this server issued; catch up over REST and call again without a cursor"))?,
         ),
     };
-    let permit = state
-        .connections
-        .admit(req.peer_addr().map(|a| a.ip()), Transport::Updates)?;
+    let permit = state.connections.admit(
+        req.peer_addr().map(|a| a.ip()),
+        &caller.principal.token,
+        Transport::Updates,
+    )?;
     let (tx, rx) = oneshot::channel();
     PollSession {
         state: state.get_ref().clone(),

@@ -71,9 +71,11 @@ async fn upgrade(
         .into());
     }
     let caller = authenticate(&req, true).await?;
-    let permit = state
-        .connections
-        .admit(req.peer_addr().map(|a| a.ip()), Transport::Ws)?;
+    let permit = state.connections.admit(
+        req.peer_addr().map(|a| a.ip()),
+        &caller.principal.token,
+        Transport::Ws,
+    )?;
     let backlog = Backlog::bounded(state.settings.limits.max_outbound_queue_bytes);
     state.limits.check_updates(&caller.principal.token).await?;
     let mut session = WsSession {

@@ -403,14 +403,16 @@ async fn socket_dropped_mid_batch_redelivers_from_the_last_cursor_frame() {
 async fn replay_over_ws_across_an_add_starts_at_the_add() {
     let gw = Gateway::spawn().await;
     let w = World::create(&gw, BAY).await;
+    gw.create_conversation(BAY, "pair", "GROUP", &["ana", "rex"])
+        .await;
     let mut ws = gw.ws_ready(&w.scout, None).await;
     let (_, c0) = ws.read_batch().await;
     ws.close().await;
-    let (_, before) = gw.post_message(&w.ana, "dm", "before scout").await;
-    gw.add_member(BAY, "dm", "scout").await;
-    let (_, after) = gw.post_message(&w.ana, "dm", "after scout").await;
-    gw.remove_member(BAY, "dm", "scout").await;
-    let (_, gone) = gw.post_message(&w.ana, "dm", "scout gone").await;
+    let (_, before) = gw.post_message(&w.ana, "pair", "before scout").await;
+    gw.add_member(BAY, "pair", "scout").await;
+    let (_, after) = gw.post_message(&w.ana, "pair", "after scout").await;
+    gw.remove_member(BAY, "pair", "scout").await;
+    let (_, gone) = gw.post_message(&w.ana, "pair", "scout gone").await;
     let (_, sentinel) = gw.post_message(&w.ana, "group", "sentinel").await;
     let mut ws = gw.ws_ready(&w.scout, Some(&c0)).await;
     let (events, _) = ws.read_batch().await;

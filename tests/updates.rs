@@ -489,26 +489,30 @@ async fn bays_are_isolated_and_a_cursor_does_not_cross_bays() {
 #[tokio::test]
 async fn added_member_receives_later_messages_over_a_live_socket() {
     let (gw, w) = world().await;
-    // Scout is not in the DM.
+    gw.create_conversation(BAY, "pair", "GROUP", &["ana", "rex"])
+        .await;
+    // Scout is not in the pair room.
     let mut ws = gw.ws_ready(&w.scout, None).await;
     ws.read_batch().await;
-    let (_, before) = gw.post_message(&w.ana, "dm", "before the add").await;
-    gw.add_member(BAY, "dm", "scout").await;
-    let (_, after) = gw.post_message(&w.ana, "dm", "after the add").await;
+    let (_, before) = gw.post_message(&w.ana, "pair", "before the add").await;
+    gw.add_member(BAY, "pair", "scout").await;
+    let (_, after) = gw.post_message(&w.ana, "pair", "after the add").await;
     let (events, _) = ws.read_batch().await;
     let got: Vec<&Value> = events.iter().map(|e| &e["message"]["id"]).collect();
     assert_eq!(got, vec![&after["id"]], "before: {}", before["id"]);
-    assert_eq!(events[0]["conversationId"], "dm");
+    assert_eq!(events[0]["conversationId"], "pair");
 }
 
 #[tokio::test]
 async fn added_member_receives_later_messages_over_updates() {
     let (gw, w) = world().await;
+    gw.create_conversation(BAY, "pair", "GROUP", &["ana", "rex"])
+        .await;
     let c = now_cursor(&gw, &w.scout).await;
     let poll = spawn_poll(&gw, &w.scout, Some(&c), Some("25"));
     let_it_attach().await;
-    gw.add_member(BAY, "dm", "scout").await;
-    let (_, after) = gw.post_message(&w.ana, "dm", "after the add").await;
+    gw.add_member(BAY, "pair", "scout").await;
+    let (_, after) = gw.post_message(&w.ana, "pair", "after the add").await;
     let (s, body, _) = tokio::time::timeout(PATIENCE, poll).await.unwrap().unwrap();
     assert_eq!(s, 200, "{body}");
     assert_eq!(ids(&body), vec![after["id"].as_str().unwrap()]);
@@ -548,10 +552,12 @@ async fn removed_member_receives_nothing_more_over_either_transport() {
 #[tokio::test]
 async fn replay_across_an_add_delivers_only_messages_after_the_add() {
     let (gw, w) = world().await;
+    gw.create_conversation(BAY, "pair", "GROUP", &["ana", "rex"])
+        .await;
     let c = now_cursor(&gw, &w.scout).await;
-    let (_, before) = gw.post_message(&w.ana, "dm", "before scout joined").await;
-    gw.add_member(BAY, "dm", "scout").await;
-    let (_, after) = gw.post_message(&w.ana, "dm", "after scout joined").await;
+    let (_, before) = gw.post_message(&w.ana, "pair", "before scout joined").await;
+    gw.add_member(BAY, "pair", "scout").await;
+    let (_, after) = gw.post_message(&w.ana, "pair", "after scout joined").await;
     let (s, body) = gw.updates(&w.scout, Some(&c), "1").await;
     assert_eq!(s, 200);
     assert_eq!(

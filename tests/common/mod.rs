@@ -55,69 +55,9 @@ impl Gateway {
 
     pub async fn spawn_with(opts: Opts) -> Gateway {
         let (opts, redis) = opts.with_test_store();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
-        cmd.arg("serve")
-            .arg("--bind")
-            .arg("127.0.0.1:0")
-            .args(&opts.args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("RUST_LOG", "info")
-            .env("SWITCHBOARD_ADMIN_TOKEN", ADMIN_TOKEN)
-            .env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "100000")
-            .env("SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE", "1000000")
-            .env("SWITCHBOARD_TIMING__WATERMARK_INTERVAL", "100ms")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in &opts.env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start switchboard");
-        let output = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        for stream in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let out = output.clone();
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    let clean = strip_ansi(&line);
-                    out.lock().unwrap().push(clean.clone());
-                    let _ = tx.send(clean);
-                }
-            });
-        }
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        let addr = loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let line = rx.recv_timeout(left).unwrap_or_else(|_| {
-                panic!(
-                    "gateway did not report its address: {:?}",
-                    output.lock().unwrap()
-                )
-            });
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                break rest
-                    .split_whitespace()
-                    .next()
-                    .unwrap()
-                    .trim_matches('"')
-                    .to_owned();
-            }
-        };
-        Gateway {
-            addr,
-            child,
-            output,
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()
-                .unwrap(),
-            redis,
-        }
+        let mut gw = Self::spawn_command(serve_command(&opts)).await;
+        gw.redis = redis;
+        gw
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -691,3 +691,65 @@ async fn a_regular_poller_idle_in_a_busy_bay_never_expires_on_any_node() {
     let (s, b) = c.nodes[1].updates(&w.scout, cursor.as_deref(), "1").await;
     assert_error(s, &b, 409, "CURSOR_EXPIRED");
 }
+
+#[tokio::test]
+async fn draining_a_node_moves_its_clients_to_another_with_nothing_lost() {
+    let mut c = Cluster::start(
+        false,
+        2,
+        Opts::default().env("SWITCHBOARD_TIMING__DRAIN_TIMEOUT", "2s"),
+    )
+    .await;
+    let w = World::create(&c.nodes[0], BAY).await;
+    let mut ws = c.nodes[0].ws_ready(&w.rex, None).await;
+    let (_, mut cursor) = ws.read_batch().await;
+    let mut posted = Vec::new();
+    for i in 0..5 {
+        let (s, m) = c.nodes[1]
+            .post_message(&w.ana, "dm", &format!("before {i}"))
+            .await;
+        assert_eq!(s, 201);
+        posted.push(m["id"].as_str().unwrap().to_owned());
+    }
+    let mut got: Vec<String> = Vec::new();
+    while got.len() < posted.len() {
+        let (events, c2) = ws.read_batch().await;
+        got.extend(event_ids(&events));
+        cursor = c2;
+    }
+    // Drain node 0: the socket gets a final cursor frame, then 4003.
+    c.nodes[0].send_signal("-TERM");
+    let (code, frames) = ws.expect_close(Duration::from_secs(5)).await;
+    assert_eq!(code, Some(4003), "{frames:?}");
+    for f in &frames {
+        if f["t"] == "cursor" {
+            cursor = f["cursor"].as_str().unwrap().to_owned();
+        }
+        if f["t"] == "event" {
+            got.push(f["event"]["message"]["id"].as_str().unwrap().to_owned());
+        }
+    }
+    assert!(
+        frames.iter().any(|f| f["t"] == "cursor"),
+        "a final cursor frame: {frames:?}"
+    );
+    // Messages keep arriving on node 1 while the client moves.
+    for i in 0..5 {
+        let (s, m) = c.nodes[1]
+            .post_message(&w.ana, "dm", &format!("after {i}"))
+            .await;
+        assert_eq!(s, 201);
+        posted.push(m["id"].as_str().unwrap().to_owned());
+    }
+    let mut ws = c.nodes[1].ws_ready(&w.rex, Some(&cursor)).await;
+    while posted.iter().any(|p| !got.contains(p)) {
+        let (events, _) = ws.read_batch().await;
+        got.extend(event_ids(&events));
+    }
+    let unique: HashSet<&String> = got.iter().collect();
+    assert_eq!(unique.len(), posted.len(), "nothing lost, nothing foreign");
+    assert!(
+        c.nodes[0].wait_for_exit(Duration::from_secs(5)).is_some(),
+        "drained node exits"
+    );
+}

@@ -753,3 +753,44 @@ async fn draining_a_node_moves_its_clients_to_another_with_nothing_lost() {
         "drained node exits"
     );
 }
+
+#[tokio::test]
+async fn the_round_cap_counts_exactly_when_two_nodes_accept_posts_at_once() {
+    let c = Cluster::start(false, 2, Opts::default()).await;
+    let w = World::create(&c.nodes[0], BAY).await;
+    let (s, b) = c.nodes[0]
+        .admin(
+            reqwest::Method::PATCH,
+            &format!("/bays/{BAY}/conversations/group"),
+            Some(json!({"policy": {"agentReplyPolicy": "MENTIONS", "maxAgentRounds": 5}})),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let (s, _) = c.nodes[0].post_message(&w.ana, "group", "go").await;
+    assert_eq!(s, 201);
+    tokio::join!(burst(&c.nodes[0], &w.rex), burst(&c.nodes[1], &w.brain));
+    let (s, page) = c.nodes[1]
+        .get(&w.scout, "/conversations/group/messages?limit=50")
+        .await;
+    assert_eq!(s, 200);
+    let verdicts: Vec<bool> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["senderType"] == "AGENT")
+        .map(|m| m["shouldRespond"].as_bool().unwrap())
+        .collect();
+    assert_eq!(verdicts.len(), 20);
+    // Counts 1..4 trigger; from the 5th consecutive agent message on, none.
+    assert_eq!(verdicts, [vec![true; 4], vec![false; 16]].concat());
+}
+
+/// Ten agent @mentions of Scout from `token` through `node`.
+async fn burst(node: &Gateway, token: &str) {
+    for _ in 0..10 {
+        let (s, b) = node
+            .post_message(token, "group", "@Scout over to you")
+            .await;
+        assert_eq!(s, 201, "{b}");
+    }
+}

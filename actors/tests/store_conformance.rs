@@ -1072,7 +1072,7 @@ async fn control_entries_are_logged(store: Arc<dyn Store>) {
     let (records, through) = read(store, &bay.id, &start, 10).await;
     assert_eq!(
         records.iter().map(|r| (**r).clone()).collect::<Vec<_>>(),
-        vec![LogRecord { id, event }]
+        vec![LogRecord::new(id, event)]
     );
     assert_eq!(through, id);
 }

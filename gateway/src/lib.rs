@@ -196,6 +196,15 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     }
     let server = server.run();
     let handle = server.handle();
+    // Histogram samples wait in lock-free buckets until upkeep folds them in:
+    // without it they would accumulate for as long as nobody scrapes.
+    actix_rt::spawn(async {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            metrics::install().run_upkeep();
+        }
+    });
     let limits = state.limits.clone();
     actix_rt::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(60));

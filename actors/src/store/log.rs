@@ -6,9 +6,13 @@
 //! revocations and session openings (cluster-wide displacement).
 
 use crate::model::StoredMessage;
+use bytestring::ByteString;
 use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
 use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::event::ConversationRef;
+use switchboard_protocol::event::Event;
+use switchboard_protocol::frame::ServerFrame;
 use switchboard_protocol::ids::{ConversationId, ParticipantId, SessionId, TokenId};
 
 /// One log entry: its id and what happened.
@@ -19,6 +23,49 @@ pub struct LogRecord {
     pub id: EntryId,
     /// What the entry records.
     pub event: LogEvent,
+    /// A message's `/ws` event frame, rendered on first use once per verdict
+    /// (index 0: `shouldRespond` false, 1: true) and then shared, reference
+    /// counted, by every session the record reaches: fan-out to N sessions
+    /// serializes the message twice, not N times.
+    #[serde(skip)]
+    frames: OnceLock<[ByteString; 2]>,
+}
+
+impl LogRecord {
+    /// A record at `id`.
+    pub fn new(id: EntryId, event: LogEvent) -> Self {
+        LogRecord {
+            id,
+            event,
+            frames: OnceLock::new(),
+        }
+    }
+
+    /// The `{"t":"event",...}` frame this record gives `recipient`, or
+    /// `None` for control entries. Identical to serializing
+    /// `ServerFrame::Event` with the event `StoredMessage::event_for` builds.
+    pub fn ws_event_frame(&self, recipient: &ParticipantId) -> Option<ByteString> {
+        let LogEvent::Message {
+            conversation,
+            message,
+        } = &self.event
+        else {
+            return None;
+        };
+        let frames = self.frames.get_or_init(|| {
+            // The sender's own view has shouldRespond false; flip it for the other.
+            let mut event = message.event_for(conversation, &message.sender.id);
+            let no = ServerFrame::Event { event: &event }.to_json();
+            let Event::Message { message: view, .. } = &mut event;
+            view.should_respond = true;
+            let yes = ServerFrame::Event { event: &event }.to_json();
+            [no.into(), yes.into()]
+        });
+        let verdict = message
+            .routing
+            .should_respond(recipient, &message.sender.id);
+        Some(frames[usize::from(verdict)].clone())
+    }
 }
 
 /// What a log entry records.
@@ -71,6 +118,63 @@ impl LogEvent {
                 Some(&conversation.id)
             }
             LogEvent::CredentialRevoked { .. } | LogEvent::SessionOpened { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+    use switchboard_protocol::event::SenderView;
+    use switchboard_protocol::ids::MessageId;
+    use switchboard_protocol::model::{ConversationType, ParticipantKind, Role};
+    use switchboard_protocol::routing::Routing;
+
+    #[test]
+    fn cached_frames_equal_per_recipient_serialization() {
+        let pid = |s: &str| ParticipantId(s.into());
+        let conversation = ConversationRef {
+            id: ConversationId("c".into()),
+            kind: ConversationType::Group,
+            title: None,
+        };
+        let message = StoredMessage {
+            id: MessageId("m".into()),
+            conversation_id: ConversationId("c".into()),
+            sender: SenderView {
+                id: pid("ana"),
+                name: "Ana".into(),
+                kind: ParticipantKind::User,
+                role: Some(Role::Member),
+            },
+            content: "@Rex hi".into(),
+            created_at: Utc::now(),
+            metadata: None,
+            reply_to: None,
+            routing: Routing {
+                mentions: vec![pid("rex")],
+                respondents: vec![pid("rex")],
+                ..Routing::default()
+            },
+        };
+        let record = LogRecord::new(
+            EntryId::new(1, 0),
+            LogEvent::Message {
+                conversation: conversation.clone(),
+                message: message.clone(),
+            },
+        );
+        for who in ["rex", "brain", "ana"] {
+            let expected = ServerFrame::Event {
+                event: &message.event_for(&conversation, &pid(who)),
+            }
+            .to_json();
+            assert_eq!(
+                &*record.ws_event_frame(&pid(who)).unwrap(),
+                expected.as_str(),
+                "{who}"
+            );
         }
     }
 }

@@ -100,7 +100,7 @@ impl Log {
         } else {
             self.last.next()
         };
-        self.entries.push_back(Arc::new(LogRecord { id, event }));
+        self.entries.push_back(Arc::new(LogRecord::new(id, event)));
         self.last = id;
         self.trim(now, limits);
         self.head_tx.send_replace(id);

@@ -11,7 +11,7 @@
 //! server initiates.
 
 use super::inbound::FrameGuard;
-use super::open::{live_events, observe_live_delivery, open_session, OpenFailure, Opened};
+use super::open::{observe_live_delivery, open_session, OpenFailure, Opened};
 use super::outbound::Drained;
 use crate::auth::authenticate;
 use crate::auth::Caller;
@@ -414,18 +414,22 @@ impl Handler<Deliver> for WsSession {
             return;
         }
         let Some(live) = &mut self.live else { return };
-        let events = live_events(
-            &msg.records,
-            &live.cursor,
-            &self.caller.principal.participant.id,
-        );
+        // Frames come pre-rendered from the shared record (one serialization
+        // per message and verdict, not one per session).
+        let participant = &self.caller.principal.participant.id;
+        let frames: Vec<_> = msg
+            .records
+            .iter()
+            .filter(|r| live.cursor.is_new(r.id))
+            .filter_map(|r| r.ws_event_frame(participant))
+            .collect();
         observe_live_delivery(&msg.records, &live.cursor, Transport::Ws);
         live.cursor.advance(msg.through);
-        if events.is_empty() {
+        if frames.is_empty() {
             return;
         }
-        for event in &events {
-            self.send_event(event, ctx);
+        for frame in frames {
+            ctx.text(frame);
         }
         self.send_cursor(ctx);
     }

@@ -378,7 +378,7 @@ impl RedisStore {
             .into_iter()
             .map(|(id, raw)| {
                 let event: LogEvent = decode(doing, &log, raw)?;
-                Ok(Arc::new(LogRecord { id, event }))
+                Ok(Arc::new(LogRecord::new(id, event)))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let through = if records.len() < max {

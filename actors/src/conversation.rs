@@ -134,7 +134,10 @@ async fn post(
             None => return Ok(PostOutcome::InvalidReplyTarget),
         },
     };
-    let participants = store.participants(bay).await?;
+    // Only this conversation's members: a Bay may hold thousands of others.
+    let participants = store
+        .participants_in(bay, &conversation.member_ids())
+        .await?;
     let roster = roster(&conversation, &participants);
     let routing = route(&RouteInput {
         conversation_type: conversation.kind,

@@ -212,6 +212,21 @@ async fn bays_and_participants(store: Arc<dyn Store>) {
         vec![]
     );
     assert_eq!(
+        store
+            .participants_in(
+                &bay.id,
+                &[
+                    bob.id.clone(),
+                    ParticipantId("p_ghost".into()),
+                    alice.id.clone()
+                ]
+            )
+            .await
+            .unwrap(),
+        vec![bob.clone(), alice.clone()],
+        "the ids asked for, in that order, unknown ones skipped"
+    );
+    assert_eq!(
         store.authenticate(&bob_token).await.unwrap(),
         Some(Principal {
             bay: bay.id.clone(),

@@ -80,6 +80,13 @@ impl Store for Instrumented {
     async fn participants(&self, bay: &BayId) -> Result<Vec<Participant>, StoreError> {
         timed("participants", self.inner.participants(bay)).await
     }
+    async fn participants_in(
+        &self,
+        bay: &BayId,
+        ids: &[ParticipantId],
+    ) -> Result<Vec<Participant>, StoreError> {
+        timed("participants_in", self.inner.participants_in(bay, ids)).await
+    }
     async fn set_token(
         &self,
         bay: &BayId,

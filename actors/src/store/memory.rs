@@ -249,6 +249,23 @@ impl Store for MemoryStore {
         Ok(out)
     }
 
+    async fn participants_in(
+        &self,
+        bay: &BayId,
+        ids: &[ParticipantId],
+    ) -> Result<Vec<Participant>, StoreError> {
+        let st = self.state.lock();
+        Ok(st
+            .bays
+            .get(bay)
+            .map(|b| {
+                ids.iter()
+                    .filter_map(|id| b.participants.get(id).map(|p| p.participant.clone()))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
     async fn set_token(
         &self,
         bay: &BayId,

@@ -157,6 +157,14 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Option<Participant>, StoreError>;
     /// All participants of a Bay.
     async fn participants(&self, bay: &BayId) -> Result<Vec<Participant>, StoreError>;
+    /// The participants with the given ids (unknown ids are skipped), in
+    /// the order given. The write path uses it to load one conversation's
+    /// roster without touching the rest of the Bay.
+    async fn participants_in(
+        &self,
+        bay: &BayId,
+        ids: &[ParticipantId],
+    ) -> Result<Vec<Participant>, StoreError>;
     /// Replaces (`Some`) or removes (`None`) a participant's token. The old
     /// token stops authenticating at once, and a `CredentialRevoked` entry
     /// is appended to the Bay's log in the same step so every node closes

@@ -677,6 +677,28 @@ impl Store for RedisStore {
         Ok(out)
     }
 
+    async fn participants_in(
+        &self,
+        bay: &BayId,
+        ids: &[ParticipantId],
+    ) -> Result<Vec<Participant>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let doing = "loading a roster's participants";
+        let key = BayKeys::new(bay).participants();
+        let mut c = cmd("HMGET");
+        c.arg(&key);
+        for id in ids {
+            c.arg(id.as_str());
+        }
+        let raw: Vec<Option<Vec<u8>>> = self.query(doing, &key, &c).await?;
+        raw.iter()
+            .flatten()
+            .map(|r| decode::<Participant>(doing, &key, r))
+            .collect()
+    }
+
     async fn set_token(
         &self,
         bay: &BayId,

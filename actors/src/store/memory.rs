@@ -368,16 +368,6 @@ impl Store for MemoryStore {
         Ok(out)
     }
 
-    async fn conversations_of(
-        &self,
-        bay: &BayId,
-        participant: &ParticipantId,
-    ) -> Result<Vec<Conversation>, StoreError> {
-        let mut all = self.conversations(bay).await?;
-        all.retain(|c| c.member(participant).is_some());
-        Ok(all)
-    }
-
     async fn upsert_member(
         &self,
         bay: &BayId,

@@ -199,7 +199,12 @@ pub trait Store: Send + Sync + 'static {
         &self,
         bay: &BayId,
         participant: &ParticipantId,
-    ) -> Result<Vec<Conversation>, StoreError>;
+    ) -> Result<Vec<Conversation>, StoreError> {
+        // Engines may answer from an index; this default filters the Bay's list.
+        let mut all = self.conversations(bay).await?;
+        all.retain(|c| c.member(participant).is_some());
+        Ok(all)
+    }
     /// Adds (or re-roles) a member and appends a `Roster` entry.
     async fn upsert_member(
         &self,

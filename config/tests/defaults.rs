@@ -20,7 +20,7 @@ fn defaults_equal_the_protocol_values() {
         store: StoreKind::Memory,
         redis: RedisSettings {
             url: "redis://127.0.0.1:6379".into(),
-            pool_size: 16,
+            pool_size: 64,
         },
         bootstrap: None,
         admin_token: None,

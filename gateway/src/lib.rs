@@ -137,6 +137,10 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             .as_ref()
             .map(|t| Arc::new(hex::encode(Sha256::digest(t.as_bytes())))),
         draining: Arc::new(AtomicBool::new(false)),
+        replay_slots: Arc::new(tokio::sync::Semaphore::new(match settings.store {
+            StoreKind::Redis => (settings.redis.pool_size / 2).max(1),
+            StoreKind::Memory => 256,
+        })),
         connections: connections::ConnectionLimiter::new(
             settings.limits.max_connections_per_ip,
             settings.limits.max_connections,

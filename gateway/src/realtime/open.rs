@@ -151,6 +151,14 @@ pub async fn open_session(
     let start = resume.unwrap_or_else(|| attached.position.clone());
     let mut from = start.clone();
     let mut events = Vec::new();
+    // Replays queue for a slot instead of all racing for store connections
+    // at once: in a reconnect storm the pool would otherwise time out and
+    // close sessions that merely had to wait.
+    let _slot = state
+        .replay_slots
+        .acquire()
+        .await
+        .map_err(|_| ApiError::new(ErrorCode::Unavailable, "the node is shutting down"))?;
     loop {
         let replay = store
             .read_log(&bay, &from, REPLAY_READ, None)

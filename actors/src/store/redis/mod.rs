@@ -228,6 +228,29 @@ impl RedisStore {
     }
 
     /// Runs one command on a pooled connection.
+    /// One JSON record stored as field `field` of hash `key` (`None` when absent).
+    async fn hash_record<T: serde::de::DeserializeOwned>(
+        &self,
+        doing: &'static str,
+        key: &str,
+        field: &str,
+    ) -> Result<Option<T>, StoreError> {
+        let raw: Option<Vec<u8>> = self
+            .query(doing, key, cmd("HGET").arg(key).arg(field))
+            .await?;
+        raw.map(|r| decode(doing, key, &r)).transpose()
+    }
+
+    /// Every JSON record of hash `key`, in Redis's order.
+    async fn hash_records<T: serde::de::DeserializeOwned>(
+        &self,
+        doing: &'static str,
+        key: &str,
+    ) -> Result<Vec<T>, StoreError> {
+        let raw: Vec<Vec<u8>> = self.query(doing, key, cmd("HVALS").arg(key)).await?;
+        raw.iter().map(|r| decode(doing, key, r)).collect()
+    }
+
     async fn query<T: FromRedisValue>(
         &self,
         doing: &'static str,
@@ -657,22 +680,18 @@ impl Store for RedisStore {
         bay: &BayId,
         participant: &ParticipantId,
     ) -> Result<Option<Participant>, StoreError> {
-        let doing = "reading a participant";
-        let key = BayKeys::new(bay).participants();
-        let raw: Option<Vec<u8>> = self
-            .query(doing, &key, cmd("HGET").arg(&key).arg(participant.as_str()))
-            .await?;
-        raw.map(|r| decode(doing, &key, &r)).transpose()
+        self.hash_record(
+            "reading a participant",
+            &BayKeys::new(bay).participants(),
+            participant.as_str(),
+        )
+        .await
     }
 
     async fn participants(&self, bay: &BayId) -> Result<Vec<Participant>, StoreError> {
-        let doing = "listing participants";
-        let key = BayKeys::new(bay).participants();
-        let raw: Vec<Vec<u8>> = self.query(doing, &key, cmd("HVALS").arg(&key)).await?;
-        let mut out = raw
-            .iter()
-            .map(|r| decode::<Participant>(doing, &key, r))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut out: Vec<Participant> = self
+            .hash_records("listing participants", &BayKeys::new(bay).participants())
+            .await?;
         out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)
     }
@@ -848,26 +867,18 @@ impl Store for RedisStore {
         bay: &BayId,
         conversation: &ConversationId,
     ) -> Result<Option<Conversation>, StoreError> {
-        let doing = "reading a conversation";
-        let key = BayKeys::new(bay).conversations();
-        let raw: Option<Vec<u8>> = self
-            .query(
-                doing,
-                &key,
-                cmd("HGET").arg(&key).arg(conversation.as_str()),
-            )
-            .await?;
-        raw.map(|r| decode(doing, &key, &r)).transpose()
+        self.hash_record(
+            "reading a conversation",
+            &BayKeys::new(bay).conversations(),
+            conversation.as_str(),
+        )
+        .await
     }
 
     async fn conversations(&self, bay: &BayId) -> Result<Vec<Conversation>, StoreError> {
-        let doing = "listing conversations";
-        let key = BayKeys::new(bay).conversations();
-        let raw: Vec<Vec<u8>> = self.query(doing, &key, cmd("HVALS").arg(&key)).await?;
-        let mut out = raw
-            .iter()
-            .map(|r| decode::<Conversation>(doing, &key, r))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut out: Vec<Conversation> = self
+            .hash_records("listing conversations", &BayKeys::new(bay).conversations())
+            .await?;
         out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)
     }

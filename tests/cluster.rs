@@ -311,26 +311,8 @@ async fn killing_a_node_mid_stream_loses_no_message() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(accepted.len() >= 140, "{} accepted", accepted.len());
-    let all = eventually(Duration::from_secs(30), || async {
-        by_ws.has_all(&accepted) && by_poll.has_all(&accepted)
-    })
-    .await;
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        let _ = t.await;
-    }
-    assert!(
-        all,
-        "lost over WS: {:?}; lost over /updates: {:?}",
-        by_ws.missing(&accepted),
-        by_poll.missing(&accepted)
-    );
-    assert!(by_ws.violations().is_empty(), "{:?}", by_ws.violations());
-    assert!(
-        by_poll.violations().is_empty(),
-        "{:?}",
-        by_poll.violations()
-    );
+    assert_both_readers_got_everything(&accepted, &by_ws, &by_poll, &stop, tasks, String::new)
+        .await;
     // The socket did move: one session on node 3, at least one after.
     assert!(by_ws.sessions() >= 2);
 }
@@ -425,26 +407,8 @@ async fn a_redis_restart_with_aof_loses_no_accepted_message() {
     );
     assert!(accepted.len() >= 65, "{} accepted", accepted.len());
 
-    let all = eventually(Duration::from_secs(30), || async {
-        by_ws.has_all(&accepted) && by_poll.has_all(&accepted)
-    })
-    .await;
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        let _ = t.await;
-    }
-    assert!(
-        all,
-        "lost over WS: {:?}; lost over /updates: {:?}",
-        by_ws.missing(&accepted),
-        by_poll.missing(&accepted)
-    );
-    assert!(by_ws.violations().is_empty(), "{:?}", by_ws.violations());
-    assert!(
-        by_poll.violations().is_empty(),
-        "{:?}",
-        by_poll.violations()
-    );
+    assert_both_readers_got_everything(&accepted, &by_ws, &by_poll, &stop, tasks, String::new)
+        .await;
     // The socket was never closed: one connection from start to end.
     assert_eq!(by_ws.sessions(), 1);
     // Polls made during the outage were refused with 503 and retried.

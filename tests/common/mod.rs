@@ -1129,3 +1129,37 @@ pub fn poll_reader(
         }
     })
 }
+
+/// Waits (up to 30 s) until both failover readers hold every accepted id,
+/// stops them, and asserts that nothing was lost and neither saw a
+/// violation. `context()` is added to the failure message (e.g. nginx's log).
+pub async fn assert_both_readers_got_everything(
+    accepted: &[String],
+    by_ws: &Reader,
+    by_poll: &Reader,
+    stop: &std::sync::atomic::AtomicBool,
+    tasks: impl IntoIterator<Item = tokio::task::JoinHandle<()>>,
+    context: impl Fn() -> String,
+) {
+    let all = eventually(Duration::from_secs(30), || async {
+        by_ws.has_all(accepted) && by_poll.has_all(accepted)
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    assert!(
+        all,
+        "lost over WS: {:?}; lost over /updates: {:?}; {}",
+        by_ws.missing(accepted),
+        by_poll.missing(accepted),
+        context()
+    );
+    assert!(by_ws.violations().is_empty(), "{:?}", by_ws.violations());
+    assert!(
+        by_poll.violations().is_empty(),
+        "{:?}",
+        by_poll.violations()
+    );
+}

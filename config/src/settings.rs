@@ -86,8 +86,8 @@ pub enum LogFormat {
 pub struct RedisSettings {
     /// `redis://`, `rediss://`, `redis+unix://` or `unix://` URL. May hold a password (secret).
     pub url: String,
-    /// Pooled connections per node. Invariant: at least 1.
-    pub pool_size: usize,
+    /// Multiplexed connections per node, used round-robin. Invariant: at least 1.
+    pub connections: usize,
 }
 
 /// Rate, size and connection limits. Every field is at least 1 unless it says otherwise.
@@ -231,7 +231,7 @@ impl fmt::Debug for RedisSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisSettings")
             .field("url", &mask_url_password(&self.url))
-            .field("pool_size", &self.pool_size)
+            .field("connections", &self.connections)
             .finish()
     }
 }

@@ -25,7 +25,7 @@ impl Settings {
         check_bind(&self.bind)?;
 
         check_redis_url(&self.redis.url)?;
-        at_least_one("redis.pool_size", self.redis.pool_size)?;
+        at_least_one("redis.connections", self.redis.connections)?;
 
         if let Some(token) = &self.admin_token {
             if token.is_empty() {

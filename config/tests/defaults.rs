@@ -20,7 +20,7 @@ fn defaults_equal_the_protocol_values() {
         store: StoreKind::Memory,
         redis: RedisSettings {
             url: "redis://127.0.0.1:6379".into(),
-            pool_size: 64,
+            connections: 4,
         },
         bootstrap: None,
         admin_token: None,
@@ -130,7 +130,7 @@ fn out_of_range_values_name_their_key() {
         ("bind", |s| s.bind = "nowhere".into()),
         ("bind", |s| s.bind = "host:99999".into()),
         ("redis.url", |s| s.redis.url = "http://x".into()),
-        ("redis.pool_size", |s| s.redis.pool_size = 0),
+        ("redis.connections", |s| s.redis.connections = 0),
         ("admin_token", |s| s.admin_token = Some(String::new())),
         ("workers", |s| s.workers = Some(0)),
         ("replay_window", |s| s.replay_window = Duration::ZERO),
@@ -219,7 +219,7 @@ fn masking_hides_the_admin_token_and_redis_password() {
         admin_token: Some("s3cret-token".into()),
         redis: RedisSettings {
             url: "redis://default:hunter2@db:6379/0".into(),
-            pool_size: 16,
+            connections: 16,
         },
         ..Settings::default()
     };

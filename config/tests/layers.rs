@@ -105,7 +105,7 @@ fn every_documented_environment_variable_is_read() {
         jail.set_env("SWITCHBOARD_REDIS_URL", "redis://:pw@cache:6379");
         jail.set_env("SWITCHBOARD_LOG_FORMAT", "json");
         jail.set_env("SWITCHBOARD_WORKERS", "3");
-        jail.set_env("SWITCHBOARD_REDIS__POOL_SIZE", "8");
+        jail.set_env("SWITCHBOARD_REDIS__CONNECTIONS", "8");
         jail.set_env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "30");
         jail.set_env("SWITCHBOARD_TIMING__HELLO_TIMEOUT", "500ms");
         let s = jailed(load(None, &Overrides::default()))?;
@@ -117,7 +117,7 @@ fn every_documented_environment_variable_is_read() {
         assert_eq!(s.redis.url, "redis://:pw@cache:6379");
         assert_eq!(s.log_format, LogFormat::Json);
         assert_eq!(s.workers, Some(3));
-        assert_eq!(s.redis.pool_size, 8);
+        assert_eq!(s.redis.connections, 8);
         assert_eq!(s.limits.updates_per_minute, 30);
         assert_eq!(s.timing.hello_timeout, Duration::from_millis(500));
         Ok(())
@@ -277,7 +277,7 @@ fn json_config_file_works() {
             r#"{
                 "bind": "0.0.0.0:7000",
                 "store": "redis",
-                "redis": { "url": "redis://r:6379", "pool_size": 4 },
+                "redis": { "url": "redis://r:6379", "connections": 4 },
                 "limits": { "max_connections": 10 },
                 "timing": { "typing_ttl": "7s" }
             }"#,
@@ -285,7 +285,7 @@ fn json_config_file_works() {
         let s = jailed(load(Some(Path::new("sb.json")), &Overrides::default()))?;
         assert_eq!(s.bind, "0.0.0.0:7000");
         assert_eq!(s.store, StoreKind::Redis);
-        assert_eq!(s.redis.pool_size, 4);
+        assert_eq!(s.redis.connections, 4);
         assert_eq!(s.limits.max_connections, 10);
         assert_eq!(s.timing.typing_ttl, Duration::from_secs(7));
 

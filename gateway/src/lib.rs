@@ -41,6 +41,10 @@ use switchboard_actors::store::Store;
 use switchboard_config::{Settings, StoreKind};
 use switchboard_protocol::error::ErrorCode;
 
+/// Replays (session opens from a cursor) that read the log at once per node;
+/// the rest queue. Bounds the memory a resume storm takes at one time.
+const REPLAY_SLOTS: usize = 256;
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -74,7 +78,7 @@ async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
         StoreKind::Redis => {
             let store = switchboard_actors::store::redis::connect(
                 &settings.redis.url,
-                settings.redis.pool_size,
+                settings.redis.connections,
                 switchboard_actors::store::redis::RedisLimits {
                     replay_window: settings.replay_window,
                     max_entries: settings.replay_max_entries,
@@ -137,10 +141,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             .as_ref()
             .map(|t| Arc::new(hex::encode(Sha256::digest(t.as_bytes())))),
         draining: Arc::new(AtomicBool::new(false)),
-        replay_slots: Arc::new(tokio::sync::Semaphore::new(match settings.store {
-            StoreKind::Redis => (settings.redis.pool_size / 2).max(1),
-            StoreKind::Memory => 256,
-        })),
+        replay_slots: Arc::new(tokio::sync::Semaphore::new(REPLAY_SLOTS)),
         connections: connections::ConnectionLimiter::new(
             settings.limits.max_connections_per_ip,
             settings.limits.max_connections,

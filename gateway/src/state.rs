@@ -21,8 +21,8 @@ pub struct AppState {
     /// Per-token request budgets (protocol §11: 60/min agent API, 20/min
     /// `/updates`); cluster-wide with the redis engine.
     pub limits: Arc<RateLimits>,
-    /// Concurrent replays allowed on this node (half the Redis pool, so
-    /// live traffic keeps connections); the rest wait their turn.
+    /// Concurrent replays allowed on this node; the rest wait their turn,
+    /// so a resume storm's memory is bounded.
     pub replay_slots: Arc<tokio::sync::Semaphore>,
     /// Admission of WebSockets and held `/updates` (per IP, per node).
     pub connections: Arc<ConnectionLimiter>,

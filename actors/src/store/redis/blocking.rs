@@ -1,8 +1,8 @@
 //! Dedicated connections for blocking reads (`XREAD BLOCK`).
 //!
 //! A blocking command occupies its connection until it returns, so it must
-//! not run on a pooled connection: a few tailing feeds would starve the pool
-//! (and with it every request) for up to the block time each. Each blocking
+//! not run on a shared multiplexed connection: every command pipelined
+//! behind it would wait for up to the block time. Each blocking
 //! read therefore takes a connection of its own from this small cache, and
 //! gives it back when the read completed normally. Connections that failed
 //! or whose read was abandoned (the future dropped mid-read, or the guard

@@ -30,7 +30,7 @@
 //! and a cursor expires exactly when something it has not seen is gone.
 //!
 //! Blocking reads (`read_log` with `block`) use `XREAD BLOCK` on a dedicated
-//! connection, never a pooled one (see the private `blocking` module).
+//! connection, never a shared one (see the private `blocking` module).
 //!
 //! Failure behaviour: a refused, dropped or timed-out connection, or an
 //! error reply such as `OOM`/`READONLY`/`LOADING`, is
@@ -48,6 +48,7 @@
 
 mod blocking;
 mod codec;
+mod connection;
 pub mod keys;
 mod scripts;
 
@@ -63,7 +64,7 @@ use codec::{
     array, bytes, corrupt, decode, encode, entry_id, epoch_candidate, from_redis, status,
     stream_entries, text, unavailable, Holes,
 };
-use deadpool_redis::{Manager, Pool, Runtime};
+use connection::Shared;
 use keys::BayKeys;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -82,10 +83,10 @@ pub struct RedisLimits {
     pub max_entries: usize,
 }
 
-/// Longest any one command (including the wait for a pooled connection) may take.
+/// Longest any one command may take, queueing on its connection included.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
-/// Longest wait for a pooled connection, its creation and its health check.
-const POOL_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest wait for a dedicated (blocking-read) connection to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Extra time a blocking read gets beyond its `BLOCK` before it is abandoned.
 const BLOCK_GRACE: Duration = Duration::from_secs(3);
 /// Attempts of a compare-and-set before giving up as contended.
@@ -97,7 +98,7 @@ const MAX_COUNT: usize = i64::MAX as usize;
 
 /// The Redis store engine. Cheap to share behind an `Arc`.
 pub struct RedisStore {
-    pool: Pool,
+    shared: Shared,
     blocking: BlockingConnections,
     limits: RedisLimits,
 }
@@ -109,8 +110,8 @@ struct TokenOwner {
     participant: ParticipantId,
 }
 
-/// Connects to Redis at `url` with a pool of `pool_size` connections,
-/// checks the server, and returns the engine.
+/// Connects to Redis at `url` with `connections` multiplexed connections
+/// (see the `connection` module), checks the server, and returns the engine.
 ///
 /// # Errors
 /// [`StoreError::Unavailable`] when the URL is invalid, the server cannot be
@@ -119,7 +120,7 @@ struct TokenOwner {
 /// warning).
 pub async fn connect(
     url: &str,
-    pool_size: usize,
+    connections: usize,
     limits: RedisLimits,
 ) -> Result<RedisStore, StoreError> {
     let doing = "connecting to Redis";
@@ -128,23 +129,22 @@ pub async fn connect(
         doing,
         cause: format!("invalid redis.url: {e}"),
     })?;
-    let manager = Manager::new(url).map_err(|e| StoreError::Unavailable {
+    // Bounded: the connection manager would otherwise retry with backoff.
+    let shared = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        Shared::open(&client, connections, COMMAND_TIMEOUT),
+    )
+    .await
+    .map_err(|_| StoreError::Unavailable {
         doing,
-        cause: format!("invalid redis.url: {e}"),
+        cause: "timed out".into(),
+    })?
+    .map_err(|e| StoreError::Unavailable {
+        doing,
+        cause: format!("cannot connect: {e}"),
     })?;
-    let pool = Pool::builder(manager)
-        .max_size(pool_size.max(1))
-        .runtime(Runtime::Tokio1)
-        .wait_timeout(Some(POOL_TIMEOUT))
-        .create_timeout(Some(POOL_TIMEOUT))
-        .recycle_timeout(Some(POOL_TIMEOUT))
-        .build()
-        .map_err(|e| StoreError::Unavailable {
-            doing,
-            cause: format!("cannot build the connection pool: {e}"),
-        })?;
     let store = RedisStore {
-        pool,
+        shared,
         blocking: BlockingConnections::new(client),
         limits,
     };
@@ -227,7 +227,6 @@ impl RedisStore {
             .map_err(|_| unavailable(doing, key, "timed out"))?
     }
 
-    /// Runs one command on a pooled connection.
     /// One JSON record stored as field `field` of hash `key` (`None` when absent).
     async fn hash_record<T: serde::de::DeserializeOwned>(
         &self,
@@ -251,6 +250,7 @@ impl RedisStore {
         raw.iter().map(|r| decode(doing, key, r)).collect()
     }
 
+    /// Runs one command on a shared connection.
     async fn query<T: FromRedisValue>(
         &self,
         doing: &'static str,
@@ -258,11 +258,7 @@ impl RedisStore {
         command: &Cmd,
     ) -> Result<T, StoreError> {
         self.timed(doing, key, async {
-            let mut conn = self
-                .pool
-                .get()
-                .await
-                .map_err(|e| unavailable(doing, key, e))?;
+            let mut conn = self.shared.get();
             command
                 .query_async(&mut conn)
                 .await
@@ -271,7 +267,7 @@ impl RedisStore {
         .await
     }
 
-    /// Runs one script on a pooled connection (`EVALSHA`, loading it first
+    /// Runs one script on a shared connection (`EVALSHA`, loading it first
     /// when the server does not know it yet). `key` names the script's main
     /// key in errors.
     async fn invoke<T: FromRedisValue>(
@@ -290,11 +286,7 @@ impl RedisStore {
             invocation.arg(*a);
         }
         self.timed(doing, key, async {
-            let mut conn = self
-                .pool
-                .get()
-                .await
-                .map_err(|e| unavailable(doing, key, e))?;
+            let mut conn = self.shared.get();
             invocation
                 .invoke_async(&mut conn)
                 .await
@@ -434,7 +426,7 @@ impl RedisStore {
         // One retry with a fresh connection when a reused idle one turns
         // out to be dead (e.g. Redis restarted while it sat idle).
         loop {
-            let (mut conn, reused) = tokio::time::timeout(POOL_TIMEOUT, self.blocking.take())
+            let (mut conn, reused) = tokio::time::timeout(CONNECT_TIMEOUT, self.blocking.take())
                 .await
                 .map_err(|_| unavailable(doing, log, "timed out connecting"))?
                 .map_err(|e| from_redis(doing, log, e))?;

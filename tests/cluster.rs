@@ -569,18 +569,21 @@ async fn trimming_expires_exactly_the_cursors_that_missed_something() {
     let (s, b) = n3.updates(&w.rex, Some(&c0), "1").await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(event_ids(b["events"].as_array().unwrap()), vec![id_of(&e1)]);
-    // Its answer's cursor is the log's last entry (this poll's own opening).
+    // Its answer's cursor is the log's last entry (e1's: session openings
+    // travel apart from the log).
     let c1 = b["cursor"].as_str().unwrap().to_owned();
     let (last, _) = stream_edges(&c.redis);
     assert_eq!(entry_of(&c1).to_string(), last);
 
-    // Nothing happens for longer than the window. The next append trims
-    // everything, c1's entry included: c1 is then exactly the newest
-    // trimmed entry. It missed nothing, so it resumes, on any node.
+    // Nothing happens for longer than the window. The next append (e2)
+    // trims everything before it, c1's entry included: c1 is then exactly
+    // the newest trimmed entry. It missed nothing, so it resumes, on any node.
     tokio::time::sleep(window + Duration::from_millis(500)).await;
+    let (s, e2) = n1.post_message(&w.ana, "dm", "after the window").await;
+    assert_eq!(s, 201, "{e2}");
     let (s, b) = n2.updates(&w.rex, Some(&c1), "1").await;
     assert_eq!(s, 200, "a cursor at the edge was refused: {b}");
-    assert_eq!(b["events"], json!([]));
+    assert_eq!(event_ids(b["events"].as_array().unwrap()), vec![id_of(&e2)]);
     let (_, max_deleted) = stream_edges(&c.redis);
     assert_eq!(
         max_deleted,
@@ -757,4 +760,238 @@ async fn burst(node: &Gateway, token: &str) {
             .await;
         assert_eq!(s, 201, "{b}");
     }
+}
+
+// ---------------------------------------------------------------- membership replays on a fresh node
+
+/// Ana, Scout and Rex in one Bay on nodes A and B, with GROUP `g` =
+/// {Ana, Scout}, and a cursor of Rex and of Scout taken on node A
+/// (`/updates` without a cursor) before anything else happened.
+struct RosterScene {
+    cluster: Cluster,
+    ana: String,
+    rex: String,
+    scout: String,
+    rex_cursor: String,
+    scout_cursor: String,
+}
+
+impl RosterScene {
+    async fn start() -> RosterScene {
+        let cluster = Cluster::start(false, 2, Opts::default()).await;
+        let a = &cluster.nodes[0];
+        a.create_bay(BAY).await;
+        let ana = a.create_participant(BAY, "ana", "user", "Ana").await;
+        let scout = a.create_participant(BAY, "scout", "agent", "Scout").await;
+        let rex = a.create_participant(BAY, "rex", "agent", "Rex").await;
+        a.create_conversation(BAY, "g", "GROUP", &["ana", "scout"])
+            .await;
+        let cursor_of = |token: String| async move {
+            let (s, b) = a.updates(&token, None, "1").await;
+            assert_eq!(s, 200, "{b}");
+            assert_eq!(b["events"], json!([]), "{b}");
+            b["cursor"].as_str().unwrap().to_owned()
+        };
+        let rex_cursor = cursor_of(rex.clone()).await;
+        let scout_cursor = cursor_of(scout.clone()).await;
+        RosterScene {
+            cluster,
+            ana,
+            rex,
+            scout,
+            rex_cursor,
+            scout_cursor,
+        }
+    }
+
+    fn a(&self) -> &Gateway {
+        &self.cluster.nodes[0]
+    }
+
+    fn b(&self) -> &Gateway {
+        &self.cluster.nodes[1]
+    }
+
+    /// Ana posts `content` in `conversation` through node B; the id.
+    async fn ana_posts(&self, conversation: &str, content: &str) -> String {
+        let (s, m) = self
+            .b()
+            .post_message(&self.ana, conversation, content)
+            .await;
+        assert_eq!(s, 201, "{m}");
+        id_of(&m)
+    }
+
+    /// A third node on the same Redis, started now: its feed has seen
+    /// nothing that happened before.
+    async fn fresh_node(&self) -> Gateway {
+        Gateway::spawn_with(Opts::default().redis(&self.cluster.redis.url())).await
+    }
+}
+
+/// Every message id `/updates` on `node` hands `token` from `cursor` on,
+/// in order: polls (`wait=1`) with each answer's cursor until an answer
+/// has no events.
+async fn replay_by_updates(node: &Gateway, token: &str, cursor: &str) -> Vec<String> {
+    let mut cursor = cursor.to_owned();
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        let (s, b) = node.updates(token, Some(&cursor), "1").await;
+        assert_eq!(s, 200, "/updates on {}: {b}", node.addr);
+        let events = b["events"].as_array().unwrap();
+        if events.is_empty() {
+            return ids;
+        }
+        ids.extend(event_ids(events));
+        cursor = b["cursor"].as_str().unwrap().to_owned();
+    }
+    panic!("/updates on {} did not run dry: {ids:?}", node.addr);
+}
+
+/// Every message id a WebSocket on `node` resuming from `cursor` gets
+/// before its first `cursor` frame (the replay), in order.
+async fn replay_by_ws(node: &Gateway, token: &str, cursor: &str) -> Vec<String> {
+    let mut ws = node.ws_ready(token, Some(cursor)).await;
+    let (_, before) = ws.until_frame("cursor", Duration::from_secs(10)).await;
+    ws.close().await;
+    before
+        .iter()
+        .map(|f| {
+            assert_eq!(f["t"], "event", "unexpected frame before the cursor: {f}");
+            id_of(&f["event"]["message"])
+        })
+        .collect()
+}
+
+/// Names the ids of `names` in `ids` (for readable failures).
+fn named(ids: &[String], names: &[(&str, &String)]) -> Vec<String> {
+    ids.iter()
+        .map(|id| {
+            names
+                .iter()
+                .find(|(_, n)| *n == id)
+                .map_or_else(|| id.clone(), |(name, _)| (*name).to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_started_after_roster_changes_replays_each_message_by_the_membership_of_its_time() {
+    let scene = RosterScene::start().await;
+    // g = {Ana, Scout}: M0. Rex joins: M1. Scout leaves: M2.
+    let m0 = scene.ana_posts("g", "M0: Ana and Scout").await;
+    scene.b().add_member(BAY, "g", "rex").await;
+    let m1 = scene.ana_posts("g", "M1: Ana, Scout and Rex").await;
+    scene.b().remove_member(BAY, "g", "scout").await;
+    let m2 = scene.ana_posts("g", "M2: Ana and Rex").await;
+    let names = [("M0", &m0), ("M1", &m1), ("M2", &m2)];
+    let rex_wants = vec![m1.clone(), m2.clone()];
+    let scout_wants = vec![m0.clone(), m1.clone()];
+
+    // Node A's feed saw every change: the control.
+    let a = scene.a();
+    let a_rex = replay_by_updates(a, &scene.rex, &scene.rex_cursor).await;
+    let a_scout = replay_by_updates(a, &scene.scout, &scene.scout_cursor).await;
+    eprintln!(
+        "node A /updates: rex {:?}, scout {:?}",
+        named(&a_rex, &names),
+        named(&a_scout, &names)
+    );
+    assert_eq!(a_rex, rex_wants, "node A, Rex: {:?}", named(&a_rex, &names));
+    assert_eq!(
+        a_scout,
+        scout_wants,
+        "node A, Scout: {:?}",
+        named(&a_scout, &names)
+    );
+
+    // Node C starts only now, on the same Redis.
+    let c = scene.fresh_node().await;
+    let c_rex = replay_by_updates(&c, &scene.rex, &scene.rex_cursor).await;
+    let c_scout = replay_by_updates(&c, &scene.scout, &scene.scout_cursor).await;
+    let c_rex_ws = replay_by_ws(&c, &scene.rex, &scene.rex_cursor).await;
+    eprintln!(
+        "node C /updates: rex {:?}, scout {:?}; node C /ws: rex {:?}",
+        named(&c_rex, &names),
+        named(&c_scout, &names),
+        named(&c_rex_ws, &names)
+    );
+    assert_eq!(
+        c_rex,
+        rex_wants,
+        "node C /updates, Rex (joined after M0): {:?}",
+        named(&c_rex, &names)
+    );
+    assert_eq!(
+        c_scout,
+        scout_wants,
+        "node C /updates, Scout (left before M2): {:?}",
+        named(&c_scout, &names)
+    );
+    assert_eq!(
+        c_rex_ws,
+        rex_wants,
+        "node C /ws, Rex (joined after M0): {:?}",
+        named(&c_rex_ws, &names)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_started_after_a_conversation_was_created_replays_it_only_to_its_members() {
+    let scene = RosterScene::start().await;
+    // After the cursors: h = {Ana, Rex} is created and gets H0; g gets G0.
+    scene
+        .b()
+        .create_conversation(BAY, "h", "GROUP", &["ana", "rex"])
+        .await;
+    let h0 = scene.ana_posts("h", "H0: Ana and Rex").await;
+    let g0 = scene.ana_posts("g", "G0: Ana and Scout").await;
+    let names = [("H0", &h0), ("G0", &g0)];
+    let rex_wants = vec![h0.clone()];
+    let scout_wants = vec![g0.clone()];
+
+    let a = scene.a();
+    let a_rex = replay_by_updates(a, &scene.rex, &scene.rex_cursor).await;
+    let a_scout = replay_by_updates(a, &scene.scout, &scene.scout_cursor).await;
+    eprintln!(
+        "node A /updates: rex {:?}, scout {:?}",
+        named(&a_rex, &names),
+        named(&a_scout, &names)
+    );
+    assert_eq!(a_rex, rex_wants, "node A, Rex: {:?}", named(&a_rex, &names));
+    assert_eq!(
+        a_scout,
+        scout_wants,
+        "node A, Scout: {:?}",
+        named(&a_scout, &names)
+    );
+
+    let c = scene.fresh_node().await;
+    let c_rex = replay_by_updates(&c, &scene.rex, &scene.rex_cursor).await;
+    let c_scout = replay_by_updates(&c, &scene.scout, &scene.scout_cursor).await;
+    let c_rex_ws = replay_by_ws(&c, &scene.rex, &scene.rex_cursor).await;
+    eprintln!(
+        "node C /updates: rex {:?}, scout {:?}; node C /ws: rex {:?}",
+        named(&c_rex, &names),
+        named(&c_scout, &names),
+        named(&c_rex_ws, &names)
+    );
+    assert_eq!(
+        c_rex,
+        rex_wants,
+        "node C /updates, Rex (member of h since its creation): {:?}",
+        named(&c_rex, &names)
+    );
+    assert_eq!(
+        c_scout,
+        scout_wants,
+        "node C /updates, Scout (never in h): {:?}",
+        named(&c_scout, &names)
+    );
+    assert_eq!(
+        c_rex_ws,
+        rex_wants,
+        "node C /ws, Rex: {:?}",
+        named(&c_rex_ws, &names)
+    );
 }

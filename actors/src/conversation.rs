@@ -7,22 +7,36 @@
 //! one node are handled one at a time, so they reach the log in the order
 //! they were accepted.
 //!
-//! The roster is read from the store on each post rather than cached: the
-//! store is the only place that is current when other nodes change rosters.
+//! The actor caches what routing needs: the conversation (roster, roles,
+//! policy) at a revision, and its members' participant records. The store
+//! refuses an append routed with an older revision ([`AppendOutcome::Stale`],
+//! checked in the same atomic step as the append), so a roster change made
+//! on any node is never routed around: the actor reloads and routes again.
+//! A steady post therefore costs one store call, the append. Participant
+//! records never change once created, so a reload fetches only new members.
+//! Recent messages posted here are kept as reply targets, so a reply to
+//! one of them needs no read either.
 //!
 //! The actor also holds typing indicators (protocol §11: 5 s TTL,
 //! self-expiring), which are ephemeral and never stored.
 
-use crate::model::{roster, Participant, StoredMessage};
-use crate::store::{NewMessage, Store, StoreError};
+use crate::model::{roster, Conversation, Participant, StoredMessage};
+use crate::store::{AppendOutcome, NewMessage, Store, StoreError};
 use actix::prelude::*;
 use chrono::Utc;
-use std::collections::HashMap;
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_protocol::event::{ReplyToView, SenderView, REPLY_PREVIEW_CHARS};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
+use switchboard_protocol::model::{ParticipantKind, RosterMember};
 use switchboard_protocol::routing::{route, RouteInput};
+
+/// Attempts of a post whose routing went stale before giving up as contended.
+const STALE_ATTEMPTS: usize = 8;
+/// Messages posted here remembered as reply targets.
+const RECENT_MESSAGES: usize = 256;
 
 /// The conversation actor. See the module docs.
 pub struct ConversationActor {
@@ -34,6 +48,48 @@ pub struct ConversationActor {
     /// Participant → when their typing indicator expires.
     typing: HashMap<ParticipantId, Instant>,
     last_activity: Instant,
+    /// What routing needs, shared with the post future. Only posts touch
+    /// it and they run one at a time (`AtomicResponse`), so the lock is
+    /// never contended; it is a mutex only because the future is `'static`.
+    cache: Arc<Mutex<WriteCache>>,
+}
+
+/// The write path's cache. Invariant: `snapshot`, when set, was the
+/// store's state at `snapshot.revision`; the append checks that it still is.
+#[derive(Default)]
+struct WriteCache {
+    snapshot: Option<Arc<Snapshot>>,
+    /// Participant records by id; they never change once created.
+    participants: HashMap<ParticipantId, Participant>,
+    /// Recently posted messages, newest last (reply targets).
+    recent: VecDeque<ReplyTarget>,
+}
+
+/// The conversation as routing sees it at one revision.
+struct Snapshot {
+    conversation: Conversation,
+    revision: u64,
+    roster: Vec<RosterMember>,
+}
+
+/// What a reply needs of the message it quotes.
+#[derive(Clone)]
+struct ReplyTarget {
+    id: MessageId,
+    sender: ParticipantId,
+    sender_kind: ParticipantKind,
+    content: String,
+}
+
+impl From<&StoredMessage> for ReplyTarget {
+    fn from(m: &StoredMessage) -> Self {
+        ReplyTarget {
+            id: m.id.clone(),
+            sender: m.sender.id.clone(),
+            sender_kind: m.sender.kind,
+            content: m.content.clone(),
+        }
+    }
 }
 
 impl ConversationActor {
@@ -53,6 +109,7 @@ impl ConversationActor {
             idle_timeout,
             typing: HashMap::new(),
             last_activity: Instant::now(),
+            cache: Arc::default(),
         }
     }
 }
@@ -109,91 +166,188 @@ impl Handler<Post> for ConversationActor {
         self.last_activity = Instant::now();
         self.typing.remove(&msg.sender.id);
         let (store, bay, id) = (self.store.clone(), self.bay.clone(), self.id.clone());
+        let cache = self.cache.clone();
         AtomicResponse::new(Box::pin(
-            async move { post(&*store, &bay, &id, msg).await }.into_actor(self),
+            async move { post(&*store, &bay, &id, &cache, msg).await }.into_actor(self),
         ))
     }
+}
+
+/// The cached snapshot, or a fresh one from the store (`None`: no such
+/// conversation).
+async fn snapshot(
+    store: &dyn Store,
+    bay: &BayId,
+    id: &ConversationId,
+    cache: &Mutex<WriteCache>,
+) -> Result<Option<Arc<Snapshot>>, StoreError> {
+    if let Some(s) = &cache.lock().snapshot {
+        return Ok(Some(s.clone()));
+    }
+    let Some(loaded) = store.conversation_revisioned(bay, id).await? else {
+        return Ok(None);
+    };
+    let missing: Vec<ParticipantId> = {
+        let c = cache.lock();
+        loaded
+            .value
+            .member_ids()
+            .into_iter()
+            .filter(|p| !c.participants.contains_key(p))
+            .collect()
+    };
+    // Only this conversation's new members: a Bay may hold thousands of others.
+    let fetched = store.participants_in(bay, &missing).await?;
+    let mut c = cache.lock();
+    for p in fetched {
+        c.participants.insert(p.id.clone(), p);
+    }
+    let members: Vec<Participant> = loaded
+        .value
+        .members
+        .iter()
+        .filter_map(|m| c.participants.get(&m.participant).cloned())
+        .collect();
+    let snapshot = Arc::new(Snapshot {
+        roster: roster(&loaded.value, &members),
+        conversation: loaded.value,
+        revision: loaded.revision,
+    });
+    c.snapshot = Some(snapshot.clone());
+    Ok(Some(snapshot))
+}
+
+/// The message `target` names in this conversation, from the recent ones
+/// posted here or else from the store.
+async fn reply_target(
+    store: &dyn Store,
+    bay: &BayId,
+    id: &ConversationId,
+    cache: &Mutex<WriteCache>,
+    target: &MessageId,
+) -> Result<Option<ReplyTarget>, StoreError> {
+    let cached = cache
+        .lock()
+        .recent
+        .iter()
+        .rev()
+        .find(|m| &m.id == target)
+        .cloned();
+    if cached.is_some() {
+        return Ok(cached);
+    }
+    Ok(store
+        .message(bay, id, target)
+        .await?
+        .as_ref()
+        .map(ReplyTarget::from))
 }
 
 async fn post(
     store: &dyn Store,
     bay: &BayId,
     id: &ConversationId,
+    cache: &Mutex<WriteCache>,
     msg: Post,
 ) -> Result<PostOutcome, StoreError> {
-    let Some(conversation) = store.conversation(bay, id).await? else {
-        return Ok(PostOutcome::NotFound);
-    };
-    let Some(member) = conversation.member(&msg.sender.id) else {
-        return Ok(PostOutcome::NotFound);
-    };
     let reply_target = match &msg.reply_to {
         None => None,
-        Some(target) => match store.message(bay, id, target).await? {
+        Some(target) => match reply_target(store, bay, id, cache, target).await? {
             Some(m) => Some(m),
-            None => return Ok(PostOutcome::InvalidReplyTarget),
+            None => {
+                // Not a message of this conversation, or of one the sender
+                // cannot see: answered as a bad target only for members.
+                let member = snapshot(store, bay, id, cache)
+                    .await?
+                    .is_some_and(|s| s.conversation.member(&msg.sender.id).is_some());
+                return Ok(if member {
+                    PostOutcome::InvalidReplyTarget
+                } else {
+                    PostOutcome::NotFound
+                });
+            }
         },
     };
-    // Only this conversation's members: a Bay may hold thousands of others.
-    let participants = store
-        .participants_in(bay, &conversation.member_ids())
-        .await?;
-    let roster = roster(&conversation, &participants);
-    let routing = route(&RouteInput {
-        conversation_type: conversation.kind,
-        policy: &conversation.policy,
-        roster: &roster,
-        sender: &msg.sender.id,
-        sender_kind: msg.sender.kind,
-        content: &msg.content,
-        reply_to_sender: reply_target.as_ref().map(|m| (&m.sender.id, m.sender.kind)),
-    });
-    let mut metadata = msg.metadata;
-    if !routing.addressed_agents.is_empty() {
-        let ids = serde_json::to_value(&routing.addressed_agents).unwrap_or_default();
-        match &mut metadata {
-            Some(serde_json::Value::Object(map)) => {
-                map.insert("addressedAgents".into(), ids);
+    for _ in 0..STALE_ATTEMPTS {
+        let Some(snap) = snapshot(store, bay, id, cache).await? else {
+            return Ok(PostOutcome::NotFound);
+        };
+        let Some(member) = snap.conversation.member(&msg.sender.id) else {
+            return Ok(PostOutcome::NotFound);
+        };
+        let conversation = &snap.conversation;
+        let routing = route(&RouteInput {
+            conversation_type: conversation.kind,
+            policy: &conversation.policy,
+            roster: &snap.roster,
+            sender: &msg.sender.id,
+            sender_kind: msg.sender.kind,
+            content: &msg.content,
+            reply_to_sender: reply_target.as_ref().map(|m| (&m.sender, m.sender_kind)),
+        });
+        let mut metadata = msg.metadata.clone();
+        if !routing.addressed_agents.is_empty() {
+            let ids = serde_json::to_value(&routing.addressed_agents).unwrap_or_default();
+            match &mut metadata {
+                Some(serde_json::Value::Object(map)) => {
+                    map.insert("addressedAgents".into(), ids);
+                }
+                _ => metadata = Some(serde_json::json!({ "addressedAgents": ids })),
             }
-            _ => metadata = Some(serde_json::json!({ "addressedAgents": ids })),
+        }
+        let message = StoredMessage {
+            id: MessageId(format!(
+                "msg_{}",
+                ulid::Ulid::new().to_string().to_ascii_lowercase()
+            )),
+            conversation_id: id.clone(),
+            sender: SenderView {
+                id: msg.sender.id.clone(),
+                name: msg.sender.name.clone(),
+                kind: msg.sender.kind,
+                role: Some(member.role),
+            },
+            content: msg.content.clone(),
+            created_at: Utc::now(),
+            metadata,
+            reply_to: reply_target.as_ref().map(|m| ReplyToView {
+                id: m.id.clone(),
+                sender_id: m.sender.clone(),
+                sender_type: m.sender_kind.sender_type(),
+                preview: m.content.chars().take(REPLY_PREVIEW_CHARS).collect(),
+            }),
+            routing,
+        };
+        let outcome = store
+            .append_message(
+                bay,
+                NewMessage {
+                    conversation: conversation.reference(),
+                    message,
+                    round_cap: (!conversation.kind.is_direct())
+                        .then_some(conversation.policy.max_agent_rounds),
+                    revision: snap.revision,
+                },
+                msg.sender.kind,
+            )
+            .await?;
+        match outcome {
+            AppendOutcome::Appended(appended) => {
+                let mut c = cache.lock();
+                c.recent.push_back(ReplyTarget::from(&appended.message));
+                if c.recent.len() > RECENT_MESSAGES {
+                    c.recent.pop_front();
+                }
+                return Ok(PostOutcome::Posted(Box::new(appended.message)));
+            }
+            // The roster or policy changed (on any node): route again.
+            AppendOutcome::Stale => cache.lock().snapshot = None,
         }
     }
-    let message = StoredMessage {
-        id: MessageId(format!(
-            "msg_{}",
-            ulid::Ulid::new().to_string().to_ascii_lowercase()
-        )),
-        conversation_id: id.clone(),
-        sender: SenderView {
-            id: msg.sender.id.clone(),
-            name: msg.sender.name.clone(),
-            kind: msg.sender.kind,
-            role: Some(member.role),
-        },
-        content: msg.content,
-        created_at: Utc::now(),
-        metadata,
-        reply_to: reply_target.map(|m| ReplyToView {
-            id: m.id,
-            sender_id: m.sender.id,
-            sender_type: m.sender.kind.sender_type(),
-            preview: m.content.chars().take(REPLY_PREVIEW_CHARS).collect(),
-        }),
-        routing,
-    };
-    let appended = store
-        .append_message(
-            bay,
-            NewMessage {
-                conversation: conversation.reference(),
-                message,
-                round_cap: (!conversation.kind.is_direct())
-                    .then_some(conversation.policy.max_agent_rounds),
-            },
-            msg.sender.kind,
-        )
-        .await?;
-    Ok(PostOutcome::Posted(Box::new(appended.message)))
+    Err(StoreError::Unavailable {
+        doing: "posting a message",
+        cause: format!("conversation {id} kept changing under concurrent updates"),
+    })
 }
 
 /// Shows `participant` as typing for the TTL (protocol §11: 5 s, no stop call).

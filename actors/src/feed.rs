@@ -12,19 +12,20 @@
 //! The feed also keeps the Bay's membership index (conversation → member
 //! ids), loaded from the store at start and then kept current by the `Roster`
 //! entries of the log itself, so a participant added to a conversation
-//! receives exactly the messages logged after the change. The feed also
-//! remembers, for each roster change it applied, the member list just
-//! before it, so a session resuming from an older cursor learns the
-//! memberships *as of that cursor* and its replay judges every record by
-//! the roster in force when it was logged. Control entries close sessions:
-//! `CredentialRevoked` (4001) and `SessionOpened` (displacement, 4000),
-//! whichever node wrote them.
+//! receives exactly the messages logged after the change. (Replays from
+//! older cursors rebuild the memberships of their own time from the store's
+//! roster changes, see [`crate::replay`], so they need no history here.)
+//! Control entries close sessions:
+//! `CredentialRevoked` (4001), whichever node wrote them; and a second
+//! tail reads the Bay's displacement channel (see [`Opening`]): a newer
+//! connection of a token, on any node, displaces the older ones (4000).
 
 use crate::session::{estimate_bytes, Close, CloseReason, Deliver, SessionHandle, Watermark};
 use crate::store::log::{LogEvent, LogRecord};
-use crate::store::{Replay, Store, StoreError};
+use crate::store::{Opening, Replay, Store, StoreError};
+use crate::token_cache::TokenCache;
 use actix::prelude::*;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
@@ -49,37 +50,25 @@ pub struct BayFeed {
     bay: BayId,
     store: Arc<dyn Store>,
     settings: FeedSettings,
+    /// The node's token cache: live for this Bay while the tail reads, and
+    /// told of every `CredentialRevoked`.
+    tokens: Arc<TokenCache>,
     /// The position the feed is past; `None` until the index is loaded.
     position: Option<LogPosition>,
     /// Membership index. Invariant: equals the store's membership as of
     /// `position` (modulo the start-up window, see `load`).
     members: HashMap<ConversationId, HashSet<ParticipantId>>,
-    /// Roster changes applied after `history_floor`, oldest first, each with
-    /// the members just before it. Invariant: holds every `Roster` entry
-    /// with an id above `history_floor` (bounded by [`ROSTER_HISTORY_MAX`]).
-    roster_history: VecDeque<RosterChange>,
-    /// `None` until the index is loaded (and after the log was lost).
-    history_floor: Option<EntryId>,
+    /// Whether the displacement channel's tail runs (it survives log resets).
+    openings_tailed: bool,
     sessions: HashMap<SessionId, Attachment>,
     by_participant: HashMap<ParticipantId, Vec<SessionId>>,
     by_token: HashMap<TokenId, Vec<SessionId>>,
 }
 
-/// Most roster changes remembered; older ones raise `history_floor`.
-const ROSTER_HISTORY_MAX: usize = 10_000;
-
-/// One roster change the feed applied: who was in `conversation` just
-/// before log entry `at` changed it.
-struct RosterChange {
-    at: EntryId,
-    conversation: ConversationId,
-    before: HashSet<ParticipantId>,
-}
-
 struct Attachment {
     participant: ParticipantId,
     token: TokenId,
-    /// Log entry of this session's `SessionOpened`: the newest one per token wins.
+    /// Id of this session's [`Opening`]: the newest one per token wins.
     opened_at: EntryId,
     handle: SessionHandle,
     /// The last `through` this session was sent.
@@ -88,15 +77,20 @@ struct Attachment {
 
 impl BayFeed {
     /// Creates a feed; it loads its index and starts tailing when started.
-    pub fn new(bay: BayId, store: Arc<dyn Store>, settings: FeedSettings) -> Self {
+    pub fn new(
+        bay: BayId,
+        store: Arc<dyn Store>,
+        settings: FeedSettings,
+        tokens: Arc<TokenCache>,
+    ) -> Self {
         BayFeed {
             bay,
             store,
             settings,
+            tokens,
             position: None,
             members: HashMap::new(),
-            roster_history: VecDeque::new(),
-            history_floor: None,
+            openings_tailed: false,
             sessions: HashMap::new(),
             by_participant: HashMap::new(),
             by_token: HashMap::new(),
@@ -106,27 +100,22 @@ impl BayFeed {
     /// Loads the membership index, then starts the tail. The head is read
     /// before the conversations, so `Roster` entries appended in between are
     /// replayed by the tail; they are full snapshots, so re-applying them is
-    /// harmless. The head is read again afterwards: roster changes up to it
-    /// may already be in the index, so their "before" is unknown and the
-    /// roster history starts above it.
+    /// harmless.
     fn load(&mut self, ctx: &mut Context<Self>) {
         let store = self.store.clone();
         let bay = self.bay.clone();
         let fut = async move {
+            let openings = store.openings_head(&bay).await?;
             let head = store.log_head(&bay).await?;
             let conversations = store.conversations(&bay).await?;
-            let settled = store.log_head(&bay).await?;
-            Ok::<_, StoreError>((head, conversations, settled))
+            Ok::<_, StoreError>((openings, head, conversations))
         };
         ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
-            Ok((head, conversations, settled)) => {
-                act.roster_history.clear();
-                act.history_floor = Some(if settled.epoch == head.epoch {
-                    settled.entry.max(head.entry)
-                } else {
-                    // The log was replaced mid-load; the tail will notice.
-                    EntryId::new(u64::MAX, u64::MAX)
-                });
+            Ok((openings, head, conversations)) => {
+                if !act.openings_tailed {
+                    act.openings_tailed = true;
+                    act.start_openings_tail(openings, ctx);
+                }
                 act.members = conversations
                     .into_iter()
                     .map(|c| {
@@ -135,6 +124,7 @@ impl BayFeed {
                     })
                     .collect();
                 act.position = Some(head.clone());
+                act.tokens.set_live(&act.bay, true);
                 act.start_tail(head, ctx);
             }
             Err(err) => {
@@ -149,6 +139,7 @@ impl BayFeed {
         let store = self.store.clone();
         let bay = self.bay.clone();
         let settings = self.settings;
+        let tokens = self.tokens.clone();
         actix_rt::spawn(async move {
             let mut pos = from;
             let mut backoff = Duration::from_millis(100);
@@ -162,6 +153,7 @@ impl BayFeed {
                 {
                     Ok(Replay::Records { records, through }) => {
                         backoff = Duration::from_millis(100);
+                        tokens.set_live(&bay, true);
                         if records.is_empty() && through == pos.entry {
                             continue;
                         }
@@ -184,7 +176,44 @@ impl BayFeed {
                         }
                     }
                     Err(err) => {
+                        // Revocations may be logged unseen meanwhile.
+                        tokens.set_live(&bay, false);
                         tracing::warn!(bay = %bay, error = %err, backoff_ms = backoff.as_millis() as u64, "feed tail read failed");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+        });
+    }
+
+    /// Tails the displacement channel: each opening displaces the older
+    /// connections of its token on this node, whichever node it opened on.
+    fn start_openings_tail(&self, from: EntryId, ctx: &mut Context<Self>) {
+        let addr = ctx.address();
+        let store = self.store.clone();
+        let bay = self.bay.clone();
+        let settings = self.settings;
+        actix_rt::spawn(async move {
+            let mut after = from;
+            let mut backoff = Duration::from_millis(100);
+            while addr.connected() {
+                match store
+                    .read_openings(&bay, after, settings.batch_max, Some(settings.block))
+                    .await
+                {
+                    Ok(openings) => {
+                        backoff = Duration::from_millis(100);
+                        let Some(last) = openings.last() else {
+                            continue;
+                        };
+                        after = last.id;
+                        if addr.send(Openings { openings }).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(err) => {
+                        tracing::warn!(bay = %bay, error = %err, backoff_ms = backoff.as_millis() as u64, "feed openings read failed");
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(5));
                     }
@@ -221,51 +250,6 @@ impl BayFeed {
         }
     }
 
-    fn remember_roster_change(
-        &mut self,
-        at: EntryId,
-        conversation: &ConversationId,
-        before: HashSet<ParticipantId>,
-    ) {
-        // Entries at or below the floor were (possibly) already in the
-        // index when it loaded: their "before" is not known.
-        if self.history_floor.is_none_or(|floor| at <= floor) {
-            return;
-        }
-        self.roster_history.push_back(RosterChange {
-            at,
-            conversation: conversation.clone(),
-            before,
-        });
-        while self.roster_history.len() > ROSTER_HISTORY_MAX {
-            if let Some(oldest) = self.roster_history.pop_front() {
-                self.history_floor = Some(oldest.at);
-            }
-        }
-    }
-
-    /// The conversations `participant` was in right after log entry `at`,
-    /// or `None` when the roster history does not reach back that far.
-    fn conversations_at(
-        &self,
-        participant: &ParticipantId,
-        at: EntryId,
-    ) -> Option<HashSet<ConversationId>> {
-        if self.history_floor.is_none_or(|floor| at < floor) {
-            return None;
-        }
-        let mut out = self.conversations_of(participant);
-        // Newest first, so the earliest change after `at` decides.
-        for change in self.roster_history.iter().rev().take_while(|c| c.at > at) {
-            if change.before.contains(participant) {
-                out.insert(change.conversation.clone());
-            } else {
-                out.remove(&change.conversation);
-            }
-        }
-        Some(out)
-    }
-
     /// The conversations `participant` is in as of the feed's position.
     fn conversations_of(&self, participant: &ParticipantId) -> HashSet<ConversationId> {
         self.members
@@ -281,20 +265,15 @@ impl BayFeed {
                 conversation,
                 members,
             } => {
-                let before = self
-                    .members
-                    .insert(conversation.id.clone(), members.iter().cloned().collect())
-                    .unwrap_or_default();
-                self.remember_roster_change(record.id, &conversation.id, before);
+                self.members
+                    .insert(conversation.id.clone(), members.iter().cloned().collect());
             }
-            LogEvent::CredentialRevoked { token, .. } => {
+            LogEvent::CredentialRevoked { token, participant } => {
+                self.tokens.revoke(&self.bay, participant);
                 let revoked: Vec<SessionId> = self.by_token.get(token).cloned().unwrap_or_default();
                 for s in revoked {
                     self.close_session(&s, CloseReason::Revoked);
                 }
-            }
-            LogEvent::SessionOpened { token, session } => {
-                self.displace_older(token, record.id, session);
             }
             LogEvent::Message { .. } => {}
         }
@@ -345,13 +324,10 @@ pub struct Attach {
     /// The token the session authenticated with: one live session per token
     /// (protocol §11), and a `CredentialRevoked` for it closes the session.
     pub token: TokenId,
-    /// Entry of the session's own `SessionOpened` in the log.
+    /// Id of the session's own [`Opening`] (from [`Store::open_session`]).
     pub opened_at: EntryId,
     /// Where the feed pushes records, watermarks and the close.
     pub handle: SessionHandle,
-    /// The position the session will replay from, if it resumes a cursor:
-    /// the reply then also carries the memberships as of that position.
-    pub resume: Option<LogPosition>,
 }
 
 /// Reply to [`Attach`].
@@ -360,13 +336,10 @@ pub struct Attached {
     /// The feed's position at attach time. Everything after it is pushed;
     /// everything up to it must come from a replay.
     pub position: LogPosition,
-    /// The participant's conversations as of `position`.
+    /// The participant's conversations as of `position`. A replay from an
+    /// older cursor must not judge older records by these: see
+    /// [`crate::replay::memberships_at`].
     pub conversations: HashSet<ConversationId>,
-    /// The participant's conversations as of `Attach::resume`, when the
-    /// feed's roster history reaches back to it (same epoch, not older
-    /// than the history). A replay from `resume` must start from these, or
-    /// it would judge older records by a later roster.
-    pub conversations_at_resume: Option<HashSet<ConversationId>>,
 }
 
 /// Why an [`Attach`] was refused.
@@ -404,11 +377,6 @@ impl Handler<Attach> for BayFeed {
         }
         self.displace_older(&msg.token, msg.opened_at, &msg.session);
         let conversations = self.conversations_of(&msg.participant);
-        let conversations_at_resume = msg
-            .resume
-            .as_ref()
-            .filter(|r| r.epoch == position.epoch)
-            .and_then(|r| self.conversations_at(&msg.participant, r.entry));
         self.by_participant
             .entry(msg.participant.clone())
             .or_default()
@@ -430,7 +398,6 @@ impl Handler<Attach> for BayFeed {
         Ok(Attached {
             position,
             conversations,
-            conversations_at_resume,
         })
     }
 }
@@ -544,6 +511,23 @@ impl Handler<Batch> for BayFeed {
     }
 }
 
+/// Openings read from the displacement channel, in order.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Openings {
+    openings: Vec<Opening>,
+}
+
+impl Handler<Openings> for BayFeed {
+    type Result = ();
+
+    fn handle(&mut self, msg: Openings, _: &mut Self::Context) {
+        for o in msg.openings {
+            self.displace_older(&o.token, o.id, &o.session);
+        }
+    }
+}
+
 /// The tail found its position gone (log lost or trimmed past it).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -556,13 +540,12 @@ impl Handler<LogLost> for BayFeed {
 
     fn handle(&mut self, msg: LogLost, ctx: &mut Self::Context) {
         tracing::warn!(bay = %self.bay, epoch = %msg.head.epoch, "bay log was lost; resetting every session");
+        self.tokens.set_live(&self.bay, false);
         let all: Vec<SessionId> = self.sessions.keys().cloned().collect();
         for s in all {
             self.close_session(&s, CloseReason::LogReset);
         }
         self.position = None;
-        self.history_floor = None;
-        self.roster_history.clear();
         // The index may be stale too: reload it from the new head.
         self.load(ctx);
     }

@@ -9,6 +9,10 @@
 //! - [`conversation::ConversationActor`]: one per live conversation; the
 //!   write path (validate, route, append) and ephemeral typing state;
 //! - [`registry::Registry`]: creates and finds the above on demand;
+//! - [`replay`]: what a replay from a cursor needs beyond the log itself
+//!   (the memberships in force at the cursor);
+//! - [`token_cache::TokenCache`]: authenticated tokens per node, kept
+//!   exact by the feeds' `CredentialRevoked` entries;
 //! - [`session`]: what a session (a WebSocket or a held `/updates`) receives,
 //!   and the cursor bookkeeping both transports share.
 //!
@@ -21,6 +25,8 @@ pub mod conversation;
 pub mod feed;
 pub mod model;
 pub mod registry;
+pub mod replay;
 pub mod session;
 pub mod store;
 pub mod token;
+pub mod token_cache;

@@ -9,6 +9,7 @@ use crate::conversation::ConversationActor;
 use crate::feed::{BayFeed, CloseAll, FeedSettings};
 use crate::session::CloseReason;
 use crate::store::Store;
+use crate::token_cache::TokenCache;
 use actix::prelude::*;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -39,6 +40,7 @@ pub struct Registry {
 struct Inner {
     store: Arc<dyn Store>,
     settings: RegistrySettings,
+    tokens: Arc<TokenCache>,
     arbiters: Vec<ArbiterHandle>,
     feeds: Mutex<HashMap<BayId, Addr<BayFeed>>>,
     conversations: Mutex<HashMap<(BayId, ConversationId), Addr<ConversationActor>>>,
@@ -54,6 +56,7 @@ impl Registry {
             inner: Arc::new(Inner {
                 store,
                 settings,
+                tokens: Arc::default(),
                 arbiters,
                 feeds: Mutex::new(HashMap::new()),
                 conversations: Mutex::new(HashMap::new()),
@@ -61,9 +64,9 @@ impl Registry {
         }
     }
 
-    /// The store every actor uses.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.inner.store
+    /// This node's token cache, kept exact by the feeds.
+    pub fn tokens(&self) -> &Arc<TokenCache> {
+        &self.inner.tokens
     }
 
     fn arbiter_for(&self, key: &impl Hash) -> &ArbiterHandle {
@@ -78,13 +81,14 @@ impl Registry {
         if let Some(addr) = feeds.get(bay).filter(|a| a.connected()) {
             return addr.clone();
         }
-        let (b, store, settings) = (
+        let (b, store, settings, tokens) = (
             bay.clone(),
             self.inner.store.clone(),
             self.inner.settings.feed,
+            self.inner.tokens.clone(),
         );
         let addr = BayFeed::start_in_arbiter(self.arbiter_for(bay), move |_| {
-            BayFeed::new(b, store, settings)
+            BayFeed::new(b, store, settings, tokens)
         });
         feeds.insert(bay.clone(), addr.clone());
         addr

@@ -7,13 +7,15 @@
 
 mod common;
 
-use common::{message, new_bay, new_group, new_participant, participant, unique, Limits};
+use common::{message, new_bay, new_group, new_participant, participant, unique, Append, Limits};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_actors::model::{Conversation, Member, StoredMessage};
 use switchboard_actors::store::log::{LogEvent, LogRecord};
-use switchboard_actors::store::{Created, Principal, Replay, Store, Updated};
+use switchboard_actors::store::{
+    AppendOutcome, Created, Opening, Principal, Replay, RosterChange, Store, Updated,
+};
 use switchboard_actors::token::TokenHash;
 use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
 use switchboard_protocol::ids::{
@@ -88,6 +90,11 @@ conformance!(
     trimming_by_count_expires_cursors: Limits { window: Duration::from_secs(900), max_entries: 3 },
     blocking_read_wakes_on_append,
     blocking_read_times_out_empty,
+    revisions_refuse_stale_appends,
+    roster_changes_name_the_members_before_and_after,
+    roster_changes_are_trimmed_with_the_log: Limits { window: Duration::from_secs(900), max_entries: 2 },
+    openings_travel_apart_from_the_log,
+    a_blocked_openings_read_wakes_on_an_opening,
 );
 
 // ---- helpers ----
@@ -124,9 +131,9 @@ async fn control(store: &dyn Store, bay: &BayId) -> EntryId {
     store
         .append_control(
             bay,
-            LogEvent::SessionOpened {
+            LogEvent::CredentialRevoked {
+                participant: ParticipantId(unique("p")),
                 token: TokenId(unique("t")),
-                session: SessionId(unique("s")),
             },
         )
         .await
@@ -588,7 +595,7 @@ async fn history_since_before_and_paging(store: Arc<dyn Store>) {
         let sender = if i % 2 == 0 { &u } else { &a };
         let before = chrono::Utc::now();
         let appended = store
-            .append_message(
+            .append(
                 &bay.id,
                 message(&c, sender, &format!("message {i}"), None),
                 sender.kind,
@@ -841,10 +848,7 @@ async fn message_json_round_trips_exactly(store: Arc<dyn Store>) {
         "nested": {"list": [1, "two", null, true]},
     }));
     m.message.routing.mentions = vec![ParticipantId("p_x".into())];
-    let appended = store
-        .append_message(&bay.id, m.clone(), u.kind)
-        .await
-        .unwrap();
+    let appended = store.append(&bay.id, m.clone(), u.kind).await.unwrap();
     let mut expected = m.message.clone();
     expected.created_at = appended.message.created_at;
     assert_eq!(appended.message, expected);
@@ -871,7 +875,7 @@ async fn round_cap_semantics(store: Arc<dyn Store>) {
         cap: Option<u8>,
     ) -> bool {
         store
-            .append_message(bay, message(c, sender, "hi", cap), sender.kind)
+            .append(bay, message(c, sender, "hi", cap), sender.kind)
             .await
             .unwrap()
             .message
@@ -912,7 +916,7 @@ async fn round_cap_semantics(store: Arc<dyn Store>) {
     let co = new_group(store, &bay.id, "c_override", &members, 1).await;
     let mut m = message(&co, &a1, "hi", Some(2));
     m.message.routing.suppressed = true;
-    let first = store.append_message(&bay.id, m, a1.kind).await.unwrap();
+    let first = store.append(&bay.id, m, a1.kind).await.unwrap();
     assert!(!first.message.routing.suppressed, "1st round under cap 2");
 
     // The log carries the same verdicts as the append results.
@@ -956,7 +960,7 @@ async fn concurrent_appends_count_rounds_exactly(store: Arc<dyn Store>) {
                 let mut out = Vec::new();
                 for i in 0..PER_TASK {
                     let m = message(&c, &sender, &format!("{} {i}", sender.id), Some(5));
-                    out.push(store.append_message(&bay, m, sender.kind).await.unwrap());
+                    out.push(store.append(&bay, m, sender.kind).await.unwrap());
                 }
                 out
             })
@@ -1079,9 +1083,9 @@ async fn control_entries_are_logged(store: Arc<dyn Store>) {
     let store = &*store;
     let bay = new_bay(store).await;
     let start = head(store, &bay.id).await;
-    let event = LogEvent::SessionOpened {
+    let event = LogEvent::CredentialRevoked {
+        participant: ParticipantId("p_1".into()),
         token: TokenId("0123456789abcdef".into()),
-        session: SessionId("s_1".into()),
     };
     let id = store.append_control(&bay.id, event.clone()).await.unwrap();
     let (records, through) = read(store, &bay.id, &start, 10).await;
@@ -1257,5 +1261,280 @@ async fn blocking_read_times_out_empty(store: Arc<dyn Store>) {
         .unwrap();
     assert!(
         matches!(r, Replay::Records { ref records, through } if records.is_empty() && through == EntryId::ZERO)
+    );
+}
+
+async fn revisions_refuse_stale_appends(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (u, _) = new_participant(store, &bay.id, "p_u", ParticipantKind::User).await;
+    let (a, _) = new_participant(store, &bay.id, "p_a", ParticipantKind::Agent).await;
+    let c = new_group(store, &bay.id, "c_rev", &[(&u, Role::Member)], 2).await;
+    let r1 = store
+        .conversation_revisioned(&bay.id, &c.id)
+        .await
+        .unwrap()
+        .expect("exists");
+    assert_eq!(r1.value, c);
+    let mut m = message(&c, &u, "at r1", None);
+    m.revision = r1.revision;
+    let ok = store.append_message(&bay.id, m, u.kind).await.unwrap();
+    assert!(matches!(ok, AppendOutcome::Appended(_)), "{ok:?}");
+
+    // Any change moves the revision on; an append routed before it is refused.
+    store
+        .upsert_member(
+            &bay.id,
+            &c.id,
+            Member {
+                participant: a.id.clone(),
+                role: Role::Member,
+            },
+        )
+        .await
+        .unwrap();
+    let r2 = store
+        .conversation_revisioned(&bay.id, &c.id)
+        .await
+        .unwrap()
+        .expect("exists");
+    assert_eq!(r2.revision, r1.revision + 1);
+    assert!(r2.value.member(&a.id).is_some());
+    let before = head(store, &bay.id).await;
+    let mut stale = message(&c, &u, "at r1 again", None);
+    stale.revision = r1.revision;
+    let refused = store.append_message(&bay.id, stale, u.kind).await.unwrap();
+    assert!(matches!(refused, AppendOutcome::Stale), "{refused:?}");
+    assert_eq!(
+        head(store, &bay.id).await,
+        before,
+        "a stale append logs nothing"
+    );
+    let (history, _) = store
+        .messages_before(&bay.id, &c.id, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 1, "a stale append stores nothing");
+    // The round counter did not move either: the next agent message is round 1 of 2.
+    let first = store
+        .append(&bay.id, message(&c, &a, "agent 1", Some(2)), a.kind)
+        .await
+        .unwrap();
+    assert!(!first.message.routing.suppressed);
+
+    // Unknown conversations have no revision.
+    assert_eq!(
+        store
+            .conversation_revisioned(&bay.id, &ConversationId("nope".into()))
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+async fn roster_changes_name_the_members_before_and_after(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (ana, _) = new_participant(store, &bay.id, "ana", ParticipantKind::User).await;
+    let (scout, _) = new_participant(store, &bay.id, "scout", ParticipantKind::Agent).await;
+    let (rex, _) = new_participant(store, &bay.id, "rex", ParticipantKind::Agent).await;
+    let start = head(store, &bay.id).await;
+    let g = new_group(
+        store,
+        &bay.id,
+        "g",
+        &[(&ana, Role::Member), (&scout, Role::Member)],
+        2,
+    )
+    .await;
+    let after_create = head(store, &bay.id).await;
+    control(store, &bay.id).await;
+    store
+        .upsert_member(
+            &bay.id,
+            &g.id,
+            Member {
+                participant: rex.id.clone(),
+                role: Role::Member,
+            },
+        )
+        .await
+        .unwrap();
+    let added = head(store, &bay.id).await;
+    // Removing a non-member changes nothing and logs nothing.
+    assert_eq!(
+        store
+            .remove_member(&bay.id, &g.id, &ParticipantId("ghost".into()))
+            .await
+            .unwrap(),
+        Updated::NotFound
+    );
+    store
+        .remove_member(&bay.id, &g.id, &scout.id)
+        .await
+        .unwrap();
+    let removed = head(store, &bay.id).await;
+    let ids = |v: &[&str]| {
+        v.iter()
+            .map(|p| ParticipantId((*p).into()))
+            .collect::<Vec<_>>()
+    };
+    let all = store.roster_changes(&bay.id, &start).await.unwrap();
+    assert_eq!(
+        all,
+        vec![
+            RosterChange {
+                at: after_create.entry,
+                conversation: g.id.clone(),
+                before: vec![],
+                after: ids(&["ana", "scout"]),
+            },
+            RosterChange {
+                at: added.entry,
+                conversation: g.id.clone(),
+                before: ids(&["ana", "scout"]),
+                after: ids(&["ana", "scout", "rex"]),
+            },
+            RosterChange {
+                at: removed.entry,
+                conversation: g.id.clone(),
+                before: ids(&["ana", "scout", "rex"]),
+                after: ids(&["ana", "rex"]),
+            },
+        ]
+    );
+    // Each change's id is its `Roster` entry in the log.
+    let (records, _) = read(store, &bay.id, &start, 100).await;
+    let roster_ids: Vec<EntryId> = records
+        .iter()
+        .filter(|r| matches!(r.event, LogEvent::Roster { .. }))
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(roster_ids, all.iter().map(|c| c.at).collect::<Vec<_>>());
+    // Strictly after the position given.
+    assert_eq!(
+        store.roster_changes(&bay.id, &added).await.unwrap(),
+        all[2..].to_vec()
+    );
+    assert_eq!(
+        store.roster_changes(&bay.id, &removed).await.unwrap(),
+        vec![]
+    );
+    // A policy change is a roster change too (its revision moves).
+    store
+        .update_conversation(&bay.id, &g.id, Some(Some("renamed".into())), None)
+        .await
+        .unwrap();
+    let last = store.roster_changes(&bay.id, &removed).await.unwrap();
+    assert_eq!(last.len(), 1);
+    assert_eq!(
+        (last[0].before.clone(), last[0].after.clone()),
+        (ids(&["ana", "rex"]), ids(&["ana", "rex"]))
+    );
+}
+
+async fn roster_changes_are_trimmed_with_the_log(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (ana, _) = new_participant(store, &bay.id, "ana", ParticipantKind::User).await;
+    let start = head(store, &bay.id).await;
+    new_group(store, &bay.id, "g1", &[(&ana, Role::Member)], 2).await;
+    let g2 = new_group(store, &bay.id, "g2", &[(&ana, Role::Member)], 2).await;
+    let g2_at = head(store, &bay.id).await.entry;
+    // Two more entries: with a cap of 2 entries, both roster entries go.
+    control(store, &bay.id).await;
+    assert_eq!(
+        store
+            .roster_changes(&bay.id, &start)
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.at)
+            .collect::<Vec<_>>(),
+        vec![g2_at],
+        "the first roster entry was trimmed"
+    );
+    control(store, &bay.id).await;
+    assert_eq!(store.roster_changes(&bay.id, &start).await.unwrap(), vec![]);
+    let _ = g2;
+}
+
+async fn openings_travel_apart_from_the_log(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    assert_eq!(store.openings_head(&bay.id).await.unwrap(), EntryId::ZERO);
+    let log_before = head(store, &bay.id).await;
+    let (t, s1, s2) = (
+        TokenId("0123456789abcdef".into()),
+        SessionId("s_1".into()),
+        SessionId("s_2".into()),
+    );
+    let o1 = store.open_session(&bay.id, &t, &s1).await.unwrap();
+    let o2 = store.open_session(&bay.id, &t, &s2).await.unwrap();
+    assert!(o2 > o1, "ids increase");
+    assert_eq!(store.openings_head(&bay.id).await.unwrap(), o2);
+    assert_eq!(
+        store
+            .read_openings(&bay.id, EntryId::ZERO, 10, None)
+            .await
+            .unwrap(),
+        vec![
+            Opening {
+                id: o1,
+                token: t.clone(),
+                session: s1
+            },
+            Opening {
+                id: o2,
+                token: t.clone(),
+                session: s2.clone()
+            },
+        ]
+    );
+    assert_eq!(
+        store.read_openings(&bay.id, o1, 10, None).await.unwrap(),
+        vec![Opening {
+            id: o2,
+            token: t,
+            session: s2
+        }]
+    );
+    assert_eq!(
+        store.read_openings(&bay.id, o2, 10, None).await.unwrap(),
+        vec![]
+    );
+    // Replays never see them: the log did not move.
+    assert_eq!(head(store, &bay.id).await, log_before);
+    assert_eq!(read(store, &bay.id, &log_before, 10).await.0.len(), 0);
+}
+
+async fn a_blocked_openings_read_wakes_on_an_opening(store: Arc<dyn Store>) {
+    let bay = new_bay(&*store).await;
+    let after = store.openings_head(&bay.id).await.unwrap();
+    let reader = {
+        let (store, bay) = (store.clone(), bay.id.clone());
+        tokio::spawn(async move {
+            store
+                .read_openings(&bay, after, 10, Some(Duration::from_secs(10)))
+                .await
+                .unwrap()
+        })
+    };
+    // Let the reader block first; a late start still passes (it reads the opening).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t0 = Instant::now();
+    let id = store
+        .open_session(
+            &bay.id,
+            &TokenId("0123456789abcdef".into()),
+            &SessionId("s".into()),
+        )
+        .await
+        .unwrap();
+    let got = reader.await.unwrap();
+    assert_eq!(got.iter().map(|o| o.id).collect::<Vec<_>>(), vec![id]);
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "woke on the opening, not the timeout"
     );
 }

@@ -1,6 +1,8 @@
 //! Bearer-token authentication (protocol §2): `Authorization: Bearer bay_…`
 //! on every agent API call; `/ws` also accepts `?token=` for clients that
 //! cannot set headers. Missing, unknown, rotated or revoked → 401.
+//! Answers come from the node's token cache when it has them (kept exact by
+//! the Bay's feed, see `switchboard_actors::token_cache`), else from the store.
 //!
 //! [`agent_gate`] runs the check as middleware around the agent API scope,
 //! before any extractor reads the body: actix polls a handler's extractors
@@ -67,11 +69,23 @@ pub async fn authenticate(req: &HttpRequest, allow_query: bool) -> Result<Caller
         return Err(ApiError::unauthorized());
     }
     let token_hash = TokenHash::of(&token);
+    let tokens = state.registry.tokens();
+    if let Some(principal) = tokens.get(&token_hash) {
+        return Ok(Caller {
+            principal,
+            token_hash,
+        });
+    }
+    let seen = tokens.generation();
     let principal = state
         .store
         .authenticate(&token_hash)
         .await?
         .ok_or_else(ApiError::unauthorized)?;
+    // The Bay's feed keeps cached tokens exact; start it if this node has
+    // none yet (the entry is cached once it reads the log).
+    state.registry.feed(&principal.bay);
+    tokens.insert(token_hash.clone(), principal.clone(), seen);
     Ok(Caller {
         principal,
         token_hash,

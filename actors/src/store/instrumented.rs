@@ -5,8 +5,11 @@
 //! latency is mostly the wait.
 
 use super::log::LogEvent;
-use super::{Appended, Created, NewMessage, Principal, Replay, Store, StoreError, Updated};
-use crate::model::{Bay, Conversation, Member, Participant, StoredMessage};
+use super::{
+    AppendOutcome, ConversationChange, Created, NewMessage, Opening, Principal, Replay, Revisioned,
+    RosterChange, Store, StoreError, Updated,
+};
+use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -14,8 +17,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_protocol::cursor::{EntryId, LogPosition};
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
-use switchboard_protocol::model::{ParticipantKind, Policy};
+use switchboard_protocol::ids::{
+    BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
+};
+use switchboard_protocol::model::ParticipantKind;
 
 /// Histogram of store call latency, seconds, labelled by `op`.
 pub const STORE_SECONDS: &str = "switchboard_store_operation_seconds";
@@ -130,41 +135,26 @@ impl Store for Instrumented {
         )
         .await
     }
-    async fn upsert_member(
+    async fn conversation_revisioned(
         &self,
         bay: &BayId,
         conversation: &ConversationId,
-        member: Member,
-    ) -> Result<Updated<Conversation>, StoreError> {
+    ) -> Result<Option<Revisioned<Conversation>>, StoreError> {
         timed(
-            "upsert_member",
-            self.inner.upsert_member(bay, conversation, member),
+            "conversation_revisioned",
+            self.inner.conversation_revisioned(bay, conversation),
         )
         .await
     }
-    async fn remove_member(
+    async fn change_conversation(
         &self,
         bay: &BayId,
         conversation: &ConversationId,
-        participant: &ParticipantId,
+        change: ConversationChange,
     ) -> Result<Updated<Conversation>, StoreError> {
         timed(
-            "remove_member",
-            self.inner.remove_member(bay, conversation, participant),
-        )
-        .await
-    }
-    async fn update_conversation(
-        &self,
-        bay: &BayId,
-        conversation: &ConversationId,
-        title: Option<Option<String>>,
-        policy: Option<Policy>,
-    ) -> Result<Updated<Conversation>, StoreError> {
-        timed(
-            "update_conversation",
-            self.inner
-                .update_conversation(bay, conversation, title, policy),
+            change.name(),
+            self.inner.change_conversation(bay, conversation, change),
         )
         .await
     }
@@ -173,7 +163,7 @@ impl Store for Instrumented {
         bay: &BayId,
         message: NewMessage,
         sender_kind: ParticipantKind,
-    ) -> Result<Appended, StoreError> {
+    ) -> Result<AppendOutcome, StoreError> {
         timed(
             "append_message",
             self.inner.append_message(bay, message, sender_kind),
@@ -233,5 +223,37 @@ impl Store for Instrumented {
     }
     async fn append_control(&self, bay: &BayId, event: LogEvent) -> Result<EntryId, StoreError> {
         timed("append_control", self.inner.append_control(bay, event)).await
+    }
+    async fn roster_changes(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+    ) -> Result<Vec<RosterChange>, StoreError> {
+        timed("roster_changes", self.inner.roster_changes(bay, after)).await
+    }
+    async fn open_session(
+        &self,
+        bay: &BayId,
+        token: &TokenId,
+        session: &SessionId,
+    ) -> Result<EntryId, StoreError> {
+        timed("open_session", self.inner.open_session(bay, token, session)).await
+    }
+    async fn openings_head(&self, bay: &BayId) -> Result<EntryId, StoreError> {
+        timed("openings_head", self.inner.openings_head(bay)).await
+    }
+    async fn read_openings(
+        &self,
+        bay: &BayId,
+        after: EntryId,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<Vec<Opening>, StoreError> {
+        let op = if block.is_some() {
+            "read_openings_blocking"
+        } else {
+            "read_openings"
+        };
+        timed(op, self.inner.read_openings(bay, after, max, block)).await
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! Besides messages, the log carries the control facts every node must see
 //! in order with them: roster snapshots (so a feed subscribes sessions to a
-//! conversation exactly from the entry where they joined), credential
-//! revocations and session openings (cluster-wide displacement).
+//! conversation exactly from the entry where they joined) and credential
+//! revocations. Session openings (cluster-wide displacement) travel on a
+//! channel of their own, [`super::Opening`], so replays never read them.
 
 use crate::model::StoredMessage;
 use bytestring::ByteString;
@@ -13,7 +14,7 @@ use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::event::ConversationRef;
 use switchboard_protocol::event::Event;
 use switchboard_protocol::frame::ServerFrame;
-use switchboard_protocol::ids::{ConversationId, ParticipantId, SessionId, TokenId};
+use switchboard_protocol::ids::{ConversationId, ParticipantId, TokenId};
 
 /// One log entry: its id and what happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -100,24 +101,24 @@ pub enum LogEvent {
         /// Handle of the old token; only its sessions close.
         token: TokenId,
     },
-    /// A connection for `token` opened; every other connection of that
-    /// token, on any node, is displaced (4000 / empty answer).
-    SessionOpened {
-        /// Handle of the token the connection authenticated with.
-        token: TokenId,
-        /// The new connection; older connections of the token are displaced.
-        session: SessionId,
-    },
 }
 
 impl LogEvent {
+    /// The `Roster` entry of `conversation` as it is now.
+    pub fn roster(conversation: &crate::model::Conversation) -> Self {
+        LogEvent::Roster {
+            conversation: conversation.reference(),
+            members: conversation.member_ids(),
+        }
+    }
+
     /// The conversation an event belongs to, if any.
     pub fn conversation(&self) -> Option<&ConversationId> {
         match self {
             LogEvent::Message { conversation, .. } | LogEvent::Roster { conversation, .. } => {
                 Some(&conversation.id)
             }
-            LogEvent::CredentialRevoked { .. } | LogEvent::SessionOpened { .. } => None,
+            LogEvent::CredentialRevoked { .. } => None,
         }
     }
 }

@@ -7,8 +7,11 @@
 //! named is gone.
 
 use super::log::{LogEvent, LogRecord};
-use super::{Appended, Created, NewMessage, Principal, Replay, Store, StoreError, Updated};
-use crate::model::{Bay, Conversation, Member, Participant, StoredMessage};
+use super::{
+    next_round, AppendOutcome, Appended, ConversationChange, Created, NewMessage, Opening,
+    Principal, Replay, Revisioned, RosterChange, Store, StoreError, Updated, OPENINGS_KEPT,
+};
+use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
 use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
@@ -18,8 +21,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
-use switchboard_protocol::model::{ParticipantKind, Policy};
+use switchboard_protocol::ids::{
+    BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
+};
+use switchboard_protocol::model::ParticipantKind;
 use tokio::sync::watch;
 
 /// Replay-buffer limits of the memory engine.
@@ -64,17 +69,25 @@ struct ConversationState {
     messages: Vec<StoredMessage>,
     /// Consecutive agent messages since the last human one (protocol §4).
     agent_rounds: u32,
+    /// 1 at creation, +1 per change; appends routed with another are stale.
+    revision: u64,
 }
 
 struct Log {
     epoch: Epoch,
     entries: VecDeque<Arc<LogRecord>>,
+    /// The roster changes among `entries`, oldest first, trimmed with them.
+    rosters: VecDeque<RosterChange>,
     /// Id of the newest entry ever appended (the head).
     last: EntryId,
     /// Id of the newest entry trimmed away. A cursor below it is expired.
     max_deleted: EntryId,
     /// Wakes tails when `last` moves.
     head_tx: watch::Sender<EntryId>,
+    /// The displacement channel: the newest [`OPENINGS_KEPT`] openings.
+    openings: VecDeque<Opening>,
+    /// Wakes openings tails with the newest opening's id.
+    openings_tx: watch::Sender<EntryId>,
 }
 
 impl Log {
@@ -87,9 +100,12 @@ impl Log {
         Log {
             epoch: Epoch(epoch),
             entries: VecDeque::new(),
+            rosters: VecDeque::new(),
             last: EntryId::ZERO,
             max_deleted: EntryId::ZERO,
             head_tx: watch::channel(EntryId::ZERO).0,
+            openings: VecDeque::new(),
+            openings_tx: watch::channel(EntryId::ZERO).0,
         }
     }
 
@@ -119,6 +135,62 @@ impl Log {
                 break;
             }
         }
+        while self
+            .rosters
+            .front()
+            .is_some_and(|r| r.at <= self.max_deleted)
+        {
+            self.rosters.pop_front();
+        }
+    }
+
+    /// Appends a `Roster` entry for `after` and remembers who was a member
+    /// `before` it.
+    fn append_roster(
+        &mut self,
+        before: Vec<ParticipantId>,
+        after: &Conversation,
+        limits: &MemoryLimits,
+    ) -> EntryId {
+        let at = self.append(LogEvent::roster(after), limits);
+        // The append may have trimmed; an entry it just wrote never is.
+        self.rosters.push_back(RosterChange {
+            at,
+            conversation: after.id.clone(),
+            before,
+            after: after.member_ids(),
+        });
+        at
+    }
+
+    fn open(&mut self, token: &TokenId, session: &SessionId) -> EntryId {
+        let last = *self.openings_tx.borrow();
+        let now = now_ms();
+        let id = if now > last.ms {
+            EntryId::new(now, 0)
+        } else {
+            last.next()
+        };
+        self.openings.push_back(Opening {
+            id,
+            token: token.clone(),
+            session: session.clone(),
+        });
+        if self.openings.len() > OPENINGS_KEPT {
+            self.openings.pop_front();
+        }
+        self.openings_tx.send_replace(id);
+        id
+    }
+
+    fn openings_after(&self, after: EntryId, max: usize) -> Vec<Opening> {
+        let start = self.openings.partition_point(|o| o.id <= after);
+        self.openings
+            .iter()
+            .skip(start)
+            .take(max)
+            .cloned()
+            .collect()
     }
 
     fn read(&self, after: &LogPosition, max: usize) -> Replay {
@@ -130,12 +202,7 @@ impl Log {
         }
         let start = self.entries.partition_point(|r| r.id <= after.entry);
         let records: Vec<_> = self.entries.iter().skip(start).take(max).cloned().collect();
-        let through = if records.len() < max {
-            self.last.max(after.entry)
-        } else {
-            records.last().map(|r| r.id).unwrap_or(after.entry)
-        };
-        Replay::Records { records, through }
+        Replay::page(records, max, after.entry, self.last)
     }
 }
 
@@ -157,13 +224,6 @@ impl MemoryStore {
             limits,
             state: Mutex::new(State::default()),
         }
-    }
-}
-
-fn roster_event(c: &Conversation) -> LogEvent {
-    LogEvent::Roster {
-        conversation: c.reference(),
-        members: c.member_ids(),
     }
 }
 
@@ -326,13 +386,14 @@ impl Store for MemoryStore {
         if b.conversations.contains_key(&conversation.id) {
             return Ok(Created::AlreadyExists);
         }
-        log_of(&mut st.logs, bay).append(roster_event(&conversation), &self.limits);
+        log_of(&mut st.logs, bay).append_roster(Vec::new(), &conversation, &self.limits);
         b.conversations.insert(
             conversation.id.clone(),
             ConversationState {
                 conversation: conversation.clone(),
                 messages: Vec::new(),
                 agent_rounds: 0,
+                revision: 1,
             },
         );
         Ok(Created::Created(conversation))
@@ -352,6 +413,23 @@ impl Store for MemoryStore {
             .map(|c| c.conversation.clone()))
     }
 
+    async fn conversation_revisioned(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+    ) -> Result<Option<Revisioned<Conversation>>, StoreError> {
+        Ok(self
+            .state
+            .lock()
+            .bays
+            .get(bay)
+            .and_then(|b| b.conversations.get(conversation))
+            .map(|c| Revisioned {
+                value: c.conversation.clone(),
+                revision: c.revision,
+            }))
+    }
+
     async fn conversations(&self, bay: &BayId) -> Result<Vec<Conversation>, StoreError> {
         let st = self.state.lock();
         let mut out: Vec<Conversation> = st
@@ -368,54 +446,29 @@ impl Store for MemoryStore {
         Ok(out)
     }
 
-    async fn upsert_member(
+    async fn change_conversation(
         &self,
         bay: &BayId,
         conversation: &ConversationId,
-        member: Member,
+        change: ConversationChange,
     ) -> Result<Updated<Conversation>, StoreError> {
-        self.change_conversation(bay, conversation, |c| {
-            match c
-                .members
-                .iter_mut()
-                .find(|m| m.participant == member.participant)
-            {
-                Some(existing) => existing.role = member.role,
-                None => c.members.push(member),
-            }
-            true
-        })
-    }
-
-    async fn remove_member(
-        &self,
-        bay: &BayId,
-        conversation: &ConversationId,
-        participant: &ParticipantId,
-    ) -> Result<Updated<Conversation>, StoreError> {
-        self.change_conversation(bay, conversation, |c| {
-            let before = c.members.len();
-            c.members.retain(|m| &m.participant != participant);
-            c.members.len() != before
-        })
-    }
-
-    async fn update_conversation(
-        &self,
-        bay: &BayId,
-        conversation: &ConversationId,
-        title: Option<Option<String>>,
-        policy: Option<Policy>,
-    ) -> Result<Updated<Conversation>, StoreError> {
-        self.change_conversation(bay, conversation, |c| {
-            if let Some(title) = title {
-                c.title = title;
-            }
-            if let Some(policy) = policy {
-                c.policy = policy;
-            }
-            true
-        })
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let Some(c) = st
+            .bays
+            .get_mut(bay)
+            .and_then(|b| b.conversations.get_mut(conversation))
+        else {
+            return Ok(Updated::NotFound);
+        };
+        let before = c.conversation.member_ids();
+        if !change.apply(&mut c.conversation) {
+            return Ok(Updated::NotFound);
+        }
+        c.revision += 1;
+        let snapshot = c.conversation.clone();
+        log_of(&mut st.logs, bay).append_roster(before, &snapshot, &self.limits);
+        Ok(Updated::Updated(snapshot))
     }
 
     async fn append_message(
@@ -423,7 +476,7 @@ impl Store for MemoryStore {
         bay: &BayId,
         new: NewMessage,
         sender_kind: ParticipantKind,
-    ) -> Result<Appended, StoreError> {
+    ) -> Result<AppendOutcome, StoreError> {
         let mut guard = self.state.lock();
         let st = &mut *guard;
         let b = st.bays.get_mut(bay).ok_or_else(|| StoreError::Corrupt {
@@ -437,6 +490,9 @@ impl Store for MemoryStore {
                 doing: "appending a message",
                 cause: format!("conversation {} vanished", new.conversation.id),
             })?;
+        if conv.revision != new.revision {
+            return Ok(AppendOutcome::Stale);
+        }
         let mut message = new.message;
         // History is ordered by createdAt (the `since` poll relies on it):
         // stamp here, strictly after the previous message, at wire precision.
@@ -446,15 +502,12 @@ impl Store for MemoryStore {
             .map(|m| m.created_at + chrono::Duration::milliseconds(1));
         let now = Utc::now().trunc_subsecs(3);
         message.created_at = floor.map_or(now, |f| f.max(now));
-        match sender_kind {
-            ParticipantKind::User => conv.agent_rounds = 0,
-            ParticipantKind::Agent => {
-                conv.agent_rounds += 1;
-                if let Some(cap) = new.round_cap {
-                    message.routing.suppressed = conv.agent_rounds >= u32::from(cap);
-                }
-            }
-        }
+        (conv.agent_rounds, message.routing.suppressed) = next_round(
+            conv.agent_rounds,
+            sender_kind,
+            new.round_cap,
+            message.routing.suppressed,
+        );
         conv.messages.push(message.clone());
         let entry = log_of(&mut st.logs, bay).append(
             LogEvent::Message {
@@ -463,7 +516,10 @@ impl Store for MemoryStore {
             },
             &self.limits,
         );
-        Ok(Appended { message, entry })
+        Ok(AppendOutcome::Appended(Box::new(Appended {
+            message,
+            entry,
+        })))
     }
 
     async fn message(
@@ -555,9 +611,85 @@ impl Store for MemoryStore {
         let mut st = self.state.lock();
         Ok(log_of(&mut st.logs, bay).append(event, &self.limits))
     }
+
+    async fn roster_changes(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+    ) -> Result<Vec<RosterChange>, StoreError> {
+        let mut st = self.state.lock();
+        let log = log_of(&mut st.logs, bay);
+        if log.epoch != after.epoch {
+            return Ok(Vec::new());
+        }
+        let start = log.rosters.partition_point(|r| r.at <= after.entry);
+        Ok(log.rosters.iter().skip(start).cloned().collect())
+    }
+
+    async fn open_session(
+        &self,
+        bay: &BayId,
+        token: &TokenId,
+        session: &SessionId,
+    ) -> Result<EntryId, StoreError> {
+        let mut st = self.state.lock();
+        Ok(log_of(&mut st.logs, bay).open(token, session))
+    }
+
+    async fn openings_head(&self, bay: &BayId) -> Result<EntryId, StoreError> {
+        let mut st = self.state.lock();
+        let head = *log_of(&mut st.logs, bay).openings_tx.borrow();
+        Ok(head)
+    }
+
+    async fn read_openings(
+        &self,
+        bay: &BayId,
+        after: EntryId,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<Vec<Opening>, StoreError> {
+        let mut rx = match self.openings_or_wait(bay, after, max) {
+            Ok(found) => return Ok(found),
+            Err(rx) => rx,
+        };
+        let Some(block) = block else {
+            return Ok(Vec::new());
+        };
+        let deadline = tokio::time::Instant::now() + block;
+        loop {
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {
+                    if *rx.borrow_and_update() > after {
+                        return Ok(self.openings_or_wait(bay, after, max).unwrap_or_default());
+                    }
+                }
+                Ok(Err(_)) | Err(_) => return Ok(Vec::new()),
+            }
+        }
+    }
 }
 
 impl MemoryStore {
+    /// Openings after `after`, or a receiver to wait on when there are none.
+    fn openings_or_wait(
+        &self,
+        bay: &BayId,
+        after: EntryId,
+        max: usize,
+    ) -> Result<Vec<Opening>, watch::Receiver<EntryId>> {
+        let mut st = self.state.lock();
+        let log = log_of(&mut st.logs, bay);
+        let found = log.openings_after(after, max);
+        if found.is_empty() {
+            let mut rx = log.openings_tx.subscribe();
+            rx.mark_unchanged();
+            Err(rx)
+        } else {
+            Ok(found)
+        }
+    }
+
     fn with_history<T: Default>(
         &self,
         bay: &BayId,
@@ -570,29 +702,5 @@ impl MemoryStore {
             .and_then(|b| b.conversations.get(conversation))
             .map(|c| f(&c.messages))
             .unwrap_or_default()
-    }
-
-    /// Applies `change` (which reports whether it changed anything) and, when
-    /// it did, appends the new roster to the log in the same critical section.
-    fn change_conversation(
-        &self,
-        bay: &BayId,
-        conversation: &ConversationId,
-        change: impl FnOnce(&mut Conversation) -> bool,
-    ) -> Result<Updated<Conversation>, StoreError> {
-        let mut guard = self.state.lock();
-        let st = &mut *guard;
-        let Some(b) = st.bays.get_mut(bay) else {
-            return Ok(Updated::NotFound);
-        };
-        let Some(c) = b.conversations.get_mut(conversation) else {
-            return Ok(Updated::NotFound);
-        };
-        if !change(&mut c.conversation) {
-            return Ok(Updated::NotFound);
-        }
-        let snapshot = c.conversation.clone();
-        log_of(&mut st.logs, bay).append(roster_event(&snapshot), &self.limits);
-        Ok(Updated::Updated(snapshot))
     }
 }

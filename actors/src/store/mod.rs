@@ -21,7 +21,9 @@ use log::{LogEvent, LogRecord};
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId, TokenId};
+use switchboard_protocol::ids::{
+    BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
+};
 use switchboard_protocol::model::{ParticipantKind, Policy};
 
 /// Store failures. Expected outcomes (not found, already exists, expired
@@ -90,6 +92,162 @@ pub enum Replay {
     EpochChanged,
 }
 
+impl Replay {
+    /// A page of `records` read after `after` with a limit of `max`, from a
+    /// log whose newest entry is `last`: `through` is the last record when
+    /// the page is full (more may follow), else the head (the reader has
+    /// seen everything). Shared by both engines so they agree exactly.
+    pub fn page(records: Vec<Arc<LogRecord>>, max: usize, after: EntryId, last: EntryId) -> Self {
+        let through = if records.len() < max {
+            last.max(after)
+        } else {
+            records.last().map(|r| r.id).unwrap_or(after)
+        };
+        Replay::Records { records, through }
+    }
+}
+
+/// A record with the revision it was read at. The revision grows by one
+/// with every change of the record, so a writer that routed with revision
+/// N can have the store refuse its append when the record moved on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Revisioned<T> {
+    /// The record as read.
+    pub value: T,
+    /// Its revision: 1 at creation, +1 per change (0 for records written
+    /// before revisions existed).
+    pub revision: u64,
+}
+
+/// One change to a conversation's roster, title or policy: both engines
+/// apply it with [`ConversationChange::apply`] and log the new roster with
+/// the members before it in the same atomic step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConversationChange {
+    /// Adds a member, or changes the role of an existing one.
+    UpsertMember(Member),
+    /// Removes a member; a no-op (and `NotFound`) when it was none.
+    RemoveMember(ParticipantId),
+    /// Sets the title (`Some(None)` clears it) and/or the policy.
+    Update {
+        /// `None` leaves the title alone.
+        title: Option<Option<String>>,
+        /// `None` leaves the policy alone.
+        policy: Option<Policy>,
+    },
+}
+
+impl ConversationChange {
+    /// Applies the change; `false` when it changed nothing the caller
+    /// should log (removing a participant that was not a member).
+    pub fn apply(&self, c: &mut Conversation) -> bool {
+        match self {
+            ConversationChange::UpsertMember(member) => {
+                match c
+                    .members
+                    .iter_mut()
+                    .find(|m| m.participant == member.participant)
+                {
+                    Some(existing) => existing.role = member.role,
+                    None => c.members.push(member.clone()),
+                }
+                true
+            }
+            ConversationChange::RemoveMember(participant) => {
+                let before = c.members.len();
+                c.members.retain(|m| &m.participant != participant);
+                c.members.len() != before
+            }
+            ConversationChange::Update { title, policy } => {
+                if let Some(title) = title {
+                    c.title = title.clone();
+                }
+                if let Some(policy) = policy {
+                    c.policy = policy.clone();
+                }
+                true
+            }
+        }
+    }
+
+    /// Operation name for metrics and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ConversationChange::UpsertMember(_) => "upsert_member",
+            ConversationChange::RemoveMember(_) => "remove_member",
+            ConversationChange::Update { .. } => "update_conversation",
+        }
+    }
+}
+
+/// A roster change as the replay buffer keeps it: who was in
+/// `conversation` just before log entry `at` changed it. A replay starting
+/// at any cursor rebuilds the memberships in force at that cursor from the
+/// first change after it (design rule 6), on any node, whatever that
+/// node's feed has seen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RosterChange {
+    /// Id of the `Roster` entry in the Bay's log.
+    pub at: EntryId,
+    /// The conversation that changed.
+    pub conversation: ConversationId,
+    /// Its members just before the change (empty when it was created).
+    pub before: Vec<ParticipantId>,
+    /// Its members right after the change (what the `Roster` entry says).
+    pub after: Vec<ParticipantId>,
+}
+
+/// A connection opening on a Bay's displacement channel: the newest opening
+/// of a token wins, and every older connection of it, on any node, is
+/// displaced (protocol §11: 4000 / an empty answer). The channel is apart
+/// from the log so that replays never read it: a resume storm of N clients
+/// would otherwise make every replay read the storm's own N openings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Opening {
+    /// Position on the channel; increasing, comparable only with other openings.
+    pub id: EntryId,
+    /// Handle of the token the connection authenticated with.
+    pub token: TokenId,
+    /// The new connection.
+    pub session: SessionId,
+}
+
+/// Openings kept per Bay on the displacement channel (about; Redis trims
+/// approximately). Only feeds lagging by more than this many openings
+/// could miss one.
+pub const OPENINGS_KEPT: usize = 10_000;
+
+/// Outcome of [`Store::append_message`].
+#[derive(Debug, Clone)]
+pub enum AppendOutcome {
+    /// Stored and logged.
+    Appended(Box<Appended>),
+    /// The conversation changed since the revision the message was routed
+    /// with: nothing was stored; reload the conversation and route again.
+    Stale,
+}
+
+/// Round counter step (protocol §4, "Round caps"): a human message resets
+/// the count of consecutive agent messages to 0; an agent message adds one
+/// and, under a cap, is suppressed once the count (itself included)
+/// reaches it. Returns the new count and whether the message is suppressed
+/// (`given` when there is no cap). The Redis append script does the same
+/// in Lua, atomically with the append.
+pub fn next_round(
+    count: u32,
+    sender: ParticipantKind,
+    cap: Option<u8>,
+    given: bool,
+) -> (u32, bool) {
+    match sender {
+        ParticipantKind::User => (0, given),
+        ParticipantKind::Agent => {
+            let count = count + 1;
+            (count, cap.map_or(given, |cap| count >= u32::from(cap)))
+        }
+    }
+}
+
 /// A message ready to append: routing computed, round cap still to apply.
 #[derive(Debug, Clone)]
 pub struct NewMessage {
@@ -101,6 +259,9 @@ pub struct NewMessage {
     pub message: StoredMessage,
     /// The GROUP round cap (`maxAgentRounds`); `None` for DM / AGENT_CHAT.
     pub round_cap: Option<u8>,
+    /// Revision of the conversation the message was routed with; the
+    /// append is refused ([`AppendOutcome::Stale`]) when it moved on.
+    pub revision: u64,
 }
 
 /// A stored message and its log entry. `message.routing.suppressed` tells
@@ -192,6 +353,12 @@ pub trait Store: Send + Sync + 'static {
         bay: &BayId,
         conversation: &ConversationId,
     ) -> Result<Option<Conversation>, StoreError>;
+    /// One conversation with its revision, as the write path caches it.
+    async fn conversation_revisioned(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+    ) -> Result<Option<Revisioned<Conversation>>, StoreError>;
     /// All conversations of a Bay (feeds load their membership index from it).
     async fn conversations(&self, bay: &BayId) -> Result<Vec<Conversation>, StoreError>;
     /// Conversations `participant` is a member of.
@@ -205,42 +372,71 @@ pub trait Store: Send + Sync + 'static {
         all.retain(|c| c.member(participant).is_some());
         Ok(all)
     }
-    /// Adds (or re-roles) a member and appends a `Roster` entry.
+    /// Applies `change` and appends a `Roster` entry (the members after
+    /// it) and its [`RosterChange`] (the members before it), atomically,
+    /// bumping the conversation's revision. `NotFound` when the
+    /// conversation does not exist or the change changed nothing.
+    async fn change_conversation(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        change: ConversationChange,
+    ) -> Result<Updated<Conversation>, StoreError>;
+    /// Adds (or re-roles) a member; see [`Store::change_conversation`].
     async fn upsert_member(
         &self,
         bay: &BayId,
         conversation: &ConversationId,
         member: Member,
-    ) -> Result<Updated<Conversation>, StoreError>;
-    /// Removes a member and appends a `Roster` entry. `NotFound` when the
-    /// conversation does not exist or the participant was not a member.
+    ) -> Result<Updated<Conversation>, StoreError> {
+        self.change_conversation(bay, conversation, ConversationChange::UpsertMember(member))
+            .await
+    }
+    /// Removes a member. `NotFound` when the conversation does not exist or
+    /// the participant was not a member.
     async fn remove_member(
         &self,
         bay: &BayId,
         conversation: &ConversationId,
         participant: &ParticipantId,
-    ) -> Result<Updated<Conversation>, StoreError>;
-    /// Changes title and/or policy and appends a `Roster` entry.
+    ) -> Result<Updated<Conversation>, StoreError> {
+        self.change_conversation(
+            bay,
+            conversation,
+            ConversationChange::RemoveMember(participant.clone()),
+        )
+        .await
+    }
+    /// Changes title and/or policy.
     async fn update_conversation(
         &self,
         bay: &BayId,
         conversation: &ConversationId,
         title: Option<Option<String>>,
         policy: Option<Policy>,
-    ) -> Result<Updated<Conversation>, StoreError>;
+    ) -> Result<Updated<Conversation>, StoreError> {
+        self.change_conversation(
+            bay,
+            conversation,
+            ConversationChange::Update { title, policy },
+        )
+        .await
+    }
 
     // ---- Messages ----
 
     /// Appends a message to the conversation history and to the Bay's log,
     /// and applies the round cap, all in one atomic step (protocol §4: the
     /// count of consecutive agent messages since the last human message,
-    /// including this one; at the cap an agent message triggers nobody).
+    /// including this one; at the cap an agent message triggers nobody;
+    /// see [`next_round`]). [`AppendOutcome::Stale`] (nothing stored) when
+    /// the conversation's revision is no longer `message.revision`.
     async fn append_message(
         &self,
         bay: &BayId,
         message: NewMessage,
         sender_kind: ParticipantKind,
-    ) -> Result<Appended, StoreError>;
+    ) -> Result<AppendOutcome, StoreError>;
     /// One message of the conversation's history, or `None` (unknown id, or
     /// a message of another conversation).
     async fn message(
@@ -280,6 +476,35 @@ pub trait Store: Send + Sync + 'static {
         max: usize,
         block: Option<Duration>,
     ) -> Result<Replay, StoreError>;
-    /// Appends a control entry (e.g. `SessionOpened`).
+    /// Appends a control entry.
     async fn append_control(&self, bay: &BayId, event: LogEvent) -> Result<EntryId, StoreError>;
+
+    // ---- The displacement channel ----
+
+    /// Announces a connection of `token` (see [`Opening`]); returns its id.
+    async fn open_session(
+        &self,
+        bay: &BayId,
+        token: &TokenId,
+        session: &SessionId,
+    ) -> Result<EntryId, StoreError>;
+    /// The newest opening's id ([`EntryId::ZERO`] when there is none).
+    async fn openings_head(&self, bay: &BayId) -> Result<EntryId, StoreError>;
+    /// Up to `max` openings after `after`, oldest first; with `block`,
+    /// waits up to that long for the first when none is there yet.
+    async fn read_openings(
+        &self,
+        bay: &BayId,
+        after: EntryId,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<Vec<Opening>, StoreError>;
+    /// The roster changes logged after `after`, oldest first, within the
+    /// replay buffer (empty when `after` is of another epoch: the replay
+    /// itself then answers `EpochChanged`).
+    async fn roster_changes(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+    ) -> Result<Vec<RosterChange>, StoreError>;
 }

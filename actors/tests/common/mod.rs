@@ -11,7 +11,7 @@ use std::time::Duration;
 use switchboard_actors::model::{Bay, Conversation, Member, Participant, StoredMessage};
 use switchboard_actors::store::memory::{MemoryLimits, MemoryStore};
 use switchboard_actors::store::redis::{connect, RedisLimits, RedisStore};
-use switchboard_actors::store::{Created, NewMessage, Store};
+use switchboard_actors::store::{AppendOutcome, Appended, Created, NewMessage, Store, StoreError};
 use switchboard_actors::token::TokenHash;
 use switchboard_protocol::event::SenderView;
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
@@ -141,6 +141,37 @@ pub async fn new_group(
     c
 }
 
+/// Appends at the conversation's current revision (tests route nothing,
+/// so a stale revision would be a bug of the test).
+#[allow(async_fn_in_trait)]
+pub trait Append {
+    /// [`Store::append_message`] at the current revision; panics on `Stale`.
+    async fn append(
+        &self,
+        bay: &BayId,
+        message: NewMessage,
+        kind: ParticipantKind,
+    ) -> Result<Appended, StoreError>;
+}
+
+impl<S: Store + ?Sized> Append for S {
+    async fn append(
+        &self,
+        bay: &BayId,
+        mut message: NewMessage,
+        kind: ParticipantKind,
+    ) -> Result<Appended, StoreError> {
+        message.revision = self
+            .conversation_revisioned(bay, &message.conversation.id)
+            .await?
+            .map_or(0, |c| c.revision);
+        match self.append_message(bay, message, kind).await? {
+            AppendOutcome::Appended(a) => Ok(*a),
+            AppendOutcome::Stale => panic!("append at the current revision was stale"),
+        }
+    }
+}
+
 /// A message from `sender` in `conversation`, ready to append under `cap`.
 pub fn message(
     conversation: &Conversation,
@@ -167,5 +198,6 @@ pub fn message(
             routing: Routing::default(),
         },
         round_cap: cap,
+        revision: 0,
     }
 }

@@ -14,6 +14,7 @@ use crate::state::AppState;
 use actix::Addr;
 use std::collections::HashSet;
 use switchboard_actors::feed::{Attach, AttachError, BayFeed};
+use switchboard_actors::replay::memberships_at;
 use switchboard_actors::session::{SessionCursor, SessionHandle};
 use switchboard_actors::store::log::{LogEvent, LogRecord};
 use switchboard_actors::store::Replay;
@@ -89,13 +90,7 @@ pub async fn open_session(
     let bay = caller.principal.bay.clone();
     let store = state.store.clone();
     let opened_at = store
-        .append_control(
-            &bay,
-            LogEvent::SessionOpened {
-                token: caller.principal.token.clone(),
-                session: session.clone(),
-            },
-        )
+        .open_session(&bay, &caller.principal.token, &session)
         .await
         .map_err(ApiError::from)?;
     let attach = || Attach {
@@ -104,7 +99,6 @@ pub async fn open_session(
         token: caller.principal.token.clone(),
         opened_at,
         handle: handle.clone(),
-        resume: resume.clone(),
     };
     let mut feed = state.registry.feed(&bay);
     let attached = match feed.send(attach()).await {
@@ -131,23 +125,46 @@ pub async fn open_session(
         }
     };
     // A rotation that raced the attach: the feed may have applied it before
-    // this session registered, so look again now that it has.
-    let still_valid = store
-        .authenticate(&caller.token_hash)
-        .await
-        .map_err(ApiError::from)?
-        .is_some_and(|p| p.token == caller.principal.token);
+    // this session registered, so look again now that it has. A cached
+    // entry still there means the feed applied no revocation of it so far.
+    let still_valid = match state.registry.tokens().get(&caller.token_hash) {
+        Some(p) => p.token == caller.principal.token,
+        None => store
+            .authenticate(&caller.token_hash)
+            .await
+            .map_err(ApiError::from)?
+            .is_some_and(|p| p.token == caller.principal.token),
+    };
     if !still_valid {
         return Err(OpenFailure::Revoked { feed });
     }
     let participant = &caller.principal.participant.id;
     // Judge each replayed record by the roster in force when it was logged:
-    // start from the memberships as of the resume cursor (the `Roster`
-    // entries the replay passes then keep them current). Without history
-    // that far back, fall back to the memberships as of the attach.
-    let mut conversations = attached
-        .conversations_at_resume
-        .unwrap_or(attached.conversations);
+    // start from the memberships as of the resume cursor, rebuilt from the
+    // store's roster changes (read after attaching, so they reach at least
+    // the feed's position); the `Roster` entries the replay passes then
+    // keep them current.
+    let mut conversations = match &resume {
+        Some(cursor) if cursor.epoch == attached.position.epoch => {
+            let since = LogPosition {
+                epoch: cursor.epoch.clone(),
+                entry: cursor.entry.min(attached.position.entry),
+            };
+            let changes = store
+                .roster_changes(&bay, &since)
+                .await
+                .map_err(ApiError::from)?;
+            memberships_at(
+                participant,
+                cursor.entry,
+                attached.position.entry,
+                attached.conversations,
+                &changes,
+            )
+        }
+        // Another epoch: the replay answers EpochChanged before using them.
+        _ => attached.conversations,
+    };
     let start = resume.unwrap_or_else(|| attached.position.clone());
     let mut from = start.clone();
     let mut events = Vec::new();
@@ -230,7 +247,7 @@ pub fn project(
             }
             None
         }
-        LogEvent::CredentialRevoked { .. } | LogEvent::SessionOpened { .. } => None,
+        LogEvent::CredentialRevoked { .. } => None,
     }
 }
 

@@ -161,16 +161,69 @@ pub fn entry_id(doing: &'static str, key: &str, v: &Value) -> Result<EntryId, St
     EntryId::from_str(s).map_err(|_| corrupt(doing, key, format!("bad stream id {s:?}")))
 }
 
-/// The status word a script answers first.
-pub fn status<'a>(
-    doing: &'static str,
-    key: &str,
-    reply: &'a [Value],
-) -> Result<&'a str, StoreError> {
+/// The status word a script answers first (see `scripts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScriptStatus {
+    /// Done.
+    Ok,
+    /// The record the script works on does not exist.
+    Missing,
+    /// The Bay does not exist.
+    NoBay,
+    /// The id is taken.
+    Exists,
+    /// A compare-and-set found another value; retry.
+    Conflict,
+    /// The conversation moved past the revision the caller routed with.
+    Stale,
+}
+
+/// The status word a script answers first. An unknown word is `Corrupt`.
+pub fn status(doing: &'static str, key: &str, reply: &[Value]) -> Result<ScriptStatus, StoreError> {
     let first = reply
         .first()
         .ok_or_else(|| corrupt(doing, key, "empty script reply"))?;
-    text(doing, key, first)
+    Ok(match text(doing, key, first)? {
+        "ok" => ScriptStatus::Ok,
+        "missing" => ScriptStatus::Missing,
+        "nobay" => ScriptStatus::NoBay,
+        "exists" => ScriptStatus::Exists,
+        "conflict" => ScriptStatus::Conflict,
+        "stale" => ScriptStatus::Stale,
+        other => return Err(corrupt(doing, key, format!("script said {other:?}"))),
+    })
+}
+
+/// A stream entry's id and the values of the fields asked for.
+pub type EntryFields<'a, const N: usize> = (EntryId, [Option<&'a [u8]>; N]);
+
+/// The entries of an `XRANGE`/`XREAD` entry list: `(id, values)`, the
+/// values of `names` in that order (`None` where an entry lacks one).
+pub fn stream_fields<'a, const N: usize>(
+    doing: &'static str,
+    key: &str,
+    v: &'a Value,
+    names: &[&str; N],
+) -> Result<Vec<EntryFields<'a, N>>, StoreError> {
+    array(doing, key, v)?
+        .iter()
+        .map(|entry| {
+            let [id, fields] = array(doing, key, entry)? else {
+                return Err(corrupt(doing, key, "stream entry is not [id, fields]"));
+            };
+            let id = entry_id(doing, key, id)?;
+            let mut out = [None; N];
+            for kv in array(doing, key, fields)?.chunks(2) {
+                if let [k, v] = kv {
+                    let k = bytes(doing, key, k)?;
+                    if let Some(i) = names.iter().position(|n| n.as_bytes() == k) {
+                        out[i] = Some(bytes(doing, key, v)?);
+                    }
+                }
+            }
+            Ok((id, out))
+        })
+        .collect()
 }
 
 /// The entries of an `XRANGE` reply: `(id, value of field)` for each entry.

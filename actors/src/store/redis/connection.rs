@@ -24,10 +24,11 @@ use std::time::Duration;
 /// How long opening (or re-opening) a connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Reconnection attempts after a failure before the manager gives up until
-/// the next command triggers a new round.
-const RECONNECT_RETRIES: usize = 6;
-/// Upper bound of the backoff between reconnection attempts, in ms.
-const RECONNECT_MAX_DELAY_MS: u64 = 1_000;
+/// the next command triggers a new round. None: commands wait for a
+/// reconnection in progress, and while Redis is down they must fail fast
+/// (503) rather than queue behind a backoff (measured: one retry already
+/// made every command wait 1.4 s).
+const RECONNECT_RETRIES: usize = 0;
 
 /// A small set of multiplexed connections, used round-robin. Cheap to clone.
 #[derive(Clone)]
@@ -49,8 +50,7 @@ impl Shared {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(CONNECT_TIMEOUT)
             .set_response_timeout(response_timeout)
-            .set_number_of_retries(RECONNECT_RETRIES)
-            .set_max_delay(RECONNECT_MAX_DELAY_MS);
+            .set_number_of_retries(RECONNECT_RETRIES);
         let mut connections = Vec::with_capacity(count.max(1));
         for _ in 0..count.max(1) {
             connections

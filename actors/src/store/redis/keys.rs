@@ -9,12 +9,16 @@
 //! | `sb:{bay}:bay`                    | string | the [`Bay`](crate::model::Bay) record (JSON)       |
 //! | `sb:{bay}:epoch`                  | string | the log's epoch; minted with `SET NX` on first use |
 //! | `sb:{bay}:log`                    | stream | the event log, field `e` = JSON `LogEvent`         |
+//! | `sb:{bay}:log-meta`               | hash   | `last`, `maxdel` ids and `next_trim` ms of the log |
+//! | `sb:{bay}:rosters`                | stream | roster changes, ids = their log entry ids          |
+//! | `sb:{bay}:openings`               | stream | session openings (displacement), field `o` = JSON  |
 //! | `sb:{bay}:participants`           | hash   | participant id → JSON `Participant`                |
 //! | `sb:{bay}:participant-tokens`     | hash   | participant id → SHA-256 of its current token      |
 //! | `sb:{bay}:conversations`          | hash   | conversation id → JSON `Conversation` (+ members)  |
+//! | `sb:{bay}:revisions`              | hash   | conversation id → revision (1 + changes)           |
 //! | `sb:{bay}:conv:<cid>:msgs`        | stream | history, id `<createdAt ms>-0`, field `m` = JSON   |
 //! | `sb:{bay}:conv:<cid>:ids`         | hash   | message id → its history stream id                 |
-//! | `sb:{bay}:rounds:<cid>`           | string | consecutive agent messages since the last human    |
+//! | `sb:{bay}:conv:<cid>:state`       | hash   | `rounds` (round counter) and `last_ms` (createdAt) |
 //! | `sb:{tok:<4 hex>}:<token hash>`   | string | token index: JSON `{bay, participant}`             |
 //!
 //! The token index is the one global lookup (a token names its Bay), so it
@@ -65,6 +69,37 @@ impl BayKeys {
         format!("{}:log", self.base)
     }
 
+    /// `sb:{bay}:log-meta`: hash, the log's `last` generated id, `maxdel`
+    /// (newest trimmed id) and `next_trim` (ms of the Redis clock before
+    /// which appends skip the trim check). Kept by every log append, so
+    /// reads need no `XINFO`.
+    pub fn log_meta(&self) -> String {
+        format!("{}:log-meta", self.base)
+    }
+
+    /// `sb:{bay}:rosters`: stream, one entry per roster change at the id of
+    /// its `Roster` log entry, field `r` = JSON `{conversation, before}`;
+    /// trimmed with the log. Replays rebuild membership as of any cursor
+    /// from it.
+    pub fn rosters(&self) -> String {
+        format!("{}:rosters", self.base)
+    }
+
+    /// `sb:{bay}:openings`: stream, the displacement channel: one entry per
+    /// connection opened (field `o` = JSON `{token, session}`), trimmed to
+    /// about `OPENINGS_KEPT` entries. Apart from the log, so replays never
+    /// read it.
+    pub fn openings(&self) -> String {
+        format!("{}:openings", self.base)
+    }
+
+    /// `sb:{bay}:revisions`: hash, conversation id → revision (1 at
+    /// creation, +1 per change). An append routed with an older revision
+    /// is refused, so the write path may cache conversations.
+    pub fn revisions(&self) -> String {
+        format!("{}:revisions", self.base)
+    }
+
     /// `sb:{bay}:participants`: hash, participant id → JSON `Participant`.
     pub fn participants(&self) -> String {
         format!("{}:participants", self.base)
@@ -94,10 +129,12 @@ impl BayKeys {
         format!("{}:conv:{conversation}:ids", self.base)
     }
 
-    /// `sb:{bay}:rounds:<cid>`: string, consecutive agent messages since the
-    /// last human one (protocol §4, "Round caps").
-    pub fn rounds(&self, conversation: &ConversationId) -> String {
-        format!("{}:rounds:{conversation}", self.base)
+    /// `sb:{bay}:conv:<cid>:state`: hash, `rounds` = consecutive agent
+    /// messages since the last human one (protocol §4, "Round caps") and
+    /// `last_ms` = the newest message's `createdAt` in ms, so an append
+    /// reads neither stream.
+    pub fn conversation_state(&self, conversation: &ConversationId) -> String {
+        format!("{}:conv:{conversation}:state", self.base)
     }
 }
 
@@ -136,7 +173,10 @@ mod tests {
             k.conversations(),
             k.messages(&c),
             k.message_ids(&c),
-            k.rounds(&c),
+            k.conversation_state(&c),
+            k.log_meta(),
+            k.rosters(),
+            k.revisions(),
         ] {
             assert_eq!(hash_tag(&key), "acme", "{key}");
         }

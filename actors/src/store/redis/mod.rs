@@ -53,8 +53,11 @@ pub mod keys;
 mod scripts;
 
 use super::log::{LogEvent, LogRecord};
-use super::{Appended, Created, NewMessage, Principal, Replay, Store, StoreError, Updated};
-use crate::model::{Bay, Conversation, Member, Participant, StoredMessage};
+use super::{
+    AppendOutcome, Appended, ConversationChange, Created, NewMessage, Opening, Principal, Replay,
+    Revisioned, RosterChange, Store, StoreError, Updated, OPENINGS_KEPT,
+};
+use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
 use ::redis::{cmd, Cmd, FromRedisValue, Script, Value};
 use async_trait::async_trait;
@@ -62,7 +65,7 @@ use blocking::BlockingConnections;
 use chrono::{DateTime, Utc};
 use codec::{
     array, bytes, corrupt, decode, encode, entry_id, epoch_candidate, from_redis, status,
-    stream_entries, text, unavailable, Holes,
+    stream_entries, stream_fields, text, unavailable, Holes, ScriptStatus,
 };
 use connection::Shared;
 use keys::BayKeys;
@@ -71,8 +74,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId, TokenId};
-use switchboard_protocol::model::{ParticipantKind, Policy};
+use switchboard_protocol::ids::{
+    BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
+};
+use switchboard_protocol::model::ParticipantKind;
 
 /// Replay-buffer limits of the Redis engine (as for the memory engine).
 #[derive(Clone, Copy, Debug)]
@@ -89,6 +94,12 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Extra time a blocking read gets beyond its `BLOCK` before it is abandoned.
 const BLOCK_GRACE: Duration = Duration::from_secs(3);
+/// First pause before a read is retried on a connection that just failed
+/// (the connection manager reconnects meanwhile, e.g. after a Redis
+/// restart); it doubles per retry up to [`MAX_RECONNECT_PAUSE`].
+const RECONNECT_PAUSE: Duration = Duration::from_millis(25);
+/// Longest pause before a retry: reads give up after 25+50+100+200 ms.
+const MAX_RECONNECT_PAUSE: Duration = Duration::from_millis(200);
 /// Attempts of a compare-and-set before giving up as contended.
 const CAS_ATTEMPTS: usize = 32;
 /// Largest page `messages_before` reads at once (keeps Lua's numbers exact).
@@ -257,12 +268,20 @@ impl RedisStore {
         key: &str,
         command: &Cmd,
     ) -> Result<T, StoreError> {
+        let retry = is_read(command);
         self.timed(doing, key, async {
+            // The same connection: its manager is reconnecting it.
             let mut conn = self.shared.get();
-            command
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| from_redis(doing, key, e))
+            let mut pause = RECONNECT_PAUSE;
+            loop {
+                match command.query_async(&mut conn).await {
+                    Err(e) if retry && worth_retrying(&e, pause) => {
+                        tokio::time::sleep(pause).await;
+                        pause *= 2;
+                    }
+                    other => return other.map_err(|e| from_redis(doing, key, e)),
+                }
+            }
         })
         .await
     }
@@ -285,12 +304,20 @@ impl RedisStore {
         for a in args {
             invocation.arg(*a);
         }
+        let retry = scripts::is_read_only(script);
         self.timed(doing, key, async {
+            // The same connection: its manager is reconnecting it.
             let mut conn = self.shared.get();
-            invocation
-                .invoke_async(&mut conn)
-                .await
-                .map_err(|e| from_redis(doing, key, e))
+            let mut pause = RECONNECT_PAUSE;
+            loop {
+                match invocation.invoke_async(&mut conn).await {
+                    Err(e) if retry && worth_retrying(&e, pause) => {
+                        tokio::time::sleep(pause).await;
+                        pause *= 2;
+                    }
+                    other => return other.map_err(|e| from_redis(doing, key, e)),
+                }
+            }
         })
         .await
     }
@@ -363,12 +390,12 @@ impl RedisStore {
     ) -> Result<Replay, StoreError> {
         let doing = "reading the event log";
         let k = BayKeys::new(bay);
-        let (log, epoch) = (k.log(), k.epoch());
+        let (log, epoch, meta) = (k.log(), k.epoch(), k.log_meta());
         let reply: Value = self
             .invoke(
                 doing,
                 &scripts::READ_LOG,
-                &[&log, &epoch],
+                &[&log, &epoch, &meta],
                 &[
                     &epoch_candidate(),
                     &after.epoch.0,
@@ -396,12 +423,7 @@ impl RedisStore {
                 Ok(Arc::new(LogRecord::new(id, event)))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let through = if records.len() < max {
-            last.max(after.entry)
-        } else {
-            records.last().map(|r| r.id).unwrap_or(after.entry)
-        };
-        Ok(Replay::Records { records, through })
+        Ok(Replay::page(records, max, after.entry, last))
     }
 
     /// Waits (on a dedicated connection) up to `block` for an entry after
@@ -412,24 +434,38 @@ impl RedisStore {
         after: EntryId,
         block: Duration,
     ) -> Result<bool, StoreError> {
+        let reply = self.xread_blocking(log, after, 1, block).await?;
+        Ok(!matches!(reply, Value::Nil))
+    }
+
+    /// `XREAD COUNT count BLOCK block STREAMS key after` on a dedicated
+    /// connection: the entries after `after` (waiting up to `block` for
+    /// the first), or `Nil` when none came.
+    async fn xread_blocking(
+        &self,
+        key: &str,
+        after: EntryId,
+        count: usize,
+        block: Duration,
+    ) -> Result<Value, StoreError> {
         let doing = "waiting for the event log";
         let block_ms = block.as_millis().clamp(1, MAX_COUNT as u128) as u64;
         let mut xread = cmd("XREAD");
         xread
             .arg("COUNT")
-            .arg(1)
+            .arg(count.clamp(1, MAX_COUNT))
             .arg("BLOCK")
             .arg(block_ms)
             .arg("STREAMS")
-            .arg(log)
+            .arg(key)
             .arg(after.to_string());
         // One retry with a fresh connection when a reused idle one turns
         // out to be dead (e.g. Redis restarted while it sat idle).
         loop {
             let (mut conn, reused) = tokio::time::timeout(CONNECT_TIMEOUT, self.blocking.take())
                 .await
-                .map_err(|_| unavailable(doing, log, "timed out connecting"))?
-                .map_err(|e| from_redis(doing, log, e))?;
+                .map_err(|_| unavailable(doing, key, "timed out connecting"))?
+                .map_err(|e| from_redis(doing, key, e))?;
             match tokio::time::timeout(
                 block.saturating_add(BLOCK_GRACE),
                 xread.query_async::<Value>(&mut conn),
@@ -438,74 +474,81 @@ impl RedisStore {
             {
                 Ok(Ok(reply)) => {
                     self.blocking.give_back(conn);
-                    return Ok(!matches!(reply, Value::Nil));
+                    return Ok(reply);
                 }
                 Ok(Err(err)) if reused && (err.is_io_error() || err.is_connection_dropped()) => {
                     continue;
                 }
-                Ok(Err(err)) => return Err(from_redis(doing, log, err)),
-                Err(_) => return Err(unavailable(doing, log, "blocking read timed out")),
+                Ok(Err(err)) => return Err(from_redis(doing, key, err)),
+                Err(_) => return Err(unavailable(doing, key, "blocking read timed out")),
             }
         }
     }
 
-    /// Compare-and-set of a conversation: reads it, applies `change`
-    /// (which reports whether it changed anything), and writes it back with
-    /// its `Roster` entry unless someone changed it meanwhile (then retries).
-    async fn change_conversation(
+    /// The tail's read: one blocking `XREAD` whose entries are used as they
+    /// come, without the full read's epoch and expiry checks, when they
+    /// provably follow `after` unbroken: each entry names the epoch it was
+    /// logged in (`ep`) and the entry before it (`p`). `None` when they do
+    /// not (the log was lost, trimmed past `after`, or written before
+    /// entries were chained) or when nothing came: the full read decides.
+    async fn tail_once(
         &self,
-        doing: &'static str,
         bay: &BayId,
-        conversation: &ConversationId,
-        change: impl Fn(&mut Conversation) -> bool,
-    ) -> Result<Updated<Conversation>, StoreError> {
-        let k = BayKeys::new(bay);
-        let (convs, log, epoch) = (k.conversations(), k.log(), k.epoch());
-        for _ in 0..CAS_ATTEMPTS {
-            let raw: Option<String> = self
-                .query(
-                    doing,
-                    &convs,
-                    cmd("HGET").arg(&convs).arg(conversation.as_str()),
-                )
-                .await?;
-            let Some(raw) = raw else {
-                return Ok(Updated::NotFound);
+        after: &LogPosition,
+        max: usize,
+        block: Duration,
+    ) -> Result<Option<Replay>, StoreError> {
+        let doing = "tailing the event log";
+        let log = BayKeys::new(bay).log();
+        let reply = self.xread_blocking(&log, after.entry, max, block).await?;
+        // XREAD answers [[key, entries]] (RESP2) or {key: entries} (RESP3).
+        let entries = match &reply {
+            Value::Nil => return Ok(None),
+            Value::Array(streams) => match streams.first() {
+                Some(Value::Array(pair)) if pair.len() == 2 => &pair[1],
+                _ => return Err(corrupt(doing, &log, "malformed XREAD reply")),
+            },
+            Value::Map(streams) => match streams.first() {
+                Some((_, entries)) => entries,
+                None => return Ok(None),
+            },
+            _ => return Err(corrupt(doing, &log, "malformed XREAD reply")),
+        };
+        let mut expected = after.entry;
+        let mut records = Vec::new();
+        for (id, fields) in stream_fields(doing, &log, entries, &["e", "p", "ep"])? {
+            let [Some(event), Some(prev), Some(epoch)] = fields else {
+                return Ok(None);
             };
-            let mut c: Conversation = decode(doing, &convs, raw.as_bytes())?;
-            if !change(&mut c) {
-                return Ok(Updated::NotFound);
+            if epoch != after.epoch.0.as_bytes() || prev != expected.to_string().as_bytes() {
+                return Ok(None);
             }
-            let new = encode(doing, &convs, &c)?;
-            let event = encode(doing, &log, &roster_event(&c))?;
-            let reply = self
-                .invoke_status(
-                    doing,
-                    &scripts::CHANGE_CONVERSATION,
-                    &[&convs, &log, &epoch],
-                    &[
-                        conversation.as_str(),
-                        &raw,
-                        &new,
-                        &event,
-                        &epoch_candidate(),
-                        &self.window_ms(),
-                        &self.max_entries(),
-                    ],
-                )
-                .await?;
-            match status(doing, &convs, &reply)? {
-                "ok" => return Ok(Updated::Updated(c)),
-                "missing" => return Ok(Updated::NotFound),
-                "conflict" => continue,
-                other => return Err(corrupt(doing, &convs, format!("script said {other:?}"))),
-            }
+            expected = id;
+            records.push(Arc::new(LogRecord::new(id, decode(doing, &log, event)?)));
         }
-        Err(unavailable(
+        if records.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Replay::page(records, max, after.entry, expected)))
+    }
+
+    /// The `XADD` value of a roster change: who was in `conversation`
+    /// before the change logged at the same id.
+    fn roster_change_json(
+        doing: &'static str,
+        key: &str,
+        conversation: &Conversation,
+        before: Vec<ParticipantId>,
+    ) -> Result<String, StoreError> {
+        encode(
             doing,
-            &convs,
-            "the conversation kept changing under concurrent updates",
-        ))
+            key,
+            &StoredRosterChange {
+                conversation: conversation.id.clone(),
+                before,
+                after: conversation.member_ids(),
+            },
+        )
     }
 
     /// Formats a Unix time in ms with the Lua formatter `append_message`
@@ -522,11 +565,54 @@ impl RedisStore {
     }
 }
 
-fn roster_event(c: &Conversation) -> LogEvent {
-    LogEvent::Roster {
-        conversation: c.reference(),
-        members: c.member_ids(),
+/// Whether a read that failed with `e` is worth another try after `pause`.
+/// A connection that just broke (reset, broken pipe) is being reconnected:
+/// retried with doubling pauses up to [`MAX_RECONNECT_PAUSE`]. A failed
+/// reconnection (Redis refuses or is gone) gets one more quick try, then
+/// the caller answers 503 at once rather than wait for an outage to end.
+fn worth_retrying(e: &::redis::RedisError, pause: Duration) -> bool {
+    if e.is_connection_dropped() {
+        pause <= MAX_RECONNECT_PAUSE
+    } else {
+        (e.is_io_error() || e.is_connection_refusal()) && pause == RECONNECT_PAUSE
     }
+}
+
+/// Whether `command` only reads: those are retried once after a broken
+/// connection. Writes are not (a write whose reply was lost may have been
+/// applied; the caller answers 503 and the client decides).
+fn is_read(command: &Cmd) -> bool {
+    const READS: [&[u8]; 10] = [
+        b"GET",
+        b"HGET",
+        b"HMGET",
+        b"HVALS",
+        b"XRANGE",
+        b"XREVRANGE",
+        b"PING",
+        b"INFO",
+        b"CONFIG",
+        b"EXISTS",
+    ];
+    matches!(
+        command.args_iter().next(),
+        Some(::redis::Arg::Simple(name)) if READS.iter().any(|r| name.eq_ignore_ascii_case(r))
+    )
+}
+
+/// An opening as `sb:{bay}:openings` stores it (its id is the entry's).
+#[derive(Serialize, Deserialize)]
+struct StoredOpening {
+    token: TokenId,
+    session: SessionId,
+}
+
+/// A roster change as `sb:{bay}:rosters` stores it (its id is the entry's).
+#[derive(Serialize, Deserialize)]
+struct StoredRosterChange {
+    conversation: ConversationId,
+    before: Vec<ParticipantId>,
+    after: Vec<ParticipantId>,
 }
 
 /// Replaces the existing field `name` of a JSON object with `with`.
@@ -645,8 +731,8 @@ impl Store for RedisStore {
             )
             .await?;
         match status(doing, &participants, &reply)? {
-            "ok" => Ok(Created::Created(participant)),
-            "nobay" | "exists" => {
+            ScriptStatus::Ok => Ok(Created::Created(participant)),
+            ScriptStatus::NoBay | ScriptStatus::Exists => {
                 // Give the claim back, unless the existing participant is
                 // this very one with this very token (a concurrent create
                 // of the same record, e.g. two nodes bootstrapping at once).
@@ -718,8 +804,14 @@ impl Store for RedisStore {
     ) -> Result<Updated<()>, StoreError> {
         let doing = "replacing a token";
         let k = BayKeys::new(bay);
-        let (participants, ptokens, log, epoch) =
-            (k.participants(), k.participant_tokens(), k.log(), k.epoch());
+        let (participants, ptokens, log, epoch, meta, rosters) = (
+            k.participants(),
+            k.participant_tokens(),
+            k.log(),
+            k.epoch(),
+            k.log_meta(),
+            k.rosters(),
+        );
         let owner = encode(
             doing,
             &participants,
@@ -753,7 +845,7 @@ impl Store for RedisStore {
             .invoke_status(
                 doing,
                 &scripts::SET_TOKEN,
-                &[&participants, &ptokens, &log, &epoch],
+                &[&participants, &ptokens, &log, &epoch, &meta, &rosters],
                 &[
                     participant.as_str(),
                     new_hash,
@@ -766,8 +858,8 @@ impl Store for RedisStore {
             )
             .await?;
         match status(doing, &participants, &reply)? {
-            "ok" => {}
-            "missing" => {
+            ScriptStatus::Ok => {}
+            ScriptStatus::Missing => {
                 if let Some(new) = &token {
                     self.release_token(doing, new, &owner).await;
                 }
@@ -829,14 +921,23 @@ impl Store for RedisStore {
     ) -> Result<Created<Conversation>, StoreError> {
         let doing = "creating a conversation";
         let k = BayKeys::new(bay);
-        let (bay_key, convs, log, epoch) = (k.bay(), k.conversations(), k.log(), k.epoch());
+        let (bay_key, convs, revisions, log, epoch, meta, rosters) = (
+            k.bay(),
+            k.conversations(),
+            k.revisions(),
+            k.log(),
+            k.epoch(),
+            k.log_meta(),
+            k.rosters(),
+        );
         let json = encode(doing, &convs, &conversation)?;
-        let event = encode(doing, &log, &roster_event(&conversation))?;
+        let event = encode(doing, &log, &LogEvent::roster(&conversation))?;
+        let change = Self::roster_change_json(doing, &rosters, &conversation, Vec::new())?;
         let reply = self
             .invoke_status(
                 doing,
                 &scripts::CREATE_CONVERSATION,
-                &[&bay_key, &convs, &log, &epoch],
+                &[&bay_key, &convs, &revisions, &log, &epoch, &meta, &rosters],
                 &[
                     conversation.id.as_str(),
                     &json,
@@ -844,12 +945,13 @@ impl Store for RedisStore {
                     &epoch_candidate(),
                     &self.window_ms(),
                     &self.max_entries(),
+                    &change,
                 ],
             )
             .await?;
         match status(doing, &convs, &reply)? {
-            "ok" => Ok(Created::Created(conversation)),
-            "nobay" | "exists" => Ok(Created::AlreadyExists),
+            ScriptStatus::Ok => Ok(Created::Created(conversation)),
+            ScriptStatus::NoBay | ScriptStatus::Exists => Ok(Created::AlreadyExists),
             other => Err(corrupt(doing, &convs, format!("script said {other:?}"))),
         }
     }
@@ -875,57 +977,101 @@ impl Store for RedisStore {
         Ok(out)
     }
 
-    async fn upsert_member(
+    async fn conversation_revisioned(
         &self,
         bay: &BayId,
         conversation: &ConversationId,
-        member: Member,
-    ) -> Result<Updated<Conversation>, StoreError> {
-        self.change_conversation("adding a member", bay, conversation, |c| {
-            match c
-                .members
-                .iter_mut()
-                .find(|m| m.participant == member.participant)
-            {
-                Some(existing) => existing.role = member.role,
-                None => c.members.push(member.clone()),
-            }
-            true
-        })
-        .await
+    ) -> Result<Option<Revisioned<Conversation>>, StoreError> {
+        let doing = "reading a conversation for a write";
+        let k = BayKeys::new(bay);
+        let (convs, revisions) = (k.conversations(), k.revisions());
+        let reply: Value = self
+            .invoke(
+                doing,
+                &scripts::CONVERSATION_REVISIONED,
+                &[&convs, &revisions],
+                &[conversation.as_str()],
+            )
+            .await?;
+        match array(doing, &convs, &reply)? {
+            [] => Ok(None),
+            [json, revision] => Ok(Some(Revisioned {
+                value: decode(doing, &convs, bytes(doing, &convs, json)?)?,
+                revision: text(doing, &revisions, revision)?
+                    .parse()
+                    .map_err(|e| corrupt(doing, &revisions, e))?,
+            })),
+            _ => Err(corrupt(doing, &convs, "malformed conversation reply")),
+        }
     }
 
-    async fn remove_member(
+    /// Compare-and-set: reads the conversation, applies `change` in Rust,
+    /// and writes it back with its `Roster` entry, roster change and
+    /// revision bump unless someone changed it meanwhile (then retries).
+    async fn change_conversation(
         &self,
         bay: &BayId,
         conversation: &ConversationId,
-        participant: &ParticipantId,
+        change: ConversationChange,
     ) -> Result<Updated<Conversation>, StoreError> {
-        self.change_conversation("removing a member", bay, conversation, |c| {
-            let before = c.members.len();
-            c.members.retain(|m| &m.participant != participant);
-            c.members.len() != before
-        })
-        .await
-    }
-
-    async fn update_conversation(
-        &self,
-        bay: &BayId,
-        conversation: &ConversationId,
-        title: Option<Option<String>>,
-        policy: Option<Policy>,
-    ) -> Result<Updated<Conversation>, StoreError> {
-        self.change_conversation("updating a conversation", bay, conversation, |c| {
-            if let Some(title) = &title {
-                c.title = title.clone();
+        let doing = "changing a conversation";
+        let k = BayKeys::new(bay);
+        let (convs, revisions, log, epoch, meta, rosters) = (
+            k.conversations(),
+            k.revisions(),
+            k.log(),
+            k.epoch(),
+            k.log_meta(),
+            k.rosters(),
+        );
+        for _ in 0..CAS_ATTEMPTS {
+            let raw: Option<String> = self
+                .query(
+                    doing,
+                    &convs,
+                    cmd("HGET").arg(&convs).arg(conversation.as_str()),
+                )
+                .await?;
+            let Some(raw) = raw else {
+                return Ok(Updated::NotFound);
+            };
+            let mut c: Conversation = decode(doing, &convs, raw.as_bytes())?;
+            let before = c.member_ids();
+            if !change.apply(&mut c) {
+                return Ok(Updated::NotFound);
             }
-            if let Some(policy) = &policy {
-                c.policy = policy.clone();
+            let new = encode(doing, &convs, &c)?;
+            let event = encode(doing, &log, &LogEvent::roster(&c))?;
+            let roster_change = Self::roster_change_json(doing, &rosters, &c, before)?;
+            let reply = self
+                .invoke_status(
+                    doing,
+                    &scripts::CHANGE_CONVERSATION,
+                    &[&convs, &revisions, &log, &epoch, &meta, &rosters],
+                    &[
+                        conversation.as_str(),
+                        &raw,
+                        &new,
+                        &event,
+                        &epoch_candidate(),
+                        &self.window_ms(),
+                        &self.max_entries(),
+                        &roster_change,
+                    ],
+                )
+                .await?;
+            match status(doing, &convs, &reply)? {
+                ScriptStatus::Ok => return Ok(Updated::Updated(c)),
+                ScriptStatus::Missing => return Ok(Updated::NotFound),
+                ScriptStatus::Conflict => continue,
+                other => return Err(corrupt(doing, &convs, format!("script said {other:?}"))),
             }
-            true
-        })
-        .await
+        }
+        Err(unavailable(
+            doing,
+            &convs,
+            "the conversation kept changing under concurrent updates",
+        ))
     }
 
     async fn append_message(
@@ -933,17 +1079,20 @@ impl Store for RedisStore {
         bay: &BayId,
         new: NewMessage,
         sender_kind: ParticipantKind,
-    ) -> Result<Appended, StoreError> {
+    ) -> Result<AppendOutcome, StoreError> {
         let doing = "appending a message";
         let k = BayKeys::new(bay);
         let cid = &new.conversation.id;
-        let (convs, rounds, msgs, ids, log, epoch) = (
+        let (convs, revisions, state, msgs, ids, log, epoch, meta, rosters) = (
             k.conversations(),
-            k.rounds(cid),
+            k.revisions(),
+            k.conversation_state(cid),
             k.messages(cid),
             k.message_ids(cid),
             k.log(),
             k.epoch(),
+            k.log_meta(),
+            k.rosters(),
         );
         // The message with holes for `createdAt` and `routing.suppressed`,
         // and the log event with a hole for the message: the script stamps
@@ -975,11 +1124,14 @@ impl Store for RedisStore {
             ParticipantKind::Agent => "agent",
         };
         let cap = new.round_cap.map(|c| c.to_string()).unwrap_or_default();
+        let revision = new.revision.to_string();
         let reply = self
             .invoke_status(
                 doing,
                 &scripts::APPEND_MESSAGE,
-                &[&convs, &rounds, &msgs, &ids, &log, &epoch],
+                &[
+                    &convs, &revisions, &state, &msgs, &ids, &log, &epoch, &meta, &rosters,
+                ],
                 &[
                     cid.as_str(),
                     message_id.as_str(),
@@ -994,12 +1146,14 @@ impl Store for RedisStore {
                     &epoch_candidate(),
                     &self.window_ms(),
                     &self.max_entries(),
+                    &revision,
                 ],
             )
             .await?;
         match status(doing, &msgs, &reply)? {
-            "ok" => {}
-            "missing" => {
+            ScriptStatus::Ok => {}
+            ScriptStatus::Stale => return Ok(AppendOutcome::Stale),
+            ScriptStatus::Missing => {
                 return Err(corrupt(
                     doing,
                     &convs,
@@ -1015,10 +1169,10 @@ impl Store for RedisStore {
                 "append script gave a malformed reply",
             ));
         };
-        Ok(Appended {
+        Ok(AppendOutcome::Appended(Box::new(Appended {
             entry: entry_id(doing, &log, entry)?,
             message: decode(doing, &msgs, bytes(doing, &msgs, stored)?)?,
-        })
+        })))
     }
 
     async fn message(
@@ -1116,12 +1270,12 @@ impl Store for RedisStore {
     async fn log_head(&self, bay: &BayId) -> Result<LogPosition, StoreError> {
         let doing = "reading the log head";
         let k = BayKeys::new(bay);
-        let (log, epoch) = (k.log(), k.epoch());
+        let (log, epoch, meta) = (k.log(), k.epoch(), k.log_meta());
         let reply: Value = self
             .invoke(
                 doing,
                 &scripts::LOG_HEAD,
-                &[&log, &epoch],
+                &[&log, &epoch, &meta],
                 &[&epoch_candidate()],
             )
             .await?;
@@ -1141,32 +1295,26 @@ impl Store for RedisStore {
         max: usize,
         block: Option<Duration>,
     ) -> Result<Replay, StoreError> {
-        let first = self.read_once(bay, after, max).await?;
-        let Some(block) = block.filter(|b| !b.is_zero()) else {
-            return Ok(first);
-        };
-        match &first {
-            Replay::Records { records, .. } if records.is_empty() => {}
-            _ => return Ok(first),
+        // A blocking read (a feed's tail) costs one XREAD per batch when the
+        // entries chain on from `after`; anything else takes the full read.
+        if let Some(block) = block.filter(|b| !b.is_zero()) {
+            if let Some(replay) = self.tail_once(bay, after, max, block).await? {
+                return Ok(replay);
+            }
         }
-        let log = BayKeys::new(bay).log();
-        if self.wait_for_entry(&log, after.entry, block).await? {
-            self.read_once(bay, after, max).await
-        } else {
-            Ok(first)
-        }
+        self.read_once(bay, after, max).await
     }
 
     async fn append_control(&self, bay: &BayId, event: LogEvent) -> Result<EntryId, StoreError> {
         let doing = "appending a control entry";
         let k = BayKeys::new(bay);
-        let (log, epoch) = (k.log(), k.epoch());
+        let (log, epoch, meta, rosters) = (k.log(), k.epoch(), k.log_meta(), k.rosters());
         let json = encode(doing, &log, &event)?;
         let reply = self
             .invoke_status(
                 doing,
                 &scripts::APPEND_EVENT,
-                &[&log, &epoch],
+                &[&log, &epoch, &meta, &rosters],
                 &[
                     &epoch_candidate(),
                     &self.window_ms(),
@@ -1178,6 +1326,137 @@ impl Store for RedisStore {
         match reply.as_slice() {
             [_, id] => entry_id(doing, &log, id),
             _ => Err(corrupt(doing, &log, "append script gave a malformed reply")),
+        }
+    }
+
+    async fn roster_changes(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+    ) -> Result<Vec<RosterChange>, StoreError> {
+        let doing = "reading roster changes";
+        let key = BayKeys::new(bay).rosters();
+        let reply: Value = self
+            .query(
+                doing,
+                &key,
+                cmd("XRANGE")
+                    .arg(&key)
+                    .arg(format!("({}", after.entry))
+                    .arg("+"),
+            )
+            .await?;
+        stream_entries(doing, &key, &reply, "r")?
+            .into_iter()
+            .map(|(at, raw)| {
+                let stored: StoredRosterChange = decode(doing, &key, raw)?;
+                Ok(RosterChange {
+                    at,
+                    conversation: stored.conversation,
+                    before: stored.before,
+                    after: stored.after,
+                })
+            })
+            .collect()
+    }
+
+    async fn open_session(
+        &self,
+        bay: &BayId,
+        token: &TokenId,
+        session: &SessionId,
+    ) -> Result<EntryId, StoreError> {
+        let doing = "announcing a session";
+        let key = BayKeys::new(bay).openings();
+        let json = encode(
+            doing,
+            &key,
+            &StoredOpening {
+                token: token.clone(),
+                session: session.clone(),
+            },
+        )?;
+        let id: String = self
+            .query(
+                doing,
+                &key,
+                cmd("XADD")
+                    .arg(&key)
+                    .arg("MAXLEN")
+                    .arg("~")
+                    .arg(OPENINGS_KEPT)
+                    .arg("*")
+                    .arg("o")
+                    .arg(json),
+            )
+            .await?;
+        id.parse().map_err(|e| corrupt(doing, &key, e))
+    }
+
+    async fn openings_head(&self, bay: &BayId) -> Result<EntryId, StoreError> {
+        let doing = "reading the openings head";
+        let key = BayKeys::new(bay).openings();
+        let reply: Value = self
+            .query(
+                doing,
+                &key,
+                cmd("XREVRANGE")
+                    .arg(&key)
+                    .arg("+")
+                    .arg("-")
+                    .arg("COUNT")
+                    .arg(1),
+            )
+            .await?;
+        Ok(stream_entries(doing, &key, &reply, "o")?
+            .first()
+            .map_or(EntryId::ZERO, |(id, _)| *id))
+    }
+
+    async fn read_openings(
+        &self,
+        bay: &BayId,
+        after: EntryId,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<Vec<Opening>, StoreError> {
+        let doing = "reading session openings";
+        let key = BayKeys::new(bay).openings();
+        let read = || async {
+            let reply: Value = self
+                .query(
+                    doing,
+                    &key,
+                    cmd("XRANGE")
+                        .arg(&key)
+                        .arg(format!("({after}"))
+                        .arg("+")
+                        .arg("COUNT")
+                        .arg(max.clamp(1, MAX_COUNT)),
+                )
+                .await?;
+            stream_entries(doing, &key, &reply, "o")?
+                .into_iter()
+                .map(|(id, raw)| {
+                    let stored: StoredOpening = decode(doing, &key, raw)?;
+                    Ok(Opening {
+                        id,
+                        token: stored.token,
+                        session: stored.session,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()
+        };
+        let first = read().await?;
+        match block.filter(|b| !b.is_zero()) {
+            Some(block) if first.is_empty() => {
+                if self.wait_for_entry(&key, after, block).await? {
+                    read().await
+                } else {
+                    Ok(first)
+                }
+            }
+            _ => Ok(first),
         }
     }
 }

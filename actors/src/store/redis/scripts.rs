@@ -25,23 +25,39 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Appends `event` to the log stream, trimming entries older than `window`
--- milliseconds (exact MINID) and beyond `maxlen` entries (exact MAXLEN).
--- Trimming does not move the stream's max-deleted-entry-id (only XDEL
--- does), so the newest trimmed id is found before trimming and recorded
--- with XSETID MAXDELETEDID: readers compare cursors against it.
-local function append_log(log, epoch, candidate, window, maxlen, event)
-  redis.call('SET', epoch, candidate, 'NX')
-  local id = redis.call('XADD', log, '*', 'e', event)
+-- Appends `event` to the log stream and keeps the log's meta hash current
+-- (`last`, `maxdel`), so readers need no XINFO. Each entry also names its
+-- epoch (`ep`) and the entry before it (`p`): a tail reading with XREAD
+-- alone can tell that what it got follows its position unbroken. Trimming: entries older
+-- than `window` ms go (exact MINID), checked at most once per `slack` ms
+-- (window/16, at most 1 s; `next_trim` in the meta hash), so an entry may
+-- outlive the window by that much but a steady append costs no range
+-- scan; beyond `maxlen` entries they go at once (exact MAXLEN). The newest
+-- trimmed id becomes `maxdel` (readers compare cursors against it) and the
+-- stream's max-deleted-entry-id (XSETID), and the roster changes of the
+-- trimmed entries go with them.
+local function append_log(log, epoch, meta, rosters, candidate, window, maxlen, event)
+  local ep = redis.call('SET', epoch, candidate, 'NX', 'GET') or candidate
+  local prev = redis.call('HGET', meta, 'last') or '0-0'
+  local id = redis.call('XADD', log, '*', 'e', event, 'p', prev, 'ep', ep)
   local trimmed = false
-  local minid = now_ms() - tonumber(window)
-  if minid > 0 then
-    local bound = string.format('%d-0', minid)
-    local doomed = redis.call('XREVRANGE', log, '(' .. bound, '-', 'COUNT', 1)
-    if #doomed > 0 then
-      trimmed = doomed[1][1]
-      redis.call('XTRIM', log, 'MINID', '=', bound)
+  local now = now_ms()
+  local due = redis.call('HGET', meta, 'next_trim')
+  if (not due) or now >= tonumber(due) then
+    local minid = now - tonumber(window)
+    if minid > 0 then
+      local bound = string.format('%d-0', minid)
+      local doomed = redis.call('XREVRANGE', log, '(' .. bound, '-', 'COUNT', 1)
+      if #doomed > 0 then
+        trimmed = doomed[1][1]
+        redis.call('XTRIM', log, 'MINID', '=', bound)
+      end
     end
+    local oldest = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)
+    local oldest_ms = tonumber(string.match(oldest[1][1], '^(%d+)'))
+    local slack = math.min(1000, math.max(1, math.floor(tonumber(window) / 16)))
+    redis.call('HSET', meta, 'next_trim',
+      string.format('%d', math.max(oldest_ms + tonumber(window), now + slack)))
   end
   local excess = redis.call('XLEN', log) - tonumber(maxlen)
   if excess > 0 then
@@ -51,6 +67,11 @@ local function append_log(log, epoch, candidate, window, maxlen, event)
   end
   if trimmed then
     redis.call('XSETID', log, id, 'MAXDELETEDID', trimmed)
+    local first = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)
+    redis.call('XTRIM', rosters, 'MINID', '=', first[1][1])
+    redis.call('HSET', meta, 'last', id, 'maxdel', trimmed)
+  else
+    redis.call('HSET', meta, 'last', id)
   end
   return id
 end
@@ -79,52 +100,53 @@ local function iso_ms(ms)
     math.floor(sod / 3600), math.floor((sod % 3600) / 60), sod % 60, milli)
 end
 
--- The epoch (minted if missing), the stream's last generated id and its
--- max-deleted-entry-id ("0-0" for a stream that does not exist yet).
-local function log_state(log, epoch, candidate)
-  redis.call('SET', epoch, candidate, 'NX')
-  local current = redis.call('GET', epoch)
-  local last, maxdel = '0-0', '0-0'
-  if redis.call('EXISTS', log) == 1 then
+-- The epoch (minted if missing), the log's last generated id and newest
+-- trimmed id ("0-0" for a log that has none yet), from the meta hash.
+local function log_state(log, epoch, meta, candidate)
+  local current = redis.call('SET', epoch, candidate, 'NX', 'GET') or candidate
+  local m = redis.call('HMGET', meta, 'last', 'maxdel')
+  if (not m[1]) and redis.call('EXISTS', log) == 1 then
+    -- A log written before the meta hash existed: ask the stream once.
     local info = redis.call('XINFO', 'STREAM', log)
     for i = 1, #info, 2 do
       if info[i] == 'last-generated-id' then
-        last = info[i + 1]
+        m[1] = info[i + 1]
       elseif info[i] == 'max-deleted-entry-id' then
-        maxdel = info[i + 1]
+        m[2] = info[i + 1]
       end
     end
+    redis.call('HSET', meta, 'last', m[1], 'maxdel', m[2] or '0-0')
   end
-  return current, last, maxdel
+  return current, m[1] or '0-0', m[2] or '0-0'
 end
 "#
     };
 }
 
-/// KEYS: log, epoch. ARGV: epoch candidate, window ms, maxlen, event JSON.
-/// → `{'ok', id}`
+/// KEYS: log, epoch, log-meta, rosters. ARGV: epoch candidate, window ms,
+/// maxlen, event JSON. → `{'ok', id}`
 pub static APPEND_EVENT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         lib!(),
         r#"
-local id = append_log(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+local id = append_log(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 return {'ok', id}
 "#
     ))
 });
 
-/// KEYS: log, epoch. ARGV: epoch candidate. → `{epoch, last id}`
+/// KEYS: log, epoch, log-meta. ARGV: epoch candidate. → `{epoch, last id}`
 pub static LOG_HEAD: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         lib!(),
         r#"
-local epoch, last = log_state(KEYS[1], KEYS[2], ARGV[1])
+local epoch, last = log_state(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
 return {epoch, last}
 "#
     ))
 });
 
-/// KEYS: log, epoch. ARGV: epoch candidate, cursor epoch, after id, count.
+/// KEYS: log, epoch, log-meta. ARGV: epoch candidate, cursor epoch, after id, count.
 /// → `{epoch, last id, max deleted id, entries}`; `entries` (XRANGE after
 /// `after`, exclusive) is empty when the epoch differs. One snapshot: no
 /// trim can fall between the state and the range.
@@ -132,7 +154,7 @@ pub static READ_LOG: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         lib!(),
         r#"
-local epoch, last, maxdel = log_state(KEYS[1], KEYS[2], ARGV[1])
+local epoch, last, maxdel = log_state(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
 local entries = {}
 if epoch == ARGV[2] and tonumber(ARGV[4]) > 0 then
   entries = redis.call('XRANGE', KEYS[1], '(' .. ARGV[3], '+', 'COUNT', ARGV[4])
@@ -142,50 +164,75 @@ return {epoch, last, maxdel, entries}
     ))
 });
 
-/// KEYS: convs, rounds, msgs, ids, log, epoch.
+/// KEYS: 1 convs, 2 revisions, 3 conversation state, 4 msgs, 5 ids,
+/// 6 log, 7 epoch, 8 log-meta, 9 rosters.
 /// ARGV: 1 conversation id, 2 message id, 3 sender kind (`user`/`agent`),
 /// 4 round cap (`''` = none), 5 suppressed as given (`true`/`false`),
 /// 6–8 message JSON pieces around the `createdAt` and `suppressed` holes,
 /// 9–10 log event JSON pieces around the message hole,
-/// 11 epoch candidate, 12 window ms, 13 maxlen.
-/// → `{'ok', entry id, message JSON}` or `{'missing'}`
+/// 11 epoch candidate, 12 window ms, 13 maxlen, 14 the conversation
+/// revision the message was routed with.
+/// → `{'ok', entry id, message JSON}`, `{'stale'}` or `{'missing'}`
 ///
-/// Round counter (protocol §4): a human message resets it to 0; an agent
-/// message increments it and, under a cap, is suppressed when the count
-/// (this message included) reached the cap. `createdAt` is the server time
-/// in ms, or 1 ms after the previous message when that is later, so
-/// history ordered by `createdAt` equals append order.
+/// Round counter (protocol §4; `store::next_round` is the same rule in
+/// Rust): a human message resets it to 0; an agent message increments it
+/// and, under a cap, is suppressed when the count (this message included)
+/// reached the cap. `createdAt` is the server time in ms, or 1 ms after
+/// the previous message when that is later, so history ordered by
+/// `createdAt` equals append order. Both live in the conversation's state
+/// hash: no stream is read.
 pub static APPEND_MESSAGE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         lib!(),
         r#"
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
-  return {'missing'}
+local rev = redis.call('HGET', KEYS[2], ARGV[1])
+if not rev then
+  if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {'missing'} end
+  rev = '0'
 end
+if rev ~= ARGV[14] then return {'stale'} end
+local st = redis.call('HMGET', KEYS[3], 'rounds', 'last_ms')
+local rounds = tonumber(st[1] or '0')
 local suppressed = ARGV[5]
 if ARGV[3] == 'agent' then
-  local count = redis.call('INCR', KEYS[2])
+  rounds = rounds + 1
   if ARGV[4] ~= '' then
-    if count >= tonumber(ARGV[4]) then suppressed = 'true' else suppressed = 'false' end
+    if rounds >= tonumber(ARGV[4]) then suppressed = 'true' else suppressed = 'false' end
   end
 else
-  redis.call('SET', KEYS[2], '0')
+  rounds = 0
 end
-local now = now_ms()
-local ms = now
-local prev = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
-if #prev > 0 then
-  local prev_ms = tonumber(string.match(prev[1][1], '^(%d+)'))
-  if prev_ms + 1 > ms then ms = prev_ms + 1 end
+local prev_ms = tonumber(st[2])
+if not prev_ms then
+  -- History written before the state hash existed.
+  local prev = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
+  if #prev > 0 then prev_ms = tonumber(string.match(prev[1][1], '^(%d+)')) end
 end
+local ms = now_ms()
+if prev_ms and prev_ms + 1 > ms then ms = prev_ms + 1 end
 local sid = string.format('%d-0', ms)
 local msg = ARGV[6] .. '"' .. iso_ms(ms) .. '"' .. ARGV[7] .. suppressed .. ARGV[8]
-redis.call('XADD', KEYS[3], sid, 'm', msg)
-redis.call('HSET', KEYS[4], ARGV[2], sid)
-local id = append_log(KEYS[5], KEYS[6], ARGV[11], ARGV[12], ARGV[13], ARGV[9] .. msg .. ARGV[10])
+redis.call('XADD', KEYS[4], sid, 'm', msg)
+redis.call('HSET', KEYS[5], ARGV[2], sid)
+redis.call('HSET', KEYS[3], 'rounds', string.format('%d', rounds), 'last_ms', string.format('%d', ms))
+local id = append_log(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[11], ARGV[12], ARGV[13],
+  ARGV[9] .. msg .. ARGV[10])
 return {'ok', id, msg}
 "#
     ))
+});
+
+/// KEYS: convs, revisions. ARGV: conversation id.
+/// → `{conversation JSON, revision}` or `{}` when there is none. One
+/// snapshot, so the revision is the one of that JSON.
+pub static CONVERSATION_REVISIONED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local json = redis.call('HGET', KEYS[1], ARGV[1])
+if not json then return {} end
+return {json, redis.call('HGET', KEYS[2], ARGV[1]) or '0'}
+"#,
+    )
 });
 
 /// KEYS: msgs, ids. ARGV: message id. → message JSON or nil.
@@ -248,7 +295,7 @@ return {'ok'}
     )
 });
 
-/// KEYS: participants, participant-tokens, log, epoch.
+/// KEYS: participants, participant-tokens, log, epoch, log-meta, rosters.
 /// ARGV: 1 participant id, 2 new token hash (`''` = revoke), 3 epoch
 /// candidate, 4 window ms, 5 maxlen, 6–7 `CredentialRevoked` JSON pieces
 /// around the token-id hole.
@@ -266,7 +313,7 @@ else
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 end
 if not old then return {'ok', ''} end
-append_log(KEYS[3], KEYS[4], ARGV[3], ARGV[4], ARGV[5],
+append_log(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[3], ARGV[4], ARGV[5],
   ARGV[6] .. '"' .. string.sub(old, 1, 16) .. '"' .. ARGV[7])
 return {'ok', old}
 "#
@@ -312,10 +359,10 @@ return 0
     )
 });
 
-/// KEYS: bay, conversations, log, epoch.
-/// ARGV: conversation id, conversation JSON, roster event JSON,
-/// epoch candidate, window ms, maxlen.
-/// → `{'ok', entry id}`, `{'nobay'}` or `{'exists'}`
+/// KEYS: bay, conversations, revisions, log, epoch, log-meta, rosters.
+/// ARGV: 1 conversation id, 2 conversation JSON, 3 roster event JSON,
+/// 4 epoch candidate, 5 window ms, 6 maxlen, 7 roster change JSON.
+/// → `{'ok', entry id}`, `{'nobay'}` or `{'exists'}`. Revision 1.
 pub static CREATE_CONVERSATION: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         lib!(),
@@ -323,18 +370,22 @@ pub static CREATE_CONVERSATION: LazyLock<Script> = LazyLock::new(|| {
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'nobay'} end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {'exists'} end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-local id = append_log(KEYS[3], KEYS[4], ARGV[4], ARGV[5], ARGV[6], ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[1], '1')
+local id = append_log(KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[4], ARGV[5], ARGV[6], ARGV[3])
+redis.call('XADD', KEYS[7], id, 'r', ARGV[7])
 return {'ok', id}
 "#
     ))
 });
 
-/// KEYS: conversations, log, epoch.
-/// ARGV: conversation id, expected current JSON, new JSON, roster event
-/// JSON, epoch candidate, window ms, maxlen.
+/// KEYS: conversations, revisions, log, epoch, log-meta, rosters.
+/// ARGV: 1 conversation id, 2 expected current JSON, 3 new JSON, 4 roster
+/// event JSON, 5 epoch candidate, 6 window ms, 7 maxlen, 8 roster change
+/// JSON (the members before).
 /// Compare-and-set: the change (made in Rust on the JSON read) applies only
-/// if nobody changed the conversation since; the roster entry is logged in
-/// the same step. → `{'ok', entry id}`, `{'missing'}` or `{'conflict'}`
+/// if nobody changed the conversation since; the roster entry, the roster
+/// change and the revision bump happen in the same step.
+/// → `{'ok', entry id}`, `{'missing'}` or `{'conflict'}`
 pub static CHANGE_CONVERSATION: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         lib!(),
@@ -343,7 +394,9 @@ local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if not cur then return {'missing'} end
 if cur ~= ARGV[2] then return {'conflict'} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-local id = append_log(KEYS[2], KEYS[3], ARGV[5], ARGV[6], ARGV[7], ARGV[4])
+redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+local id = append_log(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[5], ARGV[6], ARGV[7], ARGV[4])
+redis.call('XADD', KEYS[6], id, 'r', ARGV[8])
 return {'ok', id}
 "#
     ))
@@ -359,3 +412,19 @@ return iso_ms(tonumber(ARGV[1]))
 "#
     ))
 });
+
+/// Whether `script` changes nothing a client could observe twice, so it
+/// may be retried after a broken connection. The log readers only mint a
+/// missing epoch (`SET NX`) and fill the meta hash, both idempotent.
+pub fn is_read_only(script: &Script) -> bool {
+    [
+        &*READ_LOG,
+        &*LOG_HEAD,
+        &*AUTHENTICATE,
+        &*MESSAGE,
+        &*MESSAGES_BEFORE,
+        &*CONVERSATION_REVISIONED,
+    ]
+    .iter()
+    .any(|s| s.get_hash() == script.get_hash())
+}

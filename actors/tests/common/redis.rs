@@ -172,6 +172,7 @@ pub fn as_text(v: redis::Value) -> String {
         redis::Value::SimpleString(s) => s,
         redis::Value::VerbatimString { text, .. } => text,
         redis::Value::Int(i) => i.to_string(),
+        redis::Value::Okay => "OK".into(),
         other => format!("{other:?}"),
     }
 }

@@ -164,6 +164,20 @@ pub async fn connect_to(
 ) -> Result<RedisStore, StoreError> {
     let doing = "connecting to Redis";
     // Errors here never include the URL: it may hold a password.
+    // One plain connection first: it fails at once with the real cause
+    // (refused, authentication, an untrusted TLS certificate), where the
+    // reconnecting managers would retry until the timeout below. It then
+    // serves the first blocking read.
+    let first = tokio::time::timeout(CONNECT_TIMEOUT, target.connect(None))
+        .await
+        .map_err(|_| StoreError::Unavailable {
+            doing,
+            cause: "timed out".into(),
+        })?
+        .map_err(|e| StoreError::Unavailable {
+            doing,
+            cause: format!("cannot connect: {e}"),
+        })?;
     // Bounded: the connection manager would otherwise retry with backoff.
     let shared = tokio::time::timeout(
         CONNECT_TIMEOUT,
@@ -178,9 +192,11 @@ pub async fn connect_to(
         doing,
         cause: format!("cannot connect: {e}"),
     })?;
+    let blocking = BlockingConnections::new(target);
+    blocking.give_back(first);
     let store = RedisStore {
         shared,
-        blocking: BlockingConnections::new(target),
+        blocking,
         limits,
     };
     store.ping().await?;

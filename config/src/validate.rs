@@ -171,6 +171,13 @@ fn scheme_of<'a>(url: &'a str, schemes: &[&str]) -> Option<&'a str> {
     }
 }
 
+/// The `/<db>` part of a `scheme://authority/<db>?…` URL ("" when none).
+fn database_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    rest.split_once('/').map_or("", |(_, db)| db)
+}
+
 fn check_redis_url(url: &str, cluster: bool) -> Result<(), ConfigError> {
     // The URL may hold a password: no message below echoes it.
     let seeds = crate::settings::split_urls(url);
@@ -200,6 +207,12 @@ fn check_redis_url(url: &str, cluster: bool) -> Result<(), ConfigError> {
                      separated by commas",
                 ))
             }
+        }
+        if !matches!(database_of(seed), "" | "0") {
+            return Err(ConfigError::invalid(
+                "redis.url",
+                "names a database: a Redis Cluster has database 0 only (drop the /<db>)",
+            ));
         }
     }
     if schemes.is_empty() {

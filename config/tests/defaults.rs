@@ -150,6 +150,10 @@ fn out_of_range_values_name_their_key() {
             s.redis.cluster = true;
             s.redis.url = " , ".into();
         }),
+        ("redis.url", |s| {
+            s.redis.cluster = true;
+            s.redis.url = "redis://a:1,redis://b:2/3".into();
+        }),
         ("redis.connections", |s| s.redis.connections = 0),
         ("admin_token", |s| s.admin_token = Some(String::new())),
         ("workers", |s| s.workers = Some(0)),
@@ -238,7 +242,8 @@ fn edge_values_that_make_sense_are_valid() {
     for seeds in [
         "redis://10.0.0.1:6379",
         "redis://10.0.0.1:6379,redis://10.0.0.2:6379, redis://10.0.0.3:6379",
-        "rediss://u:pw@a:6380,rediss://u:pw@b:6380",
+        "rediss://u:pw@a:6380,rediss://u:pw@b:6380/0",
+        "redis://a:6379/?protocol=resp3",
     ] {
         settings.redis.url = seeds.into();
         settings.validate().expect(seeds);

@@ -45,6 +45,10 @@
 //! (`max-deleted-entry-id`), and must not run an evicting
 //! `maxmemory-policy`: eviction would drop log entries, epochs or history
 //! without a trace and break every guarantee above.
+//!
+//! Redis Cluster ([`connect_cluster`]): the same engine over cluster
+//! connections that route every command and script by its slot (see the
+//! private `connection` module); the start-up guard runs on every master.
 
 mod blocking;
 mod codec;

@@ -1,9 +1,11 @@
 //! The store conformance suite: every test below is an engine-agnostic
 //! async function over `Arc<dyn Store>`, run against BOTH engines — the
 //! memory engine and the Redis engine on a real `redis-server` (one per
-//! test, on its own port and temp dir) — and again on a one-node Redis
-//! Cluster, which refuses any script whose keys span hash slots. An engine
-//! passes only if it behaves exactly like the other.
+//! test, on its own port and temp dir) — again on a one-node Redis
+//! Cluster, which refuses any script whose keys span hash slots, and again
+//! with the engine in cluster mode (`redis.cluster`) on a real three-master
+//! Redis Cluster, where each test's Bays and tokens land on different
+//! masters. An engine passes only if it behaves exactly like the other.
 
 mod common;
 
@@ -23,7 +25,8 @@ use switchboard_protocol::ids::{
 };
 use switchboard_protocol::model::{ParticipantKind, Policy, ReplyPolicy, Role};
 
-/// Instantiates each test for both engines: `name` or `name: limits`.
+/// Instantiates each test for both engines (the Redis one on one server, a
+/// one-node cluster and a three-master cluster): `name` or `name: limits`.
 macro_rules! conformance {
     ($($name:ident $(: $limits:expr)?),* $(,)?) => {
         mod memory {
@@ -70,6 +73,26 @@ macro_rules! conformance {
                     let store: Arc<dyn Store> = Arc::new(common::redis_store(&server, limits).await);
                     super::$name(store).await;
                     drop(server);
+                }
+            )*
+        }
+        /// The same tests with the engine in cluster mode on a three-master
+        /// Redis Cluster: commands and scripts routed by slot, blocking
+        /// reads on dedicated cluster connections.
+        mod redis_cluster_mode {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    #[allow(unused_variables)]
+                    let limits = Limits::default();
+                    $( let limits = $limits; )?
+                    let cluster = common::redis::RedisCluster::start();
+                    let store: Arc<dyn Store> =
+                        Arc::new(common::redis_cluster_store(&cluster, limits).await);
+                    super::$name(store).await;
+                    drop(cluster);
                 }
             )*
         }

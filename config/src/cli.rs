@@ -78,9 +78,20 @@ pub struct Overrides {
     /// Storage engine [setting: store].
     #[arg(long, value_enum, value_name = "KIND")]
     pub store: Option<StoreKind>,
-    /// Redis URL, used with --store redis [setting: redis.url].
+    /// Redis URL, used with --store redis; with --redis-cluster, seed URLs
+    /// separated by commas [setting: redis.url].
     #[arg(long, value_name = "URL")]
     pub redis_url: Option<String>,
+    /// Talk to a Redis Cluster (`--redis-cluster` or `--redis-cluster=false`)
+    /// [setting: redis.cluster].
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub redis_cluster: Option<bool>,
     /// File of Bays, participants and tokens to load at start-up [setting: bootstrap].
     #[arg(long, value_name = "FILE")]
     pub bootstrap: Option<PathBuf>,
@@ -108,6 +119,7 @@ impl fmt::Debug for Overrides {
                 "redis_url",
                 &self.redis_url.as_deref().map(mask_url_password),
             )
+            .field("redis_cluster", &self.redis_cluster)
             .field("bootstrap", &self.bootstrap)
             .field("admin_token", &self.admin_token.as_ref().map(|_| MASK))
             .field("replay_window", &self.replay_window)
@@ -142,6 +154,9 @@ impl Provider for FlagLayer<'_> {
         }
         if let Some(url) = &o.redis_url {
             set(&["redis", "url"], url.clone().into());
+        }
+        if let Some(cluster) = o.redis_cluster {
+            set(&["redis", "cluster"], cluster.into());
         }
         if let Some(bootstrap) = &o.bootstrap {
             let path = bootstrap.to_str().ok_or_else(|| {

@@ -85,9 +85,55 @@ pub enum LogFormat {
 #[serde(deny_unknown_fields)]
 pub struct RedisSettings {
     /// `redis://`, `rediss://`, `redis+unix://` or `unix://` URL. May hold a password (secret).
+    /// With `cluster`: one or more `redis://` / `rediss://` seed URLs separated
+    /// by commas (see [`RedisSettings::seeds`]).
     pub url: String,
+    /// Talk to a Redis Cluster: `url` lists seed nodes, and every command is
+    /// routed to the node serving its key's slot.
+    pub cluster: bool,
     /// Multiplexed connections per node, used round-robin. Invariant: at least 1.
     pub connections: usize,
+}
+
+impl RedisSettings {
+    /// The URLs in `url`: the seed nodes with `cluster` (split at the commas
+    /// that start another URL, so a comma inside a password stays put),
+    /// otherwise `url` itself.
+    pub fn seeds(&self) -> Vec<&str> {
+        if self.cluster {
+            split_urls(&self.url)
+        } else {
+            vec![self.url.as_str()]
+        }
+    }
+}
+
+/// Splits a comma-separated list of URLs. A comma starts a new URL only
+/// when what follows it (spaces and more commas aside) begins with
+/// `<scheme>://`, so a comma inside a password does not split. Empty items
+/// are dropped; spaces and commas around each URL are trimmed.
+pub fn split_urls(list: &str) -> Vec<&str> {
+    let separator = |c: char| c == ',' || c.is_whitespace();
+    let starts_url = |rest: &str| {
+        let rest = rest.trim_start_matches(separator);
+        rest.split_once("://").is_some_and(|(scheme, _)| {
+            !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        })
+    };
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, _) in list.match_indices(',') {
+        if starts_url(&list[i + 1..]) {
+            out.push(list[start..i].trim_matches(separator));
+            start = i + 1;
+        }
+    }
+    out.push(list[start..].trim_matches(separator));
+    out.retain(|u| !u.is_empty());
+    out
 }
 
 /// Rate, size and connection limits. Every field is at least 1 unless it says otherwise.
@@ -231,6 +277,7 @@ impl fmt::Debug for RedisSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisSettings")
             .field("url", &mask_url_password(&self.url))
+            .field("cluster", &self.cluster)
             .field("connections", &self.connections)
             .finish()
     }
@@ -239,8 +286,21 @@ impl fmt::Debug for RedisSettings {
 /// Replaces the password of a URL with [`MASK`]: the part after `:` in the
 /// userinfo (`redis://user:secret@host` → `redis://user:********@host`) and
 /// the value of `pass=` / `password=` query parameters (redis-rs reads those
-/// for unix sockets). Anything else is returned unchanged.
+/// for unix sockets). A comma-separated list of URLs (cluster seeds, see
+/// [`split_urls`]) is masked URL by URL. Anything else is returned unchanged.
 pub fn mask_url_password(url: &str) -> String {
+    let urls = split_urls(url);
+    if urls.len() > 1 {
+        return urls
+            .into_iter()
+            .map(mask_one_url)
+            .collect::<Vec<_>>()
+            .join(",");
+    }
+    mask_one_url(url)
+}
+
+fn mask_one_url(url: &str) -> String {
     let (head, query) = match url.split_once('?') {
         Some((head, query)) => (head, Some(query)),
         None => (url, None),

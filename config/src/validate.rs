@@ -13,6 +13,8 @@ pub const UPDATES_WAIT_CEILING: Duration = Duration::from_secs(30);
 
 /// URL schemes a Redis URL may use.
 const REDIS_SCHEMES: [&str; 4] = ["redis", "rediss", "redis+unix", "unix"];
+/// URL schemes a Redis Cluster seed may use (the cluster announces TCP addresses).
+const CLUSTER_SCHEMES: [&str; 2] = ["redis", "rediss"];
 
 impl Settings {
     /// Checks every range and cross-field rule.
@@ -24,7 +26,7 @@ impl Settings {
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_bind(&self.bind)?;
 
-        check_redis_url(&self.redis.url)?;
+        check_redis_url(&self.redis.url, self.redis.cluster)?;
         at_least_one("redis.connections", self.redis.connections)?;
 
         if let Some(token) = &self.admin_token {
@@ -161,18 +163,69 @@ fn check_bind(bind: &str) -> Result<(), ConfigError> {
     }
 }
 
-fn check_redis_url(url: &str) -> Result<(), ConfigError> {
-    let valid = match url.split_once("://") {
-        Some((scheme, rest)) => REDIS_SCHEMES.contains(&scheme) && !rest.is_empty(),
-        None => false,
-    };
-    if valid {
-        Ok(())
-    } else {
-        // The URL may hold a password: never echo it.
-        Err(ConfigError::invalid(
-            "redis.url",
-            "must be a redis://, rediss://, redis+unix:// or unix:// URL",
-        ))
+/// The scheme of `url` when it is one of `schemes` and something follows it.
+fn scheme_of<'a>(url: &'a str, schemes: &[&str]) -> Option<&'a str> {
+    match url.split_once("://") {
+        Some((scheme, rest)) if schemes.contains(&scheme) && !rest.is_empty() => Some(scheme),
+        _ => None,
     }
+}
+
+/// The `/<db>` part of a `scheme://authority/<db>?…` URL ("" when none).
+fn database_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    rest.split_once('/').map_or("", |(_, db)| db)
+}
+
+fn check_redis_url(url: &str, cluster: bool) -> Result<(), ConfigError> {
+    // The URL may hold a password: no message below echoes it.
+    let seeds = crate::settings::split_urls(url);
+    if !cluster {
+        if seeds.len() > 1 {
+            return Err(ConfigError::invalid(
+                "redis.url",
+                "lists several URLs: set redis.cluster = true to use them as Redis Cluster seeds",
+            ));
+        }
+        return match scheme_of(url, &REDIS_SCHEMES) {
+            Some(_) => Ok(()),
+            None => Err(ConfigError::invalid(
+                "redis.url",
+                "must be a redis://, rediss://, redis+unix:// or unix:// URL",
+            )),
+        };
+    }
+    let mut schemes = Vec::with_capacity(seeds.len());
+    for seed in &seeds {
+        match scheme_of(seed, &CLUSTER_SCHEMES) {
+            Some(scheme) => schemes.push(scheme),
+            None => {
+                return Err(ConfigError::invalid(
+                    "redis.url",
+                    "with redis.cluster, must be one or more redis:// or rediss:// URLs \
+                     separated by commas",
+                ))
+            }
+        }
+        if !matches!(database_of(seed), "" | "0") {
+            return Err(ConfigError::invalid(
+                "redis.url",
+                "names a database: a Redis Cluster has database 0 only (drop the /<db>)",
+            ));
+        }
+    }
+    if schemes.is_empty() {
+        return Err(ConfigError::invalid(
+            "redis.url",
+            "with redis.cluster, must name at least one seed node",
+        ));
+    }
+    if schemes.iter().any(|s| *s != schemes[0]) {
+        return Err(ConfigError::invalid(
+            "redis.url",
+            "mixes redis:// and rediss:// seeds: a cluster is reached with TLS or without",
+        ));
+    }
+    Ok(())
 }

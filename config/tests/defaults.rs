@@ -20,6 +20,7 @@ fn defaults_equal_the_protocol_values() {
         store: StoreKind::Memory,
         redis: RedisSettings {
             url: "redis://127.0.0.1:6379".into(),
+            cluster: false,
             connections: 4,
         },
         bootstrap: None,
@@ -130,6 +131,29 @@ fn out_of_range_values_name_their_key() {
         ("bind", |s| s.bind = "nowhere".into()),
         ("bind", |s| s.bind = "host:99999".into()),
         ("redis.url", |s| s.redis.url = "http://x".into()),
+        ("redis.url", |s| {
+            s.redis.url = "redis://a:1,redis://b:2".into();
+        }),
+        ("redis.url", |s| {
+            s.redis.cluster = true;
+            s.redis.url = "redis+unix:///run/redis.sock".into();
+        }),
+        ("redis.url", |s| {
+            s.redis.cluster = true;
+            s.redis.url = "redis://a:1,http://b:2".into();
+        }),
+        ("redis.url", |s| {
+            s.redis.cluster = true;
+            s.redis.url = "redis://a:1,rediss://b:2".into();
+        }),
+        ("redis.url", |s| {
+            s.redis.cluster = true;
+            s.redis.url = " , ".into();
+        }),
+        ("redis.url", |s| {
+            s.redis.cluster = true;
+            s.redis.url = "redis://a:1,redis://b:2/3".into();
+        }),
         ("redis.connections", |s| s.redis.connections = 0),
         ("admin_token", |s| s.admin_token = Some(String::new())),
         ("workers", |s| s.workers = Some(0)),
@@ -211,6 +235,34 @@ fn edge_values_that_make_sense_are_valid() {
     settings.bind = "localhost:8080".into();
     settings.redis.url = "redis+unix:///run/redis.sock".into();
     settings.validate().expect("valid");
+    // A comma inside a password is not a second URL.
+    settings.redis.url = "redis://u:pa,ss@h:1".into();
+    settings.validate().expect("valid");
+    settings.redis.cluster = true;
+    for seeds in [
+        "redis://10.0.0.1:6379",
+        "redis://10.0.0.1:6379,redis://10.0.0.2:6379, redis://10.0.0.3:6379",
+        "rediss://u:pw@a:6380,rediss://u:pw@b:6380/0",
+        "redis://a:6379/?protocol=resp3",
+    ] {
+        settings.redis.url = seeds.into();
+        settings.validate().expect(seeds);
+    }
+}
+
+#[test]
+fn cluster_seeds_split_at_commas_that_start_a_url() {
+    let mut redis = RedisSettings {
+        url: "redis://a:1, redis://b:2,,rediss://u:pa,ss@c:3".into(),
+        cluster: true,
+        connections: 1,
+    };
+    assert_eq!(
+        redis.seeds(),
+        ["redis://a:1", "redis://b:2", "rediss://u:pa,ss@c:3"]
+    );
+    redis.cluster = false;
+    assert_eq!(redis.seeds(), [redis.url.as_str()]);
 }
 
 #[test]
@@ -219,6 +271,7 @@ fn masking_hides_the_admin_token_and_redis_password() {
         admin_token: Some("s3cret-token".into()),
         redis: RedisSettings {
             url: "redis://default:hunter2@db:6379/0".into(),
+            cluster: false,
             connections: 16,
         },
         ..Settings::default()
@@ -262,6 +315,14 @@ fn url_password_masking_cases() {
             "redis+unix:///tmp/r.sock?password=********",
         ),
         ("not a url", "not a url"),
+        (
+            "redis://:pw@a:1,redis://:pw@b:2",
+            "redis://:********@a:1,redis://:********@b:2",
+        ),
+        (
+            "rediss://u:p,w@a:1, rediss://u:p,w@b:2",
+            "rediss://u:********@a:1,rediss://u:********@b:2",
+        ),
     ] {
         assert_eq!(mask_url_password(url), masked, "{url}");
     }

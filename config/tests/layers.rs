@@ -106,6 +106,7 @@ fn every_documented_environment_variable_is_read() {
         jail.set_env("SWITCHBOARD_LOG_FORMAT", "json");
         jail.set_env("SWITCHBOARD_WORKERS", "3");
         jail.set_env("SWITCHBOARD_REDIS__CONNECTIONS", "8");
+        jail.set_env("SWITCHBOARD_REDIS__CLUSTER", "true");
         jail.set_env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "30");
         jail.set_env("SWITCHBOARD_TIMING__HELLO_TIMEOUT", "500ms");
         let s = jailed(load(None, &Overrides::default()))?;
@@ -118,6 +119,7 @@ fn every_documented_environment_variable_is_read() {
         assert_eq!(s.log_format, LogFormat::Json);
         assert_eq!(s.workers, Some(3));
         assert_eq!(s.redis.connections, 8);
+        assert!(s.redis.cluster);
         assert_eq!(s.limits.updates_per_minute, 30);
         assert_eq!(s.timing.hello_timeout, Duration::from_millis(500));
         Ok(())
@@ -357,6 +359,7 @@ fn cli_parses_serve_and_config_check() {
             "json",
             "--workers",
             "2",
+            "--redis-cluster",
         ])
         .map_err(|e| e.to_string())?;
         let Command::Serve(args) = cli.command else {
@@ -372,7 +375,22 @@ fn cli_parses_serve_and_config_check() {
         assert_eq!(o.replay_window, Some(Duration::from_secs(900)));
         assert_eq!(o.log_format, Some(LogFormat::Json));
         assert_eq!(o.workers, Some(2));
+        assert_eq!(o.redis_cluster, Some(true));
         assert!(!format!("{o:?}").contains("tok\""), "Debug masks the token");
+        let cli = Cli::try_parse_from(["switchboard", "serve", "--redis-cluster=false"])
+            .map_err(|e| e.to_string())?;
+        let Command::Serve(args) = cli.command else {
+            panic!("expected serve");
+        };
+        assert_eq!(args.overrides.redis_cluster, Some(false));
+        let flags = Overrides {
+            redis_cluster: Some(true),
+            redis_url: Some("redis://a:1,redis://b:2".into()),
+            ..Overrides::default()
+        };
+        let s = jailed(load(None, &flags))?;
+        assert!(s.redis.cluster);
+        assert_eq!(s.redis.seeds(), ["redis://a:1", "redis://b:2"]);
 
         // --config also comes from SWITCHBOARD_CONFIG.
         jail.set_env("SWITCHBOARD_CONFIG", "from-env.json");

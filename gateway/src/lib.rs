@@ -37,6 +37,7 @@ use switchboard_actors::registry::{Registry, RegistrySettings};
 use switchboard_actors::session::CloseReason;
 use switchboard_actors::store::instrumented::Instrumented;
 use switchboard_actors::store::memory::{MemoryLimits, MemoryStore};
+use switchboard_actors::store::redis::Target as RedisTarget;
 use switchboard_actors::store::Store;
 use switchboard_config::{Settings, StoreKind};
 use switchboard_protocol::error::ErrorCode;
@@ -69,6 +70,27 @@ pub enum StartError {
     Io(#[from] std::io::Error),
 }
 
+/// Where the Redis of `settings` is: one server at `redis.url`, or with
+/// `redis.cluster` the cluster reached through the seed URLs it lists. The
+/// store and the Redis rate limiter both connect through it.
+///
+/// # Errors
+/// [`StoreError::Unavailable`](switchboard_actors::store::StoreError) for an
+/// invalid URL, never quoting it (it may hold a password).
+pub fn redis_target(
+    settings: &switchboard_config::RedisSettings,
+) -> Result<RedisTarget, switchboard_actors::store::StoreError> {
+    let target = if settings.cluster {
+        RedisTarget::cluster(&settings.seeds())
+    } else {
+        RedisTarget::single(&settings.url)
+    };
+    target.map_err(|e| switchboard_actors::store::StoreError::Unavailable {
+        doing: "connecting to Redis",
+        cause: format!("invalid redis.url: {e}"),
+    })
+}
+
 async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
     match settings.store {
         StoreKind::Memory => Ok(Arc::new(MemoryStore::new(MemoryLimits {
@@ -76,8 +98,8 @@ async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
             max_entries: settings.replay_max_entries,
         }))),
         StoreKind::Redis => {
-            let store = switchboard_actors::store::redis::connect(
-                &settings.redis.url,
+            let store = switchboard_actors::store::redis::connect_to(
+                redis_target(&settings.redis).map_err(StartError::Store)?,
                 settings.redis.connections,
                 switchboard_actors::store::redis::RedisLimits {
                     replay_window: settings.replay_window,

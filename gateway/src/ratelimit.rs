@@ -21,6 +21,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use std::num::NonZeroU32;
 use std::time::Duration;
+use switchboard_actors::store::redis::Target as RedisTarget;
 use switchboard_actors::store::StoreError;
 use switchboard_config::{Settings, StoreKind};
 use switchboard_protocol::error::ErrorCode;
@@ -55,7 +56,8 @@ enum Backend {
         updates: DefaultKeyedRateLimiter<TokenId>,
         agent: DefaultKeyedRateLimiter<TokenId>,
     },
-    Redis(redis::RedisLimiter),
+    /// Boxed: a cluster client is large.
+    Redis(Box<redis::RedisLimiter>),
 }
 
 /// A non-zero per-minute rate (a zero is treated as 1).
@@ -76,31 +78,25 @@ impl RateLimits {
         }
     }
 
-    /// Buckets counted in the Redis at `url` (its own connection, opened on
-    /// first use), shared by every node using that Redis.
-    ///
-    /// # Errors
-    /// [`StoreError::Unavailable`] when `url` is not a valid Redis URL (the
-    /// message never contains the URL).
-    pub fn redis(
-        url: &str,
-        updates_per_minute: u32,
-        agent_per_minute: u32,
-    ) -> Result<Self, StoreError> {
-        Ok(RateLimits {
-            backend: Backend::Redis(redis::RedisLimiter::new(
-                url,
+    /// Buckets counted in the Redis at `target` — one server or a Redis
+    /// Cluster — (its own connection, opened on first use), shared by every
+    /// node using that Redis.
+    pub fn redis(target: RedisTarget, updates_per_minute: u32, agent_per_minute: u32) -> Self {
+        RateLimits {
+            backend: Backend::Redis(Box::new(redis::RedisLimiter::new(
+                target,
                 per_minute(updates_per_minute),
                 per_minute(agent_per_minute),
-            )?),
-        })
+            ))),
+        }
     }
 
     /// The limiter the settings call for: in Redis with the redis engine
     /// (so limits are cluster-wide), per node with the memory engine.
     ///
     /// # Errors
-    /// As [`RateLimits::redis`].
+    /// [`StoreError::Unavailable`] when `redis.url` is not a valid Redis URL
+    /// (the message never contains the URL).
     pub fn from_settings(settings: &Settings) -> Result<Self, StoreError> {
         let (updates, agent) = (
             settings.limits.updates_per_minute,
@@ -108,7 +104,11 @@ impl RateLimits {
         );
         match settings.store {
             StoreKind::Memory => Ok(Self::new(updates, agent)),
-            StoreKind::Redis => Self::redis(&settings.redis.url, updates, agent),
+            StoreKind::Redis => Ok(Self::redis(
+                crate::redis_target(&settings.redis)?,
+                updates,
+                agent,
+            )),
         }
     }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchboard_actors::model::{Bay, Conversation, Member, Participant, StoredMessage};
 use switchboard_actors::store::memory::{MemoryLimits, MemoryStore};
-use switchboard_actors::store::redis::{connect, RedisLimits, RedisStore};
+use switchboard_actors::store::redis::{connect, connect_cluster, RedisLimits, RedisStore};
 use switchboard_actors::store::{AppendOutcome, Appended, Created, NewMessage, Store, StoreError};
 use switchboard_actors::token::TokenHash;
 use switchboard_protocol::event::SenderView;
@@ -52,6 +52,20 @@ pub async fn redis_store(server: &redis::RedisServer, limits: Limits) -> RedisSt
     )
     .await
     .expect("connect to the test redis-server")
+}
+
+/// The engine in cluster mode on `cluster` (every node given as a seed).
+pub async fn redis_cluster_store(cluster: &redis::RedisCluster, limits: Limits) -> RedisStore {
+    connect_cluster(
+        &cluster.seeds(),
+        4,
+        RedisLimits {
+            replay_window: limits.window,
+            max_entries: limits.max_entries,
+        },
+    )
+    .await
+    .expect("connect to the test Redis Cluster")
 }
 
 /// A fresh id, unique within the test process.

@@ -10,7 +10,11 @@
 //! clock, so node clock skew does not matter.
 //!
 //! The limiter has its own connection (opened on first use, reopened after
-//! a failure), never one of the store's pooled connections. Every call is
+//! a failure), never one of the store's shared connections: to the one
+//! server, or with `redis.cluster` a cluster connection of its own that
+//! sends each bucket's script to the master serving its slot (following
+//! `MOVED` / `ASK` and retrying `TRYAGAIN` while a slot moves, within the
+//! call's bound). Every call is
 //! bounded (connect and reply within [`CALL_TIMEOUT`]). A failure fails
 //! open: the call is allowed, a warning is logged (at most once per
 //! [`WARN_EVERY`], counting the calls let through), and Redis is left alone
@@ -18,12 +22,11 @@
 
 use super::Bucket;
 use parking_lot::Mutex;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Script};
+use redis::Script;
 use std::num::NonZeroU32;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
-use switchboard_actors::store::StoreError;
+use switchboard_actors::store::redis::{Connection, Target};
 use switchboard_protocol::ids::TokenId;
 
 /// Longest a limiter call (connecting included) may take before it fails open.
@@ -81,8 +84,8 @@ impl Shape {
 
 /// Buckets in Redis. See the module docs.
 pub struct RedisLimiter {
-    client: Client,
-    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    target: Target,
+    conn: tokio::sync::Mutex<Option<Connection>>,
     updates: Shape,
     agent: Shape,
     trouble: Mutex<Trouble>,
@@ -98,27 +101,20 @@ struct Trouble {
 }
 
 impl RedisLimiter {
-    /// A limiter on the Redis at `url`; nothing is opened until first use.
-    ///
-    /// # Errors
-    /// [`StoreError::Unavailable`] for an invalid URL (never quoting it: it
-    /// may hold a password).
+    /// A limiter on the Redis at `target` (one server or a cluster);
+    /// nothing is opened until first use.
     pub fn new(
-        url: &str,
+        target: Target,
         updates_per_minute: NonZeroU32,
         agent_per_minute: NonZeroU32,
-    ) -> Result<Self, StoreError> {
-        let client = Client::open(url).map_err(|e| StoreError::Unavailable {
-            doing: "opening the rate limiter's Redis connection",
-            cause: format!("invalid redis.url: {e}"),
-        })?;
-        Ok(RedisLimiter {
-            client,
+    ) -> Self {
+        RedisLimiter {
+            target,
             conn: tokio::sync::Mutex::new(None),
             updates: Shape::per_minute(updates_per_minute),
             agent: Shape::per_minute(agent_per_minute),
             trouble: Mutex::new(Trouble::default()),
-        })
+        }
     }
 
     /// Takes one call from `token`'s `bucket`: `Err(wait)` when it is empty.
@@ -152,13 +148,7 @@ impl RedisLimiter {
             match &*slot {
                 Some(c) => c.clone(),
                 None => {
-                    let config = AsyncConnectionConfig::new()
-                        .set_connection_timeout(CALL_TIMEOUT)
-                        .set_response_timeout(CALL_TIMEOUT);
-                    let c = self
-                        .client
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await?;
+                    let c = self.target.connect(Some(CALL_TIMEOUT)).await?;
                     *slot = Some(c.clone());
                     c
                 }
@@ -217,6 +207,10 @@ mod tests {
 
     fn n(v: u32) -> NonZeroU32 {
         NonZeroU32::new(v).unwrap()
+    }
+
+    fn single(url: &str) -> Target {
+        Target::single(url).unwrap()
     }
 
     fn free_port() -> u16 {
@@ -289,7 +283,7 @@ mod tests {
     async fn an_unreachable_redis_fails_open_quickly() {
         // Nothing listens on a port we just freed.
         let url = format!("redis://127.0.0.1:{}", free_port());
-        let limiter = RedisLimiter::new(&url, n(1), n(1)).unwrap();
+        let limiter = RedisLimiter::new(single(&url), n(1), n(1));
         let started = Instant::now();
         for _ in 0..50 {
             assert_eq!(limiter.check(Bucket::Agent, &token("t")).await, Ok(()));
@@ -301,8 +295,8 @@ mod tests {
     async fn buckets_are_shared_between_limiters_and_separate_per_token_and_kind() {
         let server = Server::start();
         // Two limiters on one Redis = two nodes.
-        let a = RedisLimiter::new(&server.url(), n(3), n(5)).unwrap();
-        let b = RedisLimiter::new(&server.url(), n(3), n(5)).unwrap();
+        let a = RedisLimiter::new(single(&server.url()), n(3), n(5));
+        let b = RedisLimiter::new(single(&server.url()), n(3), n(5));
         let t = token("aaaaaaaaaaaaaaaa");
         for i in 0..3 {
             let node = if i % 2 == 0 { &a } else { &b };
@@ -330,7 +324,7 @@ mod tests {
     async fn a_bucket_refills_at_its_rate_and_its_key_expires() {
         let server = Server::start();
         // 600/min: one call every 100 ms, bucket of 600.
-        let limiter = RedisLimiter::new(&server.url(), n(600), n(600)).unwrap();
+        let limiter = RedisLimiter::new(single(&server.url()), n(600), n(600));
         let t = token("cccccccccccccccc");
         let mut taken = 0;
         while limiter.check(Bucket::Agent, &t).await.is_ok() {
@@ -340,7 +334,7 @@ mod tests {
         assert!((600..=601).contains(&taken), "{taken}");
         tokio::time::sleep(Duration::from_millis(250)).await;
         assert_eq!(limiter.check(Bucket::Agent, &t).await, Ok(()));
-        let client = Client::open(server.url()).unwrap();
+        let client = redis::Client::open(server.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let ttl: i64 = redis::cmd("PTTL")
             .arg(key(&t, Bucket::Agent))
@@ -356,7 +350,7 @@ mod tests {
         let server = Server::start();
         let url = server.url();
         let port = server.1;
-        let limiter = RedisLimiter::new(&url, n(2), n(2)).unwrap();
+        let limiter = RedisLimiter::new(single(&url), n(2), n(2));
         let t = token("dddddddddddddddd");
         assert_eq!(limiter.check(Bucket::Agent, &t).await, Ok(()));
         drop(server);

@@ -10,47 +10,46 @@
 //! next reader. At most one connection per concurrently blocked reader is
 //! open (in practice one per Bay feed on this node); idle ones beyond
 //! [`MAX_IDLE`] are closed.
+//!
+//! On a Redis Cluster each dedicated connection is a cluster connection of
+//! its own (one socket to every node, never the shared ones): the
+//! `XREAD BLOCK` goes to the node serving the log's slot, and when the slot
+//! moves the read follows the redirection to its new node. So a node keeps
+//! one cluster connection per concurrently blocked reader, each holding a
+//! socket to every node of the cluster.
 
+use super::connection::{Connection, Target};
 use parking_lot::Mutex;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, RedisResult};
-use std::time::Duration;
+use redis::RedisResult;
 
 /// Idle dedicated connections kept for reuse.
 const MAX_IDLE: usize = 16;
 
-/// How long opening a dedicated connection may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-
 pub struct BlockingConnections {
-    client: Client,
-    idle: Mutex<Vec<MultiplexedConnection>>,
+    target: Target,
+    idle: Mutex<Vec<Connection>>,
 }
 
 impl BlockingConnections {
-    pub fn new(client: Client) -> Self {
+    pub fn new(target: Target) -> Self {
         BlockingConnections {
-            client,
+            target,
             idle: Mutex::new(Vec::new()),
         }
     }
 
     /// An idle dedicated connection, or a new one. The bool tells whether it
-    /// was reused (a reused one may have died while idle).
-    pub async fn take(&self) -> RedisResult<(MultiplexedConnection, bool)> {
+    /// was reused (a reused one may have died while idle). Its replies are
+    /// not bounded: the caller bounds each blocking read by its block time.
+    pub async fn take(&self) -> RedisResult<(Connection, bool)> {
         if let Some(conn) = self.idle.lock().pop() {
             return Ok((conn, true));
         }
-        let config = AsyncConnectionConfig::new().set_connection_timeout(CONNECT_TIMEOUT);
-        let conn = self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?;
-        Ok((conn, false))
+        Ok((self.target.connect(None).await?, false))
     }
 
     /// Returns a connection whose last command completed normally.
-    pub fn give_back(&self, conn: MultiplexedConnection) {
+    pub fn give_back(&self, conn: Connection) {
         let mut idle = self.idle.lock();
         if idle.len() < MAX_IDLE {
             idle.push(conn);

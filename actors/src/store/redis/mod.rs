@@ -45,6 +45,10 @@
 //! (`max-deleted-entry-id`), and must not run an evicting
 //! `maxmemory-policy`: eviction would drop log entries, epochs or history
 //! without a trace and break every guarantee above.
+//!
+//! Redis Cluster ([`connect_cluster`]): the same engine over cluster
+//! connections that route every command and script by its slot (see the
+//! private `connection` module); the start-up guard runs on every master.
 
 mod blocking;
 mod codec;
@@ -68,6 +72,7 @@ use codec::{
     stream_entries, stream_fields, text, unavailable, Holes, ScriptStatus,
 };
 use connection::Shared;
+pub use connection::{Connection, Target};
 use keys::BayKeys;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -134,16 +139,64 @@ pub async fn connect(
     connections: usize,
     limits: RedisLimits,
 ) -> Result<RedisStore, StoreError> {
+    connect_to(target(Target::single(url))?, connections, limits).await
+}
+
+/// Connects to the Redis Cluster reached through `seeds` (URLs of some of
+/// its nodes): each of the `connections` is a cluster connection that routes
+/// every command and script by its slot. The start-up guards run on every
+/// primary of the cluster.
+///
+/// # Errors
+/// As [`connect`], for any primary; also when the seeds disagree on their
+/// password or TLS mode.
+pub async fn connect_cluster<S: AsRef<str>>(
+    seeds: &[S],
+    connections: usize,
+    limits: RedisLimits,
+) -> Result<RedisStore, StoreError> {
+    connect_to(target(Target::cluster(seeds))?, connections, limits).await
+}
+
+/// A [`Target`], or the error naming the setting (never the URL: it may
+/// hold a password).
+fn target(parsed: ::redis::RedisResult<Target>) -> Result<Target, StoreError> {
+    parsed.map_err(|e| StoreError::Unavailable {
+        doing: "connecting to Redis",
+        cause: format!("invalid redis.url: {e}"),
+    })
+}
+
+/// Connects to `target` (one server or a cluster), checks it, and returns
+/// the engine. See [`connect`] and [`connect_cluster`].
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_to(
+    target: Target,
+    connections: usize,
+    limits: RedisLimits,
+) -> Result<RedisStore, StoreError> {
     let doing = "connecting to Redis";
     // Errors here never include the URL: it may hold a password.
-    let client = ::redis::Client::open(url).map_err(|e| StoreError::Unavailable {
-        doing,
-        cause: format!("invalid redis.url: {e}"),
-    })?;
+    // One plain connection first: it fails at once with the real cause
+    // (refused, authentication, an untrusted TLS certificate), where the
+    // reconnecting managers would retry until the timeout below. It then
+    // serves the first blocking read.
+    let first = tokio::time::timeout(CONNECT_TIMEOUT, target.connect(None))
+        .await
+        .map_err(|_| StoreError::Unavailable {
+            doing,
+            cause: "timed out".into(),
+        })?
+        .map_err(|e| StoreError::Unavailable {
+            doing,
+            cause: format!("cannot connect: {e}"),
+        })?;
     // Bounded: the connection manager would otherwise retry with backoff.
     let shared = tokio::time::timeout(
         CONNECT_TIMEOUT,
-        Shared::open(&client, connections, COMMAND_TIMEOUT),
+        Shared::open(&target, connections, COMMAND_TIMEOUT),
     )
     .await
     .map_err(|_| StoreError::Unavailable {
@@ -154,9 +207,11 @@ pub async fn connect(
         doing,
         cause: format!("cannot connect: {e}"),
     })?;
+    let blocking = BlockingConnections::new(target);
+    blocking.give_back(first);
     let store = RedisStore {
         shared,
-        blocking: BlockingConnections::new(client),
+        blocking,
         limits,
     };
     store.ping().await?;
@@ -165,65 +220,95 @@ pub async fn connect(
 }
 
 impl RedisStore {
-    /// Refuses servers the engine cannot be correct on.
+    /// Refuses servers the engine cannot be correct on. On a cluster every
+    /// primary is checked (a slot may move to any of them); replicas are
+    /// not, as the engine never reads from them.
     async fn check_server(&self) -> Result<(), StoreError> {
         let doing = "checking the Redis server";
-        let info: String = self
-            .query(doing, "INFO server", cmd("INFO").arg("server"))
-            .await?;
-        let version = info
-            .lines()
-            .find_map(|l| l.strip_prefix("redis_version:"))
-            .map(str::trim)
-            .unwrap_or("unknown");
-        let major: u32 = version
-            .split('.')
-            .next()
-            .and_then(|m| m.parse().ok())
-            .unwrap_or(0);
-        if major < 7 {
-            return Err(StoreError::Unavailable {
-                doing,
-                cause: format!(
-                    "Redis {version} is too old: the redis engine needs Redis 7.0 or newer \
-                     (XINFO STREAM max-deleted-entry-id tells expired cursors apart)"
-                ),
-            });
+        for (node, reply) in self
+            .on_every_primary(doing, "INFO server", cmd("INFO").arg("server"))
+            .await?
+        {
+            let at = node_prefix(&node);
+            let info =
+                String::from_redis_value(&reply).map_err(|e| corrupt(doing, "INFO server", e))?;
+            let version = info
+                .lines()
+                .find_map(|l| l.strip_prefix("redis_version:"))
+                .map(str::trim)
+                .unwrap_or("unknown");
+            let major: u32 = version
+                .split('.')
+                .next()
+                .and_then(|m| m.parse().ok())
+                .unwrap_or(0);
+            if major < 7 {
+                return Err(StoreError::Unavailable {
+                    doing,
+                    cause: format!(
+                        "{at}Redis {version} is too old: the redis engine needs Redis 7.0 or \
+                         newer (XINFO STREAM max-deleted-entry-id tells expired cursors apart)"
+                    ),
+                });
+            }
         }
-        let reply = self
-            .query::<Value>(
+        let replies = match self
+            .on_every_primary(
                 doing,
                 "CONFIG GET maxmemory-policy",
                 cmd("CONFIG").arg("GET").arg("maxmemory-policy"),
             )
-            .await;
-        let policy = match reply {
-            Ok(Value::Array(items)) if items.len() == 2 => {
-                text(doing, "maxmemory-policy", &items[1])?.to_owned()
-            }
-            Ok(Value::Map(items)) if items.len() == 1 => {
-                text(doing, "maxmemory-policy", &items[0].1)?.to_owned()
-            }
-            Ok(other) => {
-                tracing::warn!(reply = ?other, "CONFIG GET maxmemory-policy gave an unexpected answer; cannot check that Redis never evicts Switchboard's keys");
-                return Ok(());
-            }
+            .await
+        {
+            Ok(replies) => replies,
             Err(err) => {
                 // Managed services often forbid or rename CONFIG.
                 tracing::warn!(error = %err, "CONFIG GET maxmemory-policy is not permitted; make sure Redis runs with maxmemory-policy noeviction");
                 return Ok(());
             }
         };
-        if policy != "noeviction" {
-            return Err(StoreError::Unavailable {
-                doing,
-                cause: format!(
-                    "maxmemory-policy is {policy:?}: an evicting policy would silently drop \
-                     event-log entries, epochs and history; set maxmemory-policy noeviction"
-                ),
-            });
+        for (node, reply) in replies {
+            let at = node_prefix(&node);
+            let policy = match reply {
+                Value::Array(items) if items.len() == 2 => {
+                    text(doing, "maxmemory-policy", &items[1])?.to_owned()
+                }
+                Value::Map(items) if items.len() == 1 => {
+                    text(doing, "maxmemory-policy", &items[0].1)?.to_owned()
+                }
+                other => {
+                    tracing::warn!(node = %node, reply = ?other, "CONFIG GET maxmemory-policy gave an unexpected answer; cannot check that Redis never evicts Switchboard's keys");
+                    continue;
+                }
+            };
+            if policy != "noeviction" {
+                return Err(StoreError::Unavailable {
+                    doing,
+                    cause: format!(
+                        "{at}maxmemory-policy is {policy:?}: an evicting policy would silently \
+                         drop event-log entries, epochs and history; set maxmemory-policy noeviction"
+                    ),
+                });
+            }
         }
         Ok(())
+    }
+
+    /// Runs one command on every primary (see [`Connection::on_every_primary`]).
+    async fn on_every_primary(
+        &self,
+        doing: &'static str,
+        what: &str,
+        command: &Cmd,
+    ) -> Result<Vec<(String, Value)>, StoreError> {
+        self.timed(doing, what, async {
+            self.shared
+                .get()
+                .on_every_primary(command)
+                .await
+                .map_err(|e| from_redis(doing, what, e))
+        })
+        .await
     }
 
     /// Runs `fut` under [`COMMAND_TIMEOUT`].
@@ -575,6 +660,15 @@ fn worth_retrying(e: &::redis::RedisError, pause: Duration) -> bool {
         pause <= MAX_RECONNECT_PAUSE
     } else {
         (e.is_io_error() || e.is_connection_refusal()) && pause == RECONNECT_PAUSE
+    }
+}
+
+/// `"<node>: "` naming a cluster primary in an error, or nothing.
+fn node_prefix(node: &str) -> String {
+    if node.is_empty() {
+        String::new()
+    } else {
+        format!("{node}: ")
     }
 }
 

@@ -187,6 +187,49 @@ async fn rotating_a_token_on_one_node_ends_its_connections_on_the_others() {
 
 // ---------------------------------------------------------------- rate limits
 
+/// Every node answers requests from its token cache once it has seen a
+/// token; a rotation or revocation made through another node must still
+/// reach it (through the Bay's log) within a second, on every route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_cached_on_every_node_stops_working_everywhere_within_a_second() {
+    let c = Cluster::start(false, 3, Opts::default()).await;
+    let n1 = &c.nodes[0];
+    let w = World::create(n1, BAY).await;
+    // Warm every node's cache (and its Bay feed) with both tokens.
+    for node in &c.nodes {
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                node.get(&w.rex, "/me").await.0 == 200 && node.get(&w.brain, "/me").await.0 == 200
+            })
+            .await
+        );
+    }
+    let new_rex = n1.rotate_token(BAY, "rex").await;
+    n1.revoke_token(BAY, "brain").await;
+    let rotated = std::time::Instant::now();
+    for node in &c.nodes {
+        for (token, what) in [(&w.rex, "rotated"), (&w.brain, "revoked")] {
+            let refused = eventually(Duration::from_secs(1), || async {
+                node.get(token, "/me").await.0 == 401
+            })
+            .await;
+            assert!(
+                refused,
+                "a {what} token still works on {} after 1 s",
+                node.addr
+            );
+            let (s, b) = node.post_message(token, "group", "from a dead token").await;
+            assert_error(s, &b, 401, "UNAUTHORIZED");
+        }
+        let (s, b) = node.get(&new_rex, "/me").await;
+        assert_eq!(s, 200, "{b}");
+    }
+    eprintln!(
+        "all nodes refused the old tokens {:?} after the change",
+        rotated.elapsed()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limits_are_counted_across_every_node() {
     let c = Cluster::start(
@@ -889,51 +932,57 @@ async fn a_node_started_after_roster_changes_replays_each_message_by_the_members
     let scout_wants = vec![m0.clone(), m1.clone()];
 
     // Node A's feed saw every change: the control.
-    let a = scene.a();
-    let a_rex = replay_by_updates(a, &scene.rex, &scene.rex_cursor).await;
-    let a_scout = replay_by_updates(a, &scene.scout, &scene.scout_cursor).await;
-    eprintln!(
-        "node A /updates: rex {:?}, scout {:?}",
-        named(&a_rex, &names),
-        named(&a_scout, &names)
-    );
-    assert_eq!(a_rex, rex_wants, "node A, Rex: {:?}", named(&a_rex, &names));
-    assert_eq!(
-        a_scout,
-        scout_wants,
-        "node A, Scout: {:?}",
-        named(&a_scout, &names)
-    );
-
+    let expect = Expected {
+        names: &names,
+        rex: &rex_wants,
+        scout: &scout_wants,
+    };
+    expect.replays_on(scene.a(), &scene, "node A", false).await;
     // Node C starts only now, on the same Redis.
     let c = scene.fresh_node().await;
-    let c_rex = replay_by_updates(&c, &scene.rex, &scene.rex_cursor).await;
-    let c_scout = replay_by_updates(&c, &scene.scout, &scene.scout_cursor).await;
-    let c_rex_ws = replay_by_ws(&c, &scene.rex, &scene.rex_cursor).await;
-    eprintln!(
-        "node C /updates: rex {:?}, scout {:?}; node C /ws: rex {:?}",
-        named(&c_rex, &names),
-        named(&c_scout, &names),
-        named(&c_rex_ws, &names)
-    );
-    assert_eq!(
-        c_rex,
-        rex_wants,
-        "node C /updates, Rex (joined after M0): {:?}",
-        named(&c_rex, &names)
-    );
-    assert_eq!(
-        c_scout,
-        scout_wants,
-        "node C /updates, Scout (left before M2): {:?}",
-        named(&c_scout, &names)
-    );
-    assert_eq!(
-        c_rex_ws,
-        rex_wants,
-        "node C /ws, Rex (joined after M0): {:?}",
-        named(&c_rex_ws, &names)
-    );
+    expect.replays_on(&c, &scene, "node C", true).await;
+}
+
+/// What Rex's and Scout's replays from their cursors must hold, exactly.
+struct Expected<'a> {
+    names: &'a [(&'a str, &'a String)],
+    rex: &'a [String],
+    scout: &'a [String],
+}
+
+impl Expected<'_> {
+    /// Replays both cursors on `node` over `/updates` (and Rex's over `/ws`
+    /// when `ws`), printing what came by name, and asserts each exactly.
+    async fn replays_on(&self, node: &Gateway, scene: &RosterScene, label: &str, ws: bool) {
+        let rex = replay_by_updates(node, &scene.rex, &scene.rex_cursor).await;
+        let scout = replay_by_updates(node, &scene.scout, &scene.scout_cursor).await;
+        eprintln!(
+            "{label} /updates: rex {:?}, scout {:?}",
+            named(&rex, self.names),
+            named(&scout, self.names)
+        );
+        assert_eq!(
+            rex,
+            self.rex,
+            "{label} /updates, Rex: {:?}",
+            named(&rex, self.names)
+        );
+        assert_eq!(
+            scout,
+            self.scout,
+            "{label} /updates, Scout: {:?}",
+            named(&scout, self.names)
+        );
+        if ws {
+            let rex_ws = replay_by_ws(node, &scene.rex, &scene.rex_cursor).await;
+            assert_eq!(
+                rex_ws,
+                self.rex,
+                "{label} /ws, Rex: {:?}",
+                named(&rex_ws, self.names)
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -950,48 +999,12 @@ async fn a_node_started_after_a_conversation_was_created_replays_it_only_to_its_
     let rex_wants = vec![h0.clone()];
     let scout_wants = vec![g0.clone()];
 
-    let a = scene.a();
-    let a_rex = replay_by_updates(a, &scene.rex, &scene.rex_cursor).await;
-    let a_scout = replay_by_updates(a, &scene.scout, &scene.scout_cursor).await;
-    eprintln!(
-        "node A /updates: rex {:?}, scout {:?}",
-        named(&a_rex, &names),
-        named(&a_scout, &names)
-    );
-    assert_eq!(a_rex, rex_wants, "node A, Rex: {:?}", named(&a_rex, &names));
-    assert_eq!(
-        a_scout,
-        scout_wants,
-        "node A, Scout: {:?}",
-        named(&a_scout, &names)
-    );
-
+    let expect = Expected {
+        names: &names,
+        rex: &rex_wants,
+        scout: &scout_wants,
+    };
+    expect.replays_on(scene.a(), &scene, "node A", false).await;
     let c = scene.fresh_node().await;
-    let c_rex = replay_by_updates(&c, &scene.rex, &scene.rex_cursor).await;
-    let c_scout = replay_by_updates(&c, &scene.scout, &scene.scout_cursor).await;
-    let c_rex_ws = replay_by_ws(&c, &scene.rex, &scene.rex_cursor).await;
-    eprintln!(
-        "node C /updates: rex {:?}, scout {:?}; node C /ws: rex {:?}",
-        named(&c_rex, &names),
-        named(&c_scout, &names),
-        named(&c_rex_ws, &names)
-    );
-    assert_eq!(
-        c_rex,
-        rex_wants,
-        "node C /updates, Rex (member of h since its creation): {:?}",
-        named(&c_rex, &names)
-    );
-    assert_eq!(
-        c_scout,
-        scout_wants,
-        "node C /updates, Scout (never in h): {:?}",
-        named(&c_scout, &names)
-    );
-    assert_eq!(
-        c_rex_ws,
-        rex_wants,
-        "node C /ws, Rex: {:?}",
-        named(&c_rex_ws, &names)
-    );
+    expect.replays_on(&c, &scene, "node C", true).await;
 }

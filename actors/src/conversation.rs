@@ -399,24 +399,3 @@ impl Handler<Typing> for ConversationActor {
         )
     }
 }
-
-/// Participants currently typing (indicators not yet expired).
-#[derive(Message)]
-#[rtype(result = "Vec<ParticipantId>")]
-pub struct WhoIsTyping;
-
-impl Handler<WhoIsTyping> for ConversationActor {
-    type Result = Vec<ParticipantId>;
-
-    fn handle(&mut self, _: WhoIsTyping, _: &mut Self::Context) -> Vec<ParticipantId> {
-        let now = Instant::now();
-        let mut ids: Vec<_> = self
-            .typing
-            .iter()
-            .filter(|(_, until)| **until > now)
-            .map(|(p, _)| p.clone())
-            .collect();
-        ids.sort();
-        ids
-    }
-}

@@ -25,11 +25,16 @@ use crate::store::log::{LogEvent, LogRecord};
 use crate::store::{Opening, Replay, Store, StoreError};
 use crate::token_cache::TokenCache;
 use actix::prelude::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId, SessionId, TokenId};
+
+/// Most records a feed keeps for replays (see `BayFeed::recent`): at about
+/// 1 KiB each, up to ~10 MiB per Bay per node; a resume storm after a short
+/// outage is then served from memory on every node.
+pub const RECENT_RECORDS: usize = 10_000;
 
 /// Sessions detached for falling too far behind (counter).
 pub const SLOW_CONSUMERS: &str = "switchboard_slow_consumer_disconnects_total";
@@ -39,8 +44,19 @@ pub const SLOW_CONSUMERS: &str = "switchboard_slow_consumer_disconnects_total";
 pub struct FeedSettings {
     /// How often sessions that received nothing get a watermark.
     pub watermark_interval: Duration,
+    /// Pause after a batch shorter than `batch_max` before the next read,
+    /// so entries arriving meanwhile fan out together (`timing.feed_linger`).
+    pub linger: Duration,
     /// Most entries read from the log at once.
     pub batch_max: usize,
+    /// Records kept for replays (see [`RECENT_RECORDS`]); at most the
+    /// store's `replay_max_entries`, so the feed never serves what the
+    /// store already trimmed by count.
+    pub recent_max: usize,
+    /// The replay window: kept records older than this are not served, so
+    /// a cursor expires on every node alike (the store trims by age no
+    /// earlier than this).
+    pub replay_window: Duration,
     /// How long one blocking log read waits before reading again.
     pub block: Duration,
 }
@@ -55,6 +71,13 @@ pub struct BayFeed {
     tokens: Arc<TokenCache>,
     /// The position the feed is past; `None` until the index is loaded.
     position: Option<LogPosition>,
+    /// The newest records the feed read, oldest first, at most
+    /// [`RECENT_RECORDS`]: replays from a cursor they cover are served from
+    /// here, shared and already decoded, instead of reading the store.
+    /// Invariant: holds every record in (`recent_floor`, `position`].
+    recent: VecDeque<Arc<LogRecord>>,
+    /// See `recent`; `None` until the index is loaded.
+    recent_floor: Option<EntryId>,
     /// Membership index. Invariant: equals the store's membership as of
     /// `position` (modulo the start-up window, see `load`).
     members: HashMap<ConversationId, HashSet<ParticipantId>>,
@@ -89,6 +112,8 @@ impl BayFeed {
             settings,
             tokens,
             position: None,
+            recent: VecDeque::new(),
+            recent_floor: None,
             members: HashMap::new(),
             openings_tailed: false,
             sessions: HashMap::new(),
@@ -124,6 +149,8 @@ impl BayFeed {
                     })
                     .collect();
                 act.position = Some(head.clone());
+                act.recent.clear();
+                act.recent_floor = Some(head.entry);
                 act.tokens.set_live(&act.bay, true);
                 act.start_tail(head, ctx);
             }
@@ -158,8 +185,12 @@ impl BayFeed {
                             continue;
                         }
                         pos.entry = through;
+                        let short = records.len() < settings.batch_max;
                         if addr.send(Batch { records, through }).await.is_err() {
                             return;
+                        }
+                        if short && !settings.linger.is_zero() {
+                            tokio::time::sleep(settings.linger).await;
                         }
                     }
                     Ok(Replay::Expired | Replay::EpochChanged) => {
@@ -250,6 +281,30 @@ impl BayFeed {
         }
     }
 
+    /// The records after `cursor` up to `position` from the recent ones, or
+    /// `None` when they do not cover that range.
+    fn recent_after(
+        &self,
+        cursor: &LogPosition,
+        position: &LogPosition,
+    ) -> Option<Vec<Arc<LogRecord>>> {
+        let mut floor = self.recent_floor?;
+        // Records older than the replay window count as gone, as in the store.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let min_ms = now_ms.saturating_sub(self.settings.replay_window.as_millis() as u64);
+        let aged = self.recent.partition_point(|r| r.id.ms < min_ms);
+        if let Some(newest_aged) = aged.checked_sub(1).map(|i| self.recent[i].id) {
+            floor = floor.max(newest_aged);
+        }
+        if cursor.epoch != position.epoch || cursor.entry < floor || cursor.entry > position.entry {
+            return None;
+        }
+        let start = self.recent.partition_point(|r| r.id <= cursor.entry);
+        Some(self.recent.iter().skip(start).cloned().collect())
+    }
+
     /// The conversations `participant` is in as of the feed's position.
     fn conversations_of(&self, participant: &ParticipantId) -> HashSet<ConversationId> {
         self.members
@@ -328,6 +383,9 @@ pub struct Attach {
     pub opened_at: EntryId,
     /// Where the feed pushes records, watermarks and the close.
     pub handle: SessionHandle,
+    /// The cursor the session resumes from, if any: when the feed's recent
+    /// records cover it, the reply carries its replay.
+    pub resume: Option<LogPosition>,
 }
 
 /// Reply to [`Attach`].
@@ -340,6 +398,10 @@ pub struct Attached {
     /// older cursor must not judge older records by these: see
     /// [`crate::replay::memberships_at`].
     pub conversations: HashSet<ConversationId>,
+    /// Every record after `Attach::resume` up to `position`, when the
+    /// feed's recent records cover that range (same epoch, not older than
+    /// what the feed keeps, not ahead of it): the replay, with no store read.
+    pub replay: Option<Vec<Arc<LogRecord>>>,
 }
 
 /// Why an [`Attach`] was refused.
@@ -377,6 +439,10 @@ impl Handler<Attach> for BayFeed {
         }
         self.displace_older(&msg.token, msg.opened_at, &msg.session);
         let conversations = self.conversations_of(&msg.participant);
+        let replay = msg
+            .resume
+            .as_ref()
+            .and_then(|r| self.recent_after(r, &position));
         self.by_participant
             .entry(msg.participant.clone())
             .or_default()
@@ -398,6 +464,7 @@ impl Handler<Attach> for BayFeed {
         Ok(Attached {
             position,
             conversations,
+            replay,
         })
     }
 }
@@ -437,19 +504,6 @@ impl Handler<CloseAll> for BayFeed {
         for s in all {
             self.close_session(&s, msg.reason);
         }
-    }
-}
-
-/// Number of sessions attached (for metrics and tests).
-#[derive(Message)]
-#[rtype(result = "usize")]
-pub struct SessionCount;
-
-impl Handler<SessionCount> for BayFeed {
-    type Result = usize;
-
-    fn handle(&mut self, _: SessionCount, _: &mut Self::Context) -> usize {
-        self.sessions.len()
     }
 }
 
@@ -505,6 +559,12 @@ impl Handler<Batch> for BayFeed {
             metrics::counter!(SLOW_CONSUMERS).increment(1);
             self.close_session(&session, CloseReason::TooSlow);
         }
+        self.recent.extend(msg.records.iter().cloned());
+        while self.recent.len() > self.settings.recent_max.min(RECENT_RECORDS) {
+            if let Some(oldest) = self.recent.pop_front() {
+                self.recent_floor = Some(oldest.id);
+            }
+        }
         if let Some(pos) = &mut self.position {
             pos.entry = msg.through;
         }
@@ -546,6 +606,8 @@ impl Handler<LogLost> for BayFeed {
             self.close_session(&s, CloseReason::LogReset);
         }
         self.position = None;
+        self.recent.clear();
+        self.recent_floor = None;
         // The index may be stale too: reload it from the new head.
         self.load(ctx);
     }

@@ -186,6 +186,12 @@ pub struct Timing {
     /// How often idle sessions' cursors advance through watermarks.
     #[serde(with = "humantime_serde")]
     pub watermark_interval: Duration,
+    /// How long a feed's tail waits after a short batch before reading
+    /// again, so entries arriving meanwhile fan out together (zero reads at
+    /// once). Bounds a feed's wake-ups per second; adds at most this to
+    /// delivery latency.
+    #[serde(with = "humantime_serde")]
+    pub feed_linger: Duration,
     /// Lifetime of a typing indicator (protocol §11: 5 s).
     #[serde(with = "humantime_serde")]
     pub typing_ttl: Duration,

@@ -49,6 +49,7 @@ fn defaults_equal_the_protocol_values() {
             missed_pongs: 2,         // protocol §11: drops one that misses two
             idle_cursor_interval: secs(25), // protocol §11: cursor every ~25s while idle
             watermark_interval: secs(1),
+            feed_linger: Duration::ZERO,
             typing_ttl: secs(5), // protocol §11: typing has a 5s TTL
             drain_timeout: secs(10),
             actor_idle_timeout: secs(60),

@@ -147,7 +147,10 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         RegistrySettings {
             feed: FeedSettings {
                 watermark_interval: t.watermark_interval,
+                linger: t.feed_linger,
                 batch_max: 512,
+                recent_max: settings.replay_max_entries,
+                replay_window: settings.replay_window,
                 block: Duration::from_secs(5),
             },
             typing_ttl: t.typing_ttl,

@@ -99,6 +99,7 @@ pub async fn open_session(
         token: caller.principal.token.clone(),
         opened_at,
         handle: handle.clone(),
+        resume: resume.clone(),
     };
     let mut feed = state.registry.feed(&bay);
     let attached = match feed.send(attach()).await {
@@ -171,25 +172,41 @@ pub async fn open_session(
     // Replays queue for a slot instead of all racing for store connections
     // at once: in a reconnect storm the pool would otherwise time out and
     // close sessions that merely had to wait.
-    let _slot = state
-        .replay_slots
-        .acquire()
-        .await
-        .map_err(|_| ApiError::new(ErrorCode::Unavailable, "the node is shutting down"))?;
-    loop {
-        let replay = store
-            .read_log(&bay, &from, REPLAY_READ, None)
-            .await
-            .map_err(ApiError::from)?;
-        let (records, through) = match replay {
-            Replay::Records { records, through } => (records, through),
-            Replay::Expired | Replay::EpochChanged => {
-                let head = attached.position.clone();
-                let cursor = SessionCursor::after_replay(head.epoch.clone(), head.entry);
-                return Err(OpenFailure::Expired { feed, cursor });
+    // The feed's recent records, when they cover the cursor: shared and
+    // decoded already, so a resume storm after a short outage reads nothing.
+    let mut from_feed = attached
+        .replay
+        .map(|records| (records, attached.position.entry));
+    // Store replays queue for a slot instead of all reading at once, so a
+    // resume storm's memory stays bounded.
+    let _slot =
+        match from_feed {
+            Some(_) => None,
+            None => {
+                Some(state.replay_slots.acquire().await.map_err(|_| {
+                    ApiError::new(ErrorCode::Unavailable, "the node is shutting down")
+                })?)
             }
         };
-        let read_all = records.len() < REPLAY_READ;
+    loop {
+        let (records, through, read_all) = match from_feed.take() {
+            Some((records, through)) => (records, through, true),
+            None => match store
+                .read_log(&bay, &from, REPLAY_READ, None)
+                .await
+                .map_err(ApiError::from)?
+            {
+                Replay::Records { records, through } => {
+                    let read_all = records.len() < REPLAY_READ;
+                    (records, through, read_all)
+                }
+                Replay::Expired | Replay::EpochChanged => {
+                    let head = attached.position.clone();
+                    let cursor = SessionCursor::after_replay(head.epoch.clone(), head.entry);
+                    return Err(OpenFailure::Expired { feed, cursor });
+                }
+            },
+        };
         let mut stopped_at: Option<EntryId> = None;
         for record in &records {
             if let Some(event) = project(record, participant, &mut conversations) {

@@ -183,30 +183,10 @@ pub async fn connect_to(
     // (refused, authentication, an untrusted TLS certificate), where the
     // reconnecting managers would retry until the timeout below. It then
     // serves the first blocking read.
-    let first = tokio::time::timeout(CONNECT_TIMEOUT, target.connect(None))
-        .await
-        .map_err(|_| StoreError::Unavailable {
-            doing,
-            cause: "timed out".into(),
-        })?
-        .map_err(|e| StoreError::Unavailable {
-            doing,
-            cause: format!("cannot connect: {e}"),
-        })?;
+    let first = bounded_connect(doing, target.connect(None)).await?;
     // Bounded: the connection manager would otherwise retry with backoff.
-    let shared = tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        Shared::open(&target, connections, COMMAND_TIMEOUT),
-    )
-    .await
-    .map_err(|_| StoreError::Unavailable {
-        doing,
-        cause: "timed out".into(),
-    })?
-    .map_err(|e| StoreError::Unavailable {
-        doing,
-        cause: format!("cannot connect: {e}"),
-    })?;
+    let shared =
+        bounded_connect(doing, Shared::open(&target, connections, COMMAND_TIMEOUT)).await?;
     let blocking = BlockingConnections::new(target);
     blocking.give_back(first);
     let store = RedisStore {
@@ -648,6 +628,24 @@ impl RedisStore {
         )
         .await
     }
+}
+
+/// Runs one connection step under [`CONNECT_TIMEOUT`], as `Unavailable`
+/// errors that never quote the URL.
+async fn bounded_connect<T>(
+    doing: &'static str,
+    step: impl Future<Output = ::redis::RedisResult<T>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(CONNECT_TIMEOUT, step)
+        .await
+        .map_err(|_| StoreError::Unavailable {
+            doing,
+            cause: "timed out".into(),
+        })?
+        .map_err(|e| StoreError::Unavailable {
+            doing,
+            cause: format!("cannot connect: {e}"),
+        })
 }
 
 /// Whether a read that failed with `e` is worth another try after `pause`.
@@ -1204,13 +1202,13 @@ impl Store for RedisStore {
         let event_holes = Holes::new();
         let given_suppressed = new.message.routing.suppressed;
         let message_id = new.message.id.clone();
-        let mut event = to_value(
-            doing,
-            &LogEvent::Message {
-                conversation: new.conversation.clone(),
-                message: new.message,
-            },
-        )?;
+        // The event around a hole for the message (which is in the pieces
+        // above already): no second serialization of the message.
+        let mut event = serde_json::json!({
+            "kind": "message",
+            "conversation": to_value(doing, &new.conversation)?,
+            "message": null,
+        });
         punch(doing, &mut event, &["message"], event_holes.hole(0))?;
         let event = event_holes.split(doing, &to_text(doing, &event)?, 1)?;
         let kind = match sender_kind {
@@ -1256,16 +1254,25 @@ impl Store for RedisStore {
             }
             other => return Err(corrupt(doing, &msgs, format!("script said {other:?}"))),
         }
-        let [_, entry, stored] = reply.as_slice() else {
+        let [_, entry, ms, suppressed] = reply.as_slice() else {
             return Err(corrupt(
                 doing,
                 &msgs,
                 "append script gave a malformed reply",
             ));
         };
+        // The stored message is ours with the two holes filled: patch them
+        // in rather than decode the JSON back.
+        let mut message = new.message;
+        let ms: i64 = text(doing, &msgs, ms)?
+            .parse()
+            .map_err(|e| corrupt(doing, &msgs, e))?;
+        message.created_at = DateTime::<Utc>::from_timestamp_millis(ms)
+            .ok_or_else(|| corrupt(doing, &msgs, format!("createdAt {ms} out of range")))?;
+        message.routing.suppressed = text(doing, &msgs, suppressed)? == "true";
         Ok(AppendOutcome::Appended(Box::new(Appended {
             entry: entry_id(doing, &log, entry)?,
-            message: decode(doing, &msgs, bytes(doing, &msgs, stored)?)?,
+            message,
         })))
     }
 

@@ -172,7 +172,7 @@ return {epoch, last, maxdel, entries}
 /// 9–10 log event JSON pieces around the message hole,
 /// 11 epoch candidate, 12 window ms, 13 maxlen, 14 the conversation
 /// revision the message was routed with.
-/// → `{'ok', entry id, message JSON}`, `{'stale'}` or `{'missing'}`
+/// → `{'ok', entry id, createdAt ms, suppressed}`, `{'stale'}` or `{'missing'}`
 ///
 /// Round counter (protocol §4; `store::next_round` is the same rule in
 /// Rust): a human message resets it to 0; an agent message increments it
@@ -217,7 +217,7 @@ redis.call('HSET', KEYS[5], ARGV[2], sid)
 redis.call('HSET', KEYS[3], 'rounds', string.format('%d', rounds), 'last_ms', string.format('%d', ms))
 local id = append_log(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[11], ARGV[12], ARGV[13],
   ARGV[9] .. msg .. ARGV[10])
-return {'ok', id, msg}
+return {'ok', id, string.format('%d', ms), suppressed}
 "#
     ))
 });

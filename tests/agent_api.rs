@@ -1022,3 +1022,27 @@ async fn senders_cannot_plant_server_authored_metadata() {
         );
     }
 }
+
+/// The write path caches each conversation's roster; a member added after
+/// the conversation was used must still be able to post at once, and one
+/// removed must be refused at once, with no other traffic in between.
+#[tokio::test]
+async fn roster_changes_apply_to_sends_at_once_after_the_conversation_was_used() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "b1").await;
+    let zed = gw.create_participant("b1", "zed", "user", "Zed").await;
+    // Warm the conversation's write path.
+    post_ok(&gw, &w.ana, "group", "warm").await;
+    let (s, b) = gw.post_message(&zed, "group", "before joining").await;
+    assert_error(s, &b, 404, "NOT_FOUND");
+
+    gw.add_member("b1", "group", "zed").await;
+    let (s, b) = gw.post_message(&zed, "group", "just added").await;
+    assert_eq!(s, 201, "an added member is refused by a stale cache: {b}");
+
+    gw.remove_member("b1", "group", "zed").await;
+    let (s, b) = gw.post_message(&zed, "group", "just removed").await;
+    assert_error(s, &b, 404, "NOT_FOUND");
+    // The members who stayed post as before.
+    post_ok(&gw, &w.ana, "group", "still here").await;
+}

@@ -574,6 +574,57 @@ async fn a_redis_restart_without_persistence_expires_every_old_cursor() {
     }
 }
 
+/// Nodes cache each conversation's roster for their write path. After Redis
+/// lost everything and the Bay was re-provisioned with the same ids but
+/// other members, no node may route by the roster it cached before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_reprovisioned_after_a_data_loss_is_routed_by_its_new_roster() {
+    let mut c = Cluster::start(false, 2, Opts::default()).await;
+    let provision = |members: [&'static str; 2]| {
+        let node = &c.nodes[0];
+        async move {
+            node.create_bay(BAY).await;
+            let mut tokens = Vec::new();
+            for (id, kind, name) in [
+                ("ana", "user", "Ana"),
+                ("ben", "user", "Ben"),
+                ("rex", "agent", "Rex"),
+            ] {
+                tokens.push(node.create_participant(BAY, id, kind, name).await);
+            }
+            node.create_conversation(BAY, "g2", "GROUP", &members).await;
+            tokens
+        }
+    };
+    let before = provision(["ana", "rex"]).await;
+    // Every node caches g2 = {ana, rex}.
+    for node in &c.nodes {
+        let (s, b) = node.post_message(&before[2], "g2", "rex, before").await;
+        assert_eq!(s, 201, "{b}");
+    }
+    c.redis.restart_empty();
+    for node in &c.nodes {
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                node.readyz().await == 200
+            })
+            .await,
+            "readyz did not recover"
+        );
+    }
+    let after = provision(["ana", "ben"]).await;
+    for node in &c.nodes {
+        let (s, b) = node
+            .post_message(&after[2], "g2", "rex, no longer a member")
+            .await;
+        assert_error(s, &b, 404, "NOT_FOUND");
+        let (s, b) = node
+            .post_message(&after[1], "g2", "ben, a member now")
+            .await;
+        assert_eq!(s, 201, "{b}");
+    }
+}
+
 // ---------------------------------------------------------------- trimming
 
 /// The last id in the Bay's log stream and its `max-deleted-entry-id`.

@@ -9,9 +9,11 @@
 //!
 //! The actor caches what routing needs: the conversation (roster, roles,
 //! policy) at a revision, and its members' participant records. The store
-//! refuses an append routed with an older revision ([`AppendOutcome::Stale`],
+//! refuses an append routed with another revision ([`AppendOutcome::Stale`],
 //! checked in the same atomic step as the append), so a roster change made
 //! on any node is never routed around: the actor reloads and routes again.
+//! A sender the cached copy does not list is looked up again before the
+//! 404, since it may have been added since (on any node).
 //! A steady post therefore costs one store call, the append. Participant
 //! records never change once created, so a reload fetches only new members.
 //! Recent messages posted here are kept as reply targets, so a reply to
@@ -173,16 +175,19 @@ impl Handler<Post> for ConversationActor {
     }
 }
 
-/// The cached snapshot, or a fresh one from the store (`None`: no such
-/// conversation).
+/// The cached snapshot (unless `fresh`), or a fresh one from the store
+/// (`None`: no such conversation).
 async fn snapshot(
     store: &dyn Store,
     bay: &BayId,
     id: &ConversationId,
     cache: &Mutex<WriteCache>,
+    fresh: bool,
 ) -> Result<Option<Arc<Snapshot>>, StoreError> {
-    if let Some(s) = &cache.lock().snapshot {
-        return Ok(Some(s.clone()));
+    if !fresh {
+        if let Some(s) = &cache.lock().snapshot {
+            return Ok(Some(s.clone()));
+        }
     }
     let Some(loaded) = store.conversation_revisioned(bay, id).await? else {
         return Ok(None);
@@ -257,7 +262,7 @@ async fn post(
             None => {
                 // Not a message of this conversation, or of one the sender
                 // cannot see: answered as a bad target only for members.
-                let member = snapshot(store, bay, id, cache)
+                let member = snapshot(store, bay, id, cache, true)
                     .await?
                     .is_some_and(|s| s.conversation.member(&msg.sender.id).is_some());
                 return Ok(if member {
@@ -268,12 +273,19 @@ async fn post(
             }
         },
     };
+    let mut fresh = false;
     for _ in 0..STALE_ATTEMPTS {
-        let Some(snap) = snapshot(store, bay, id, cache).await? else {
+        let Some(snap) = snapshot(store, bay, id, cache, fresh).await? else {
             return Ok(PostOutcome::NotFound);
         };
         let Some(member) = snap.conversation.member(&msg.sender.id) else {
-            return Ok(PostOutcome::NotFound);
+            if fresh {
+                return Ok(PostOutcome::NotFound);
+            }
+            // The cached copy may predate the sender's addition (made on
+            // any node): only the store can refuse.
+            fresh = true;
+            continue;
         };
         let conversation = &snap.conversation;
         let routing = route(&RouteInput {
@@ -341,7 +353,7 @@ async fn post(
                 return Ok(PostOutcome::Posted(Box::new(appended.message)));
             }
             // The roster or policy changed (on any node): route again.
-            AppendOutcome::Stale => cache.lock().snapshot = None,
+            AppendOutcome::Stale => fresh = true,
         }
     }
     Err(StoreError::Unavailable {

@@ -8,8 +8,9 @@
 
 use super::log::{LogEvent, LogRecord};
 use super::{
-    next_round, AppendOutcome, Appended, ConversationChange, Created, NewMessage, Opening,
-    Principal, Replay, Revisioned, RosterChange, Store, StoreError, Updated, OPENINGS_KEPT,
+    new_revision, next_round, AppendOutcome, Appended, ConversationChange, Created, NewMessage,
+    Opening, Principal, Replay, Revisioned, RosterChange, Store, StoreError, Updated,
+    OPENINGS_KEPT,
 };
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -69,7 +70,7 @@ struct ConversationState {
     messages: Vec<StoredMessage>,
     /// Consecutive agent messages since the last human one (protocol §4).
     agent_rounds: u32,
-    /// 1 at creation, +1 per change; appends routed with another are stale.
+    /// New at creation and at each change; appends routed with another are stale.
     revision: u64,
 }
 
@@ -393,7 +394,7 @@ impl Store for MemoryStore {
                 conversation: conversation.clone(),
                 messages: Vec::new(),
                 agent_rounds: 0,
-                revision: 1,
+                revision: new_revision(),
             },
         );
         Ok(Created::Created(conversation))
@@ -465,7 +466,7 @@ impl Store for MemoryStore {
         if !change.apply(&mut c.conversation) {
             return Ok(Updated::NotFound);
         }
-        c.revision += 1;
+        c.revision = new_revision();
         let snapshot = c.conversation.clone();
         log_of(&mut st.logs, bay).append_roster(before, &snapshot, &self.limits);
         Ok(Updated::Updated(snapshot))

@@ -107,16 +107,23 @@ impl Replay {
     }
 }
 
-/// A record with the revision it was read at. The revision grows by one
-/// with every change of the record, so a writer that routed with revision
-/// N can have the store refuse its append when the record moved on.
+/// A record with the revision it was read at. Every change of the record
+/// gives it a new random revision, so a writer that routed with revision R
+/// can have the store refuse its append when the record moved on; random
+/// (not a counter) so that a record re-created after a data loss never
+/// repeats a revision a node still has cached.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Revisioned<T> {
     /// The record as read.
     pub value: T,
-    /// Its revision: 1 at creation, +1 per change (0 for records written
-    /// before revisions existed).
+    /// Its revision: random, new at creation and at each change (0 for
+    /// records written before revisions existed).
     pub revision: u64,
+}
+
+/// A fresh revision for [`Revisioned`]: random and never 0.
+pub fn new_revision() -> u64 {
+    rand::random::<u64>().max(1)
 }
 
 /// One change to a conversation's roster, title or policy: both engines
@@ -374,7 +381,7 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Applies `change` and appends a `Roster` entry (the members after
     /// it) and its [`RosterChange`] (the members before it), atomically,
-    /// bumping the conversation's revision. `NotFound` when the
+    /// giving the conversation a new revision. `NotFound` when the
     /// conversation does not exist or the change changed nothing.
     async fn change_conversation(
         &self,

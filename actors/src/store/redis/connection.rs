@@ -195,6 +195,11 @@ impl Shared {
         })
     }
 
+    /// How many connections there are.
+    pub fn len(&self) -> usize {
+        self.connections.len()
+    }
+
     /// One of the connections (the next in turn), to run a command on.
     pub fn get(&self) -> Connection {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.connections.len();

@@ -15,7 +15,7 @@
 //! | `sb:{bay}:participants`           | hash   | participant id → JSON `Participant`                |
 //! | `sb:{bay}:participant-tokens`     | hash   | participant id → SHA-256 of its current token      |
 //! | `sb:{bay}:conversations`          | hash   | conversation id → JSON `Conversation` (+ members)  |
-//! | `sb:{bay}:revisions`              | hash   | conversation id → revision (1 + changes)           |
+//! | `sb:{bay}:revisions`              | hash   | conversation id → revision (random, new per change)|
 //! | `sb:{bay}:conv:<cid>:msgs`        | stream | history, id `<createdAt ms>-0`, field `m` = JSON   |
 //! | `sb:{bay}:conv:<cid>:ids`         | hash   | message id → its history stream id                 |
 //! | `sb:{bay}:conv:<cid>:state`       | hash   | `rounds` (round counter) and `last_ms` (createdAt) |
@@ -93,9 +93,9 @@ impl BayKeys {
         format!("{}:openings", self.base)
     }
 
-    /// `sb:{bay}:revisions`: hash, conversation id → revision (1 at
-    /// creation, +1 per change). An append routed with an older revision
-    /// is refused, so the write path may cache conversations.
+    /// `sb:{bay}:revisions`: hash, conversation id → revision (random, new
+    /// at creation and at each change). An append routed with another
+    /// revision is refused, so the write path may cache conversations.
     pub fn revisions(&self) -> String {
         format!("{}:revisions", self.base)
     }

@@ -58,8 +58,8 @@ mod scripts;
 
 use super::log::{LogEvent, LogRecord};
 use super::{
-    AppendOutcome, Appended, ConversationChange, Created, NewMessage, Opening, Principal, Replay,
-    Revisioned, RosterChange, Store, StoreError, Updated, OPENINGS_KEPT,
+    new_revision, AppendOutcome, Appended, ConversationChange, Created, NewMessage, Opening,
+    Principal, Replay, Revisioned, RosterChange, Store, StoreError, Updated, OPENINGS_KEPT,
 };
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -499,7 +499,9 @@ impl RedisStore {
         after: EntryId,
         block: Duration,
     ) -> Result<bool, StoreError> {
-        let reply = self.xread_blocking(log, after, 1, block).await?;
+        let reply = self
+            .xread_blocking("waiting for session openings", log, after, 1, block)
+            .await?;
         Ok(!matches!(reply, Value::Nil))
     }
 
@@ -508,12 +510,12 @@ impl RedisStore {
     /// the first), or `Nil` when none came.
     async fn xread_blocking(
         &self,
+        doing: &'static str,
         key: &str,
         after: EntryId,
         count: usize,
         block: Duration,
     ) -> Result<Value, StoreError> {
-        let doing = "waiting for the event log";
         let block_ms = block.as_millis().clamp(1, MAX_COUNT as u128) as u64;
         let mut xread = cmd("XREAD");
         xread
@@ -565,7 +567,9 @@ impl RedisStore {
     ) -> Result<Option<Replay>, StoreError> {
         let doing = "tailing the event log";
         let log = BayKeys::new(bay).log();
-        let reply = self.xread_blocking(&log, after.entry, max, block).await?;
+        let reply = self
+            .xread_blocking(doing, &log, after.entry, max, block)
+            .await?;
         // XREAD answers [[key, entries]] (RESP2) or {key: entries} (RESP3).
         let entries = match &reply {
             Value::Nil => return Ok(None),
@@ -744,8 +748,13 @@ fn to_text(doing: &'static str, v: &serde_json::Value) -> Result<String, StoreEr
 
 #[async_trait]
 impl Store for RedisStore {
+    /// Pings every shared connection in turn (round-robin): `/readyz` then
+    /// also reconnects the ones a Redis restart broke, before a write would
+    /// find them broken (writes are not retried).
     async fn ping(&self) -> Result<(), StoreError> {
-        let _: String = self.query("pinging Redis", "PING", &cmd("PING")).await?;
+        for _ in 0..self.shared.len() {
+            let _: String = self.query("pinging Redis", "PING", &cmd("PING")).await?;
+        }
         Ok(())
     }
 
@@ -1038,6 +1047,7 @@ impl Store for RedisStore {
                     &self.window_ms(),
                     &self.max_entries(),
                     &change,
+                    &new_revision().to_string(),
                 ],
             )
             .await?;
@@ -1149,6 +1159,7 @@ impl Store for RedisStore {
                         &self.window_ms(),
                         &self.max_entries(),
                         &roster_change,
+                        &new_revision().to_string(),
                     ],
                 )
                 .await?;

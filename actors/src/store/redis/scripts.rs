@@ -361,8 +361,9 @@ return 0
 
 /// KEYS: bay, conversations, revisions, log, epoch, log-meta, rosters.
 /// ARGV: 1 conversation id, 2 conversation JSON, 3 roster event JSON,
-/// 4 epoch candidate, 5 window ms, 6 maxlen, 7 roster change JSON.
-/// → `{'ok', entry id}`, `{'nobay'}` or `{'exists'}`. Revision 1.
+/// 4 epoch candidate, 5 window ms, 6 maxlen, 7 roster change JSON,
+/// 8 the new revision.
+/// → `{'ok', entry id}`, `{'nobay'}` or `{'exists'}`.
 pub static CREATE_CONVERSATION: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         lib!(),
@@ -370,7 +371,7 @@ pub static CREATE_CONVERSATION: LazyLock<Script> = LazyLock::new(|| {
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'nobay'} end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {'exists'} end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[3], ARGV[1], '1')
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[8])
 local id = append_log(KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[4], ARGV[5], ARGV[6], ARGV[3])
 redis.call('XADD', KEYS[7], id, 'r', ARGV[7])
 return {'ok', id}
@@ -381,10 +382,10 @@ return {'ok', id}
 /// KEYS: conversations, revisions, log, epoch, log-meta, rosters.
 /// ARGV: 1 conversation id, 2 expected current JSON, 3 new JSON, 4 roster
 /// event JSON, 5 epoch candidate, 6 window ms, 7 maxlen, 8 roster change
-/// JSON (the members before).
+/// JSON (the members before), 9 the new revision.
 /// Compare-and-set: the change (made in Rust on the JSON read) applies only
 /// if nobody changed the conversation since; the roster entry, the roster
-/// change and the revision bump happen in the same step.
+/// change and the new revision happen in the same step.
 /// → `{'ok', entry id}`, `{'missing'}` or `{'conflict'}`
 pub static CHANGE_CONVERSATION: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
@@ -394,7 +395,7 @@ local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if not cur then return {'missing'} end
 if cur ~= ARGV[2] then return {'conflict'} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[9])
 local id = append_log(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[5], ARGV[6], ARGV[7], ARGV[4])
 redis.call('XADD', KEYS[6], id, 'r', ARGV[8])
 return {'ok', id}

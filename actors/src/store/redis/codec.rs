@@ -6,6 +6,7 @@ use super::super::StoreError;
 use rand::Rng;
 use redis::{ErrorKind, RedisError, Value};
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::fmt::Display;
 use std::str::FromStr;
 use switchboard_protocol::cursor::EntryId;
@@ -252,6 +253,41 @@ pub fn stream_entries<'a>(
             Ok((id, bytes(doing, key, value)?))
         })
         .collect()
+}
+
+/// Replaces the existing field `name` of a JSON object with `with`.
+pub fn punch(
+    doing: &'static str,
+    value: &mut serde_json::Value,
+    path: &[&str],
+    with: serde_json::Value,
+) -> Result<(), StoreError> {
+    let mut at = value;
+    for name in path {
+        at = at
+            .as_object_mut()
+            .and_then(|o| o.get_mut(*name))
+            .ok_or_else(|| StoreError::Corrupt {
+                doing,
+                cause: format!("encoded record has no field {path:?}"),
+            })?;
+    }
+    *at = with;
+    Ok(())
+}
+
+pub fn to_value<T: Serialize>(doing: &'static str, v: &T) -> Result<serde_json::Value, StoreError> {
+    serde_json::to_value(v).map_err(|e| StoreError::Corrupt {
+        doing,
+        cause: e.to_string(),
+    })
+}
+
+pub fn to_text(doing: &'static str, v: &serde_json::Value) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Corrupt {
+        doing,
+        cause: e.to_string(),
+    })
 }
 
 #[cfg(test)]

@@ -52,31 +52,34 @@
 
 mod blocking;
 mod codec;
+mod command;
 mod connection;
 pub mod keys;
 mod scripts;
+mod setup;
+mod tail;
 
-use super::log::{LogEvent, LogRecord};
+pub use setup::{connect, connect_cluster, connect_to};
+
+use super::log::LogEvent;
 use super::{
     new_revision, AppendOutcome, Appended, ConversationChange, Created, NewMessage, Opening,
     Principal, Replay, Revisioned, RosterChange, Store, StoreError, Updated, OPENINGS_KEPT,
 };
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
-use ::redis::{cmd, Cmd, FromRedisValue, Script, Value};
+use ::redis::{cmd, Value};
 use async_trait::async_trait;
 use blocking::BlockingConnections;
 use chrono::{DateTime, Utc};
 use codec::{
-    array, bytes, corrupt, decode, encode, entry_id, epoch_candidate, from_redis, status,
-    stream_entries, stream_fields, text, unavailable, Holes, ScriptStatus,
+    array, bytes, corrupt, decode, encode, entry_id, epoch_candidate, punch, status,
+    stream_entries, text, to_text, to_value, unavailable, Holes, ScriptStatus,
 };
 use connection::Shared;
 pub use connection::{Connection, Target};
 use keys::BayKeys;
 use serde::{Deserialize, Serialize};
-use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
 use switchboard_protocol::ids::{
@@ -99,12 +102,6 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Extra time a blocking read gets beyond its `BLOCK` before it is abandoned.
 const BLOCK_GRACE: Duration = Duration::from_secs(3);
-/// First pause before a read is retried on a connection that just failed
-/// (the connection manager reconnects meanwhile, e.g. after a Redis
-/// restart); it doubles per retry up to [`MAX_RECONNECT_PAUSE`].
-const RECONNECT_PAUSE: Duration = Duration::from_millis(25);
-/// Longest pause before a retry: reads give up after 25+50+100+200 ms.
-const MAX_RECONNECT_PAUSE: Duration = Duration::from_millis(200);
 /// Attempts of a compare-and-set before giving up as contended.
 const CAS_ATTEMPTS: usize = 32;
 /// Largest page `messages_before` reads at once (keeps Lua's numbers exact).
@@ -126,286 +123,7 @@ struct TokenOwner {
     participant: ParticipantId,
 }
 
-/// Connects to Redis at `url` with `connections` multiplexed connections
-/// (see the `connection` module), checks the server, and returns the engine.
-///
-/// # Errors
-/// [`StoreError::Unavailable`] when the URL is invalid, the server cannot be
-/// reached, is older than Redis 7, or runs an evicting `maxmemory-policy`
-/// (when `CONFIG` is not permitted the policy check is skipped with a
-/// warning).
-pub async fn connect(
-    url: &str,
-    connections: usize,
-    limits: RedisLimits,
-) -> Result<RedisStore, StoreError> {
-    connect_to(target(Target::single(url))?, connections, limits).await
-}
-
-/// Connects to the Redis Cluster reached through `seeds` (URLs of some of
-/// its nodes): each of the `connections` is a cluster connection that routes
-/// every command and script by its slot. The start-up guards run on every
-/// primary of the cluster.
-///
-/// # Errors
-/// As [`connect`], for any primary; also when the seeds disagree on their
-/// password or TLS mode.
-pub async fn connect_cluster<S: AsRef<str>>(
-    seeds: &[S],
-    connections: usize,
-    limits: RedisLimits,
-) -> Result<RedisStore, StoreError> {
-    connect_to(target(Target::cluster(seeds))?, connections, limits).await
-}
-
-/// A [`Target`], or the error naming the setting (never the URL: it may
-/// hold a password).
-fn target(parsed: ::redis::RedisResult<Target>) -> Result<Target, StoreError> {
-    parsed.map_err(|e| StoreError::Unavailable {
-        doing: "connecting to Redis",
-        cause: format!("invalid redis.url: {e}"),
-    })
-}
-
-/// Connects to `target` (one server or a cluster), checks it, and returns
-/// the engine. See [`connect`] and [`connect_cluster`].
-///
-/// # Errors
-/// As [`connect`].
-pub async fn connect_to(
-    target: Target,
-    connections: usize,
-    limits: RedisLimits,
-) -> Result<RedisStore, StoreError> {
-    let doing = "connecting to Redis";
-    // Errors here never include the URL: it may hold a password.
-    // One plain connection first: it fails at once with the real cause
-    // (refused, authentication, an untrusted TLS certificate), where the
-    // reconnecting managers would retry until the timeout below. It then
-    // serves the first blocking read.
-    let first = bounded_connect(doing, target.connect(None)).await?;
-    // Bounded: the connection manager would otherwise retry with backoff.
-    let shared =
-        bounded_connect(doing, Shared::open(&target, connections, COMMAND_TIMEOUT)).await?;
-    let blocking = BlockingConnections::new(target);
-    blocking.give_back(first);
-    let store = RedisStore {
-        shared,
-        blocking,
-        limits,
-    };
-    store.ping().await?;
-    store.check_server().await?;
-    Ok(store)
-}
-
 impl RedisStore {
-    /// Refuses servers the engine cannot be correct on. On a cluster every
-    /// primary is checked (a slot may move to any of them); replicas are
-    /// not, as the engine never reads from them.
-    async fn check_server(&self) -> Result<(), StoreError> {
-        let doing = "checking the Redis server";
-        for (node, reply) in self
-            .on_every_primary(doing, "INFO server", cmd("INFO").arg("server"))
-            .await?
-        {
-            let at = node_prefix(&node);
-            let info =
-                String::from_redis_value(&reply).map_err(|e| corrupt(doing, "INFO server", e))?;
-            let version = info
-                .lines()
-                .find_map(|l| l.strip_prefix("redis_version:"))
-                .map(str::trim)
-                .unwrap_or("unknown");
-            let major: u32 = version
-                .split('.')
-                .next()
-                .and_then(|m| m.parse().ok())
-                .unwrap_or(0);
-            if major < 7 {
-                return Err(StoreError::Unavailable {
-                    doing,
-                    cause: format!(
-                        "{at}Redis {version} is too old: the redis engine needs Redis 7.0 or \
-                         newer (XINFO STREAM max-deleted-entry-id tells expired cursors apart)"
-                    ),
-                });
-            }
-        }
-        let replies = match self
-            .on_every_primary(
-                doing,
-                "CONFIG GET maxmemory-policy",
-                cmd("CONFIG").arg("GET").arg("maxmemory-policy"),
-            )
-            .await
-        {
-            Ok(replies) => replies,
-            Err(err) => {
-                // Managed services often forbid or rename CONFIG.
-                tracing::warn!(error = %err, "CONFIG GET maxmemory-policy is not permitted; make sure Redis runs with maxmemory-policy noeviction");
-                return Ok(());
-            }
-        };
-        for (node, reply) in replies {
-            let at = node_prefix(&node);
-            let policy = match reply {
-                Value::Array(items) if items.len() == 2 => {
-                    text(doing, "maxmemory-policy", &items[1])?.to_owned()
-                }
-                Value::Map(items) if items.len() == 1 => {
-                    text(doing, "maxmemory-policy", &items[0].1)?.to_owned()
-                }
-                other => {
-                    tracing::warn!(node = %node, reply = ?other, "CONFIG GET maxmemory-policy gave an unexpected answer; cannot check that Redis never evicts Switchboard's keys");
-                    continue;
-                }
-            };
-            if policy != "noeviction" {
-                return Err(StoreError::Unavailable {
-                    doing,
-                    cause: format!(
-                        "{at}maxmemory-policy is {policy:?}: an evicting policy would silently \
-                         drop event-log entries, epochs and history; set maxmemory-policy noeviction"
-                    ),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Runs one command on every primary (see [`Connection::on_every_primary`]).
-    async fn on_every_primary(
-        &self,
-        doing: &'static str,
-        what: &str,
-        command: &Cmd,
-    ) -> Result<Vec<(String, Value)>, StoreError> {
-        self.timed(doing, what, async {
-            self.shared
-                .get()
-                .on_every_primary(command)
-                .await
-                .map_err(|e| from_redis(doing, what, e))
-        })
-        .await
-    }
-
-    /// Runs `fut` under [`COMMAND_TIMEOUT`].
-    async fn timed<T>(
-        &self,
-        doing: &'static str,
-        key: &str,
-        fut: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        tokio::time::timeout(COMMAND_TIMEOUT, fut)
-            .await
-            .map_err(|_| unavailable(doing, key, "timed out"))?
-    }
-
-    /// One JSON record stored as field `field` of hash `key` (`None` when absent).
-    async fn hash_record<T: serde::de::DeserializeOwned>(
-        &self,
-        doing: &'static str,
-        key: &str,
-        field: &str,
-    ) -> Result<Option<T>, StoreError> {
-        let raw: Option<Vec<u8>> = self
-            .query(doing, key, cmd("HGET").arg(key).arg(field))
-            .await?;
-        raw.map(|r| decode(doing, key, &r)).transpose()
-    }
-
-    /// Every JSON record of hash `key`, in Redis's order.
-    async fn hash_records<T: serde::de::DeserializeOwned>(
-        &self,
-        doing: &'static str,
-        key: &str,
-    ) -> Result<Vec<T>, StoreError> {
-        let raw: Vec<Vec<u8>> = self.query(doing, key, cmd("HVALS").arg(key)).await?;
-        raw.iter().map(|r| decode(doing, key, r)).collect()
-    }
-
-    /// Runs one command on a shared connection.
-    async fn query<T: FromRedisValue>(
-        &self,
-        doing: &'static str,
-        key: &str,
-        command: &Cmd,
-    ) -> Result<T, StoreError> {
-        let retry = is_read(command);
-        self.timed(doing, key, async {
-            // The same connection: its manager is reconnecting it.
-            let mut conn = self.shared.get();
-            let mut pause = RECONNECT_PAUSE;
-            loop {
-                match command.query_async(&mut conn).await {
-                    Err(e) if retry && worth_retrying(&e, pause) => {
-                        tokio::time::sleep(pause).await;
-                        pause *= 2;
-                    }
-                    other => return other.map_err(|e| from_redis(doing, key, e)),
-                }
-            }
-        })
-        .await
-    }
-
-    /// Runs one script on a shared connection (`EVALSHA`, loading it first
-    /// when the server does not know it yet). `key` names the script's main
-    /// key in errors.
-    async fn invoke<T: FromRedisValue>(
-        &self,
-        doing: &'static str,
-        script: &Script,
-        keys: &[&str],
-        args: &[&str],
-    ) -> Result<T, StoreError> {
-        let key = keys.first().copied().unwrap_or("-");
-        let mut invocation = script.prepare_invoke();
-        for k in keys {
-            invocation.key(*k);
-        }
-        for a in args {
-            invocation.arg(*a);
-        }
-        let retry = scripts::is_read_only(script);
-        self.timed(doing, key, async {
-            // The same connection: its manager is reconnecting it.
-            let mut conn = self.shared.get();
-            let mut pause = RECONNECT_PAUSE;
-            loop {
-                match invocation.invoke_async(&mut conn).await {
-                    Err(e) if retry && worth_retrying(&e, pause) => {
-                        tokio::time::sleep(pause).await;
-                        pause *= 2;
-                    }
-                    other => return other.map_err(|e| from_redis(doing, key, e)),
-                }
-            }
-        })
-        .await
-    }
-
-    /// Invokes a script that answers with a status-first array.
-    async fn invoke_status(
-        &self,
-        doing: &'static str,
-        script: &Script,
-        keys: &[&str],
-        args: &[&str],
-    ) -> Result<Vec<Value>, StoreError> {
-        let reply: Value = self.invoke(doing, script, keys, args).await?;
-        match reply {
-            Value::Array(items) if !items.is_empty() => Ok(items),
-            other => Err(corrupt(
-                doing,
-                keys.first().copied().unwrap_or("-"),
-                format!("unexpected script reply {other:?}"),
-            )),
-        }
-    }
-
     fn window_ms(&self) -> String {
         self.limits.replay_window.as_millis().max(1).to_string()
     }
@@ -446,161 +164,6 @@ impl RedisStore {
         }
     }
 
-    /// Reads the log once (no blocking).
-    async fn read_once(
-        &self,
-        bay: &BayId,
-        after: &LogPosition,
-        max: usize,
-    ) -> Result<Replay, StoreError> {
-        let doing = "reading the event log";
-        let k = BayKeys::new(bay);
-        let (log, epoch, meta) = (k.log(), k.epoch(), k.log_meta());
-        let reply: Value = self
-            .invoke(
-                doing,
-                &scripts::READ_LOG,
-                &[&log, &epoch, &meta],
-                &[
-                    &epoch_candidate(),
-                    &after.epoch.0,
-                    &after.entry.to_string(),
-                    &max.min(MAX_COUNT).to_string(),
-                ],
-            )
-            .await?;
-        let parts = array(doing, &log, &reply)?;
-        let [current, last, max_deleted, entries] = parts else {
-            return Err(corrupt(doing, &log, "read script gave a malformed reply"));
-        };
-        if text(doing, &epoch, current)? != after.epoch.0 {
-            return Ok(Replay::EpochChanged);
-        }
-        let last = entry_id(doing, &log, last)?;
-        let max_deleted = entry_id(doing, &log, max_deleted)?;
-        if after.entry < max_deleted || after.entry > last {
-            return Ok(Replay::Expired);
-        }
-        let records = stream_entries(doing, &log, entries, "e")?
-            .into_iter()
-            .map(|(id, raw)| {
-                let event: LogEvent = decode(doing, &log, raw)?;
-                Ok(Arc::new(LogRecord::new(id, event)))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        Ok(Replay::page(records, max, after.entry, last))
-    }
-
-    /// Waits (on a dedicated connection) up to `block` for an entry after
-    /// `after` in `log`. `true` when one arrived.
-    async fn wait_for_entry(
-        &self,
-        log: &str,
-        after: EntryId,
-        block: Duration,
-    ) -> Result<bool, StoreError> {
-        let reply = self
-            .xread_blocking("waiting for session openings", log, after, 1, block)
-            .await?;
-        Ok(!matches!(reply, Value::Nil))
-    }
-
-    /// `XREAD COUNT count BLOCK block STREAMS key after` on a dedicated
-    /// connection: the entries after `after` (waiting up to `block` for
-    /// the first), or `Nil` when none came.
-    async fn xread_blocking(
-        &self,
-        doing: &'static str,
-        key: &str,
-        after: EntryId,
-        count: usize,
-        block: Duration,
-    ) -> Result<Value, StoreError> {
-        let block_ms = block.as_millis().clamp(1, MAX_COUNT as u128) as u64;
-        let mut xread = cmd("XREAD");
-        xread
-            .arg("COUNT")
-            .arg(count.clamp(1, MAX_COUNT))
-            .arg("BLOCK")
-            .arg(block_ms)
-            .arg("STREAMS")
-            .arg(key)
-            .arg(after.to_string());
-        // One retry with a fresh connection when a reused idle one turns
-        // out to be dead (e.g. Redis restarted while it sat idle).
-        loop {
-            let (mut conn, reused) = tokio::time::timeout(CONNECT_TIMEOUT, self.blocking.take())
-                .await
-                .map_err(|_| unavailable(doing, key, "timed out connecting"))?
-                .map_err(|e| from_redis(doing, key, e))?;
-            match tokio::time::timeout(
-                block.saturating_add(BLOCK_GRACE),
-                xread.query_async::<Value>(&mut conn),
-            )
-            .await
-            {
-                Ok(Ok(reply)) => {
-                    self.blocking.give_back(conn);
-                    return Ok(reply);
-                }
-                Ok(Err(err)) if reused && (err.is_io_error() || err.is_connection_dropped()) => {
-                    continue;
-                }
-                Ok(Err(err)) => return Err(from_redis(doing, key, err)),
-                Err(_) => return Err(unavailable(doing, key, "blocking read timed out")),
-            }
-        }
-    }
-
-    /// The tail's read: one blocking `XREAD` whose entries are used as they
-    /// come, without the full read's epoch and expiry checks, when they
-    /// provably follow `after` unbroken: each entry names the epoch it was
-    /// logged in (`ep`) and the entry before it (`p`). `None` when they do
-    /// not (the log was lost, trimmed past `after`, or written before
-    /// entries were chained) or when nothing came: the full read decides.
-    async fn tail_once(
-        &self,
-        bay: &BayId,
-        after: &LogPosition,
-        max: usize,
-        block: Duration,
-    ) -> Result<Option<Replay>, StoreError> {
-        let doing = "tailing the event log";
-        let log = BayKeys::new(bay).log();
-        let reply = self
-            .xread_blocking(doing, &log, after.entry, max, block)
-            .await?;
-        // XREAD answers [[key, entries]] (RESP2) or {key: entries} (RESP3).
-        let entries = match &reply {
-            Value::Nil => return Ok(None),
-            Value::Array(streams) => match streams.first() {
-                Some(Value::Array(pair)) if pair.len() == 2 => &pair[1],
-                _ => return Err(corrupt(doing, &log, "malformed XREAD reply")),
-            },
-            Value::Map(streams) => match streams.first() {
-                Some((_, entries)) => entries,
-                None => return Ok(None),
-            },
-            _ => return Err(corrupt(doing, &log, "malformed XREAD reply")),
-        };
-        let mut expected = after.entry;
-        let mut records = Vec::new();
-        for (id, fields) in stream_fields(doing, &log, entries, &["e", "p", "ep"])? {
-            let [Some(event), Some(prev), Some(epoch)] = fields else {
-                return Ok(None);
-            };
-            if epoch != after.epoch.0.as_bytes() || prev != expected.to_string().as_bytes() {
-                return Ok(None);
-            }
-            expected = id;
-            records.push(Arc::new(LogRecord::new(id, decode(doing, &log, event)?)));
-        }
-        if records.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(Replay::page(records, max, after.entry, expected)))
-    }
-
     /// The `XADD` value of a roster change: who was in `conversation`
     /// before the change logged at the same id.
     fn roster_change_json(
@@ -634,68 +197,6 @@ impl RedisStore {
     }
 }
 
-/// Runs one connection step under [`CONNECT_TIMEOUT`], as `Unavailable`
-/// errors that never quote the URL.
-async fn bounded_connect<T>(
-    doing: &'static str,
-    step: impl Future<Output = ::redis::RedisResult<T>>,
-) -> Result<T, StoreError> {
-    tokio::time::timeout(CONNECT_TIMEOUT, step)
-        .await
-        .map_err(|_| StoreError::Unavailable {
-            doing,
-            cause: "timed out".into(),
-        })?
-        .map_err(|e| StoreError::Unavailable {
-            doing,
-            cause: format!("cannot connect: {e}"),
-        })
-}
-
-/// Whether a read that failed with `e` is worth another try after `pause`.
-/// A connection that just broke (reset, broken pipe) is being reconnected:
-/// retried with doubling pauses up to [`MAX_RECONNECT_PAUSE`]. A failed
-/// reconnection (Redis refuses or is gone) gets one more quick try, then
-/// the caller answers 503 at once rather than wait for an outage to end.
-fn worth_retrying(e: &::redis::RedisError, pause: Duration) -> bool {
-    if e.is_connection_dropped() {
-        pause <= MAX_RECONNECT_PAUSE
-    } else {
-        (e.is_io_error() || e.is_connection_refusal()) && pause == RECONNECT_PAUSE
-    }
-}
-
-/// `"<node>: "` naming a cluster primary in an error, or nothing.
-fn node_prefix(node: &str) -> String {
-    if node.is_empty() {
-        String::new()
-    } else {
-        format!("{node}: ")
-    }
-}
-
-/// Whether `command` only reads: those are retried once after a broken
-/// connection. Writes are not (a write whose reply was lost may have been
-/// applied; the caller answers 503 and the client decides).
-fn is_read(command: &Cmd) -> bool {
-    const READS: [&[u8]; 10] = [
-        b"GET",
-        b"HGET",
-        b"HMGET",
-        b"HVALS",
-        b"XRANGE",
-        b"XREVRANGE",
-        b"PING",
-        b"INFO",
-        b"CONFIG",
-        b"EXISTS",
-    ];
-    matches!(
-        command.args_iter().next(),
-        Some(::redis::Arg::Simple(name)) if READS.iter().any(|r| name.eq_ignore_ascii_case(r))
-    )
-}
-
 /// An opening as `sb:{bay}:openings` stores it (its id is the entry's).
 #[derive(Serialize, Deserialize)]
 struct StoredOpening {
@@ -709,41 +210,6 @@ struct StoredRosterChange {
     conversation: ConversationId,
     before: Vec<ParticipantId>,
     after: Vec<ParticipantId>,
-}
-
-/// Replaces the existing field `name` of a JSON object with `with`.
-fn punch(
-    doing: &'static str,
-    value: &mut serde_json::Value,
-    path: &[&str],
-    with: serde_json::Value,
-) -> Result<(), StoreError> {
-    let mut at = value;
-    for name in path {
-        at = at
-            .as_object_mut()
-            .and_then(|o| o.get_mut(*name))
-            .ok_or_else(|| StoreError::Corrupt {
-                doing,
-                cause: format!("encoded record has no field {path:?}"),
-            })?;
-    }
-    *at = with;
-    Ok(())
-}
-
-fn to_value<T: Serialize>(doing: &'static str, v: &T) -> Result<serde_json::Value, StoreError> {
-    serde_json::to_value(v).map_err(|e| StoreError::Corrupt {
-        doing,
-        cause: e.to_string(),
-    })
-}
-
-fn to_text(doing: &'static str, v: &serde_json::Value) -> Result<String, StoreError> {
-    serde_json::to_string(v).map_err(|e| StoreError::Corrupt {
-        doing,
-        cause: e.to_string(),
-    })
 }
 
 #[async_trait]

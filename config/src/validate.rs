@@ -178,6 +178,40 @@ fn database_of(url: &str) -> &str {
     rest.split_once('/').map_or("", |(_, db)| db)
 }
 
+/// What is wrong with the host, port or database of a `redis://` or
+/// `rediss://` URL, if anything: the checks redis-rs makes when the node
+/// starts, so `config check` catches them first. Never quotes the URL.
+fn tcp_url_problem(url: &str) -> Option<&'static str> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let authority = rest.split('/').next().unwrap_or("");
+    // Userinfo may contain '@' and ':' (a password): the host follows the last '@'.
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let port = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split_once(']')
+            .map(|(_, p)| p.strip_prefix(':').unwrap_or(""))
+    } else {
+        Some(host_port.rsplit_once(':').map_or("", |(_, p)| p))
+    };
+    let host = host_port
+        .trim_end_matches(|c: char| c.is_ascii_digit())
+        .trim_end_matches(':');
+    if host.is_empty() {
+        return Some("names no host");
+    }
+    match port {
+        None => return Some("has an unclosed [IPv6] host"),
+        Some("") => {}
+        Some(p) if p.parse::<u16>().is_ok_and(|p| p > 0) => {}
+        Some(_) => return Some("has a port that is not a number from 1 to 65535"),
+    }
+    let db = database_of(url);
+    if !db.is_empty() && db.parse::<u32>().is_err() {
+        return Some("has a database that is not a number (redis://host:port/<db>)");
+    }
+    None
+}
+
 fn check_redis_url(url: &str, cluster: bool) -> Result<(), ConfigError> {
     // The URL may hold a password: no message below echoes it.
     let seeds = crate::settings::split_urls(url);
@@ -189,6 +223,10 @@ fn check_redis_url(url: &str, cluster: bool) -> Result<(), ConfigError> {
             ));
         }
         return match scheme_of(url, &REDIS_SCHEMES) {
+            Some("redis" | "rediss") => match tcp_url_problem(url) {
+                Some(problem) => Err(ConfigError::invalid("redis.url", problem)),
+                None => Ok(()),
+            },
             Some(_) => Ok(()),
             None => Err(ConfigError::invalid(
                 "redis.url",
@@ -213,6 +251,9 @@ fn check_redis_url(url: &str, cluster: bool) -> Result<(), ConfigError> {
                 "redis.url",
                 "names a database: a Redis Cluster has database 0 only (drop the /<db>)",
             ));
+        }
+        if let Some(problem) = tcp_url_problem(seed) {
+            return Err(ConfigError::invalid("redis.url", problem));
         }
     }
     if schemes.is_empty() {

@@ -155,6 +155,19 @@ fn out_of_range_values_name_their_key() {
             s.redis.cluster = true;
             s.redis.url = "redis://a:1,redis://b:2/3".into();
         }),
+        ("redis.url", |s| {
+            s.redis.url = "redis://127.0.0.1:99999".into()
+        }),
+        ("redis.url", |s| s.redis.url = "redis://127.0.0.1:0".into()),
+        ("redis.url", |s| s.redis.url = "redis://h:1/abc".into()),
+        ("redis.url", |s| {
+            s.redis.url = "redis://:secret@:6379".into()
+        }),
+        ("redis.url", |s| s.redis.url = "rediss://[::1:6379".into()),
+        ("redis.url", |s| {
+            s.redis.cluster = true;
+            s.redis.url = "redis://a:1,redis://b:70000".into();
+        }),
         ("redis.connections", |s| s.redis.connections = 0),
         ("admin_token", |s| s.admin_token = Some(String::new())),
         ("workers", |s| s.workers = Some(0)),

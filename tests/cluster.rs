@@ -625,6 +625,102 @@ async fn a_conversation_reprovisioned_after_a_data_loss_is_routed_by_its_new_ros
     }
 }
 
+/// Redis `MONITOR` from a test: every command Redis runs, as its log lines.
+struct Monitor {
+    lines: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Monitor {
+    fn start(redis: &RedisServer) -> Monitor {
+        use std::io::{BufRead, BufReader, Write};
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", redis.port())).unwrap();
+        conn.write_all(b"MONITOR\r\n").unwrap();
+        let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(conn).lines() {
+                let Ok(line) = line else { return };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Monitor { lines }
+    }
+
+    /// The commands clients sent (not those scripts ran) between the
+    /// `ECHO <from>` and `ECHO <to>` markers.
+    fn client_commands_between(&self, from: &str, to: &str) -> Vec<String> {
+        let lines = self.lines.lock().unwrap();
+        let at = |m: &str| {
+            lines
+                .iter()
+                .position(|l| l.contains("\"ECHO\"") && l.contains(m))
+                .unwrap_or_else(|| panic!("marker {m} not seen by MONITOR"))
+        };
+        let (a, b) = (at(from), at(to));
+        lines[a + 1..b]
+            .iter()
+            .filter(|l| !l.contains(" lua]"))
+            .cloned()
+            .collect()
+    }
+}
+
+/// The write path's budget (docs/redis.md, "The write path"): once warm, a
+/// post costs Redis two commands (the rate limit and the append script)
+/// plus a fraction of each node's tail read; nothing else is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_post_costs_redis_at_most_three_commands() {
+    let c = Cluster::start(false, 1, Opts::default()).await;
+    let node = &c.nodes[0];
+    let w = World::create(node, BAY).await;
+    // Warm: the token cache, the conversation's routing cache, the feed.
+    for i in 0..3 {
+        let (s, b) = node
+            .post_message(&w.ana, "group", &format!("warm {i}"))
+            .await;
+        assert_eq!(s, 201, "{b}");
+    }
+    let monitor = Monitor::start(&c.redis);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.redis.cmd(&["ECHO", "sb-budget-start"]);
+    const POSTS: usize = 30;
+    for i in 0..POSTS {
+        let (s, b) = node
+            .post_message(&w.ana, "group", &format!("steady {i}"))
+            .await;
+        assert_eq!(s, 201, "{b}");
+    }
+    // Let the feed read the last entries.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.redis.cmd(&["ECHO", "sb-budget-end"]);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let commands = monitor.client_commands_between("sb-budget-start", "sb-budget-end");
+    let evalsha = commands
+        .iter()
+        .filter(|l| l.contains("\"EVALSHA\"") || l.contains("\"evalsha\""))
+        .count();
+    let per_post = commands.len() as f64 / POSTS as f64;
+    eprintln!(
+        "{} commands for {POSTS} posts ({per_post:.2} per post)",
+        commands.len()
+    );
+    // Slack of two for the feed's idle reads: its openings tail times out
+    // every few seconds (an XREAD), and a log tail that times out re-checks
+    // with one full read (a script).
+    assert!(
+        commands.len() <= 3 * POSTS + 2,
+        "{per_post:.2} commands per post ({} in all):\n{}",
+        commands.len(),
+        commands.join("\n")
+    );
+    // The two scripts of every post really ran: the count is not low by accident.
+    assert!(
+        (2 * POSTS..=2 * POSTS + 1).contains(&evalsha),
+        "{evalsha} scripts for {POSTS} posts:\n{}",
+        commands.join("\n")
+    );
+}
+
 // ---------------------------------------------------------------- trimming
 
 /// The last id in the Bay's log stream and its `max-deleted-entry-id`.

@@ -646,9 +646,19 @@ impl Monitor {
         Monitor { lines }
     }
 
+    /// Every command Redis ran between the `ECHO <from>` and `ECHO <to>`
+    /// markers, those scripts ran included.
+    fn all_commands_between(&self, from: &str, to: &str) -> Vec<String> {
+        self.between(from, to, true)
+    }
+
     /// The commands clients sent (not those scripts ran) between the
     /// `ECHO <from>` and `ECHO <to>` markers.
     fn client_commands_between(&self, from: &str, to: &str) -> Vec<String> {
+        self.between(from, to, false)
+    }
+
+    fn between(&self, from: &str, to: &str, with_scripts: bool) -> Vec<String> {
         let lines = self.lines.lock().unwrap();
         let at = |m: &str| {
             lines
@@ -659,7 +669,7 @@ impl Monitor {
         let (a, b) = (at(from), at(to));
         lines[a + 1..b]
             .iter()
-            .filter(|l| !l.contains(" lua]"))
+            .filter(|l| with_scripts || !l.contains(" lua]"))
             .cloned()
             .collect()
     }
@@ -712,6 +722,26 @@ async fn a_warm_post_costs_redis_at_most_three_commands() {
         "{per_post:.2} commands per post ({} in all):\n{}",
         commands.len(),
         commands.join("\n")
+    );
+    // Nothing scans: no XINFO, and no range read of a conversation's
+    // history (the append keeps its counters in a hash).
+    let all = monitor.all_commands_between("sb-budget-start", "sb-budget-end");
+    let scans: Vec<&String> = all
+        .iter()
+        .filter(|l| {
+            let l = l.to_ascii_uppercase();
+            l.contains("\"XINFO\"") || (l.contains("\"XREVRANGE\"") && l.contains(":MSGS\""))
+        })
+        .collect();
+    assert!(scans.is_empty(), "{scans:#?}");
+    // Positive control: MONITOR does show what scripts run.
+    let appends = all
+        .iter()
+        .filter(|l| l.contains(" lua]") && l.to_ascii_uppercase().contains("\"XADD\""))
+        .count();
+    assert!(
+        appends >= 2 * POSTS,
+        "{appends} script XADDs for {POSTS} posts"
     );
     // The two scripts of every post really ran: the count is not low by accident.
     assert!(
@@ -1078,16 +1108,13 @@ async fn a_node_started_after_roster_changes_replays_each_message_by_the_members
     let rex_wants = vec![m1.clone(), m2.clone()];
     let scout_wants = vec![m0.clone(), m1.clone()];
 
-    // Node A's feed saw every change: the control.
-    let expect = Expected {
+    Expected {
         names: &names,
         rex: &rex_wants,
         scout: &scout_wants,
-    };
-    expect.replays_on(scene.a(), &scene, "node A", false).await;
-    // Node C starts only now, on the same Redis.
-    let c = scene.fresh_node().await;
-    expect.replays_on(&c, &scene, "node C", true).await;
+    }
+    .on_node_a_and_on_a_fresh_node(&scene)
+    .await;
 }
 
 /// What Rex's and Scout's replays from their cursors must hold, exactly.
@@ -1098,6 +1125,14 @@ struct Expected<'a> {
 }
 
 impl Expected<'_> {
+    /// Node A's feed saw every change (the control); node C starts only
+    /// now, on the same Redis, and must answer exactly the same.
+    async fn on_node_a_and_on_a_fresh_node(&self, scene: &RosterScene) {
+        self.replays_on(scene.a(), scene, "node A", false).await;
+        let c = scene.fresh_node().await;
+        self.replays_on(&c, scene, "node C", true).await;
+    }
+
     /// Replays both cursors on `node` over `/updates` (and Rex's over `/ws`
     /// when `ws`), printing what came by name, and asserts each exactly.
     async fn replays_on(&self, node: &Gateway, scene: &RosterScene, label: &str, ws: bool) {
@@ -1146,12 +1181,11 @@ async fn a_node_started_after_a_conversation_was_created_replays_it_only_to_its_
     let rex_wants = vec![h0.clone()];
     let scout_wants = vec![g0.clone()];
 
-    let expect = Expected {
+    Expected {
         names: &names,
         rex: &rex_wants,
         scout: &scout_wants,
-    };
-    expect.replays_on(scene.a(), &scene, "node A", false).await;
-    let c = scene.fresh_node().await;
-    expect.replays_on(&c, &scene, "node C", true).await;
+    }
+    .on_node_a_and_on_a_fresh_node(&scene)
+    .await;
 }

@@ -18,18 +18,50 @@ pub enum ErrorCode {
     InvalidReplyTarget,
     /// 400: the `cursor` parameter is not a cursor this server issued.
     InvalidCursor,
+    /// 400: the `Idempotency-Key` header (or `clientId`) is empty, longer
+    /// than 255 characters or not printable ASCII.
+    InvalidIdempotencyKey,
+    /// 400: a reaction's `emoji` is not one emoji.
+    InvalidReaction,
+    /// 400: a message carries both a `card` and attachments (protocol v1.11).
+    CardWithAttachments,
+    /// 400: `card.type` is not `card.calendar` or `card.email` (protocol v1.11).
+    CardTypeNotSendable,
+    /// 400: a card payload field is missing, unknown or malformed; the
+    /// message names the field (protocol v1.11).
+    InvalidCardPayload,
+    /// 400: fewer than two answers, more than ten, or two that are the
+    /// same word (protocol v1.12).
+    InvalidPoll,
+    /// 400: a second answer on a poll that takes one (protocol v1.12).
+    PollSingleChoice,
+    /// 400: an answer index the poll does not offer (protocol v1.12).
+    InvalidOptionIndex,
     /// 401: missing, unknown, rotated or revoked token (protocol §2).
     Unauthorized,
     /// 403: not a participant of that conversation (context / messages GET).
     NotParticipant,
+    /// 403: a member may see the object but not do this to it (edit another
+    /// member's message, close another member's poll without being admin).
+    Forbidden,
     /// 404: unknown route or object (and non-participant sends, protocol §7).
     NotFound,
+    /// 404: no such poll, or not in a room the caller is in; the two are
+    /// deliberately indistinguishable (protocol v1.12).
+    PollNotFound,
     /// 405.
     MethodNotAllowed,
     /// 409: an object with that id already exists.
     AlreadyExists,
     /// 409: the cursor fell out of the replay buffer or its log epoch ended (protocol §11).
     CursorExpired,
+    /// 409: an `Idempotency-Key` reused with a different request body.
+    IdempotencyKeyReused,
+    /// 409: the poll is closed (protocol v1.12).
+    PollClosed,
+    /// 410: the message was deleted (an edit of it, or a retried send whose
+    /// message has since been deleted: it is never recreated).
+    MessageDeleted,
     /// 413: request body above the configured limit.
     PayloadTooLarge,
     /// 415.
@@ -51,14 +83,25 @@ impl ErrorCode {
     pub fn status(self) -> u16 {
         use ErrorCode::*;
         match self {
-            InvalidJson | InvalidRequest | InvalidContent | InvalidReplyTarget | InvalidCursor => {
-                400
-            }
+            InvalidJson
+            | InvalidRequest
+            | InvalidContent
+            | InvalidReplyTarget
+            | InvalidCursor
+            | InvalidIdempotencyKey
+            | InvalidReaction
+            | CardWithAttachments
+            | CardTypeNotSendable
+            | InvalidCardPayload
+            | InvalidPoll
+            | PollSingleChoice
+            | InvalidOptionIndex => 400,
             Unauthorized => 401,
-            NotParticipant => 403,
-            NotFound => 404,
+            NotParticipant | Forbidden => 403,
+            NotFound | PollNotFound => 404,
             MethodNotAllowed => 405,
-            AlreadyExists | CursorExpired => 409,
+            AlreadyExists | CursorExpired | IdempotencyKeyReused | PollClosed => 409,
+            MessageDeleted => 410,
             PayloadTooLarge => 413,
             UnsupportedMediaType => 415,
             UpdatesRateLimited | RateLimited => 429,
@@ -76,12 +119,25 @@ impl ErrorCode {
             InvalidContent => "INVALID_CONTENT",
             InvalidReplyTarget => "INVALID_REPLY_TARGET",
             InvalidCursor => "INVALID_CURSOR",
+            InvalidIdempotencyKey => "INVALID_IDEMPOTENCY_KEY",
+            InvalidReaction => "INVALID_REACTION",
+            CardWithAttachments => "CARD_WITH_ATTACHMENTS",
+            CardTypeNotSendable => "CARD_TYPE_NOT_SENDABLE",
+            InvalidCardPayload => "INVALID_CARD_PAYLOAD",
+            InvalidPoll => "INVALID_POLL",
+            PollSingleChoice => "POLL_SINGLE_CHOICE",
+            InvalidOptionIndex => "INVALID_OPTION_INDEX",
             Unauthorized => "UNAUTHORIZED",
             NotParticipant => "NOT_PARTICIPANT",
+            Forbidden => "FORBIDDEN",
             NotFound => "NOT_FOUND",
+            PollNotFound => "POLL_NOT_FOUND",
             MethodNotAllowed => "METHOD_NOT_ALLOWED",
             AlreadyExists => "ALREADY_EXISTS",
             CursorExpired => "CURSOR_EXPIRED",
+            IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            PollClosed => "POLL_CLOSED",
+            MessageDeleted => "MESSAGE_DELETED",
             PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             UpdatesRateLimited => "UPDATES_RATE_LIMITED",
@@ -145,7 +201,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 18, "{schema}");
+        assert_eq!(listed.len(), 31, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

@@ -22,17 +22,22 @@
 //! The actor also holds typing indicators (protocol §11: 5 s TTL,
 //! self-expiring), which are ephemeral and never stored.
 
+mod amend;
+
+pub use amend::{Action, Amend, AmendOutcome};
+
 use crate::model::{roster, Conversation, Participant, StoredMessage};
-use crate::store::{AppendOutcome, NewMessage, Store, StoreError};
+use crate::store::{AppendOutcome, Idempotency, NewMessage, Store, StoreError};
 use actix::prelude::*;
-use chrono::Utc;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use switchboard_protocol::card::Card;
 use switchboard_protocol::event::{ReplyToView, SenderView, REPLY_PREVIEW_CHARS};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 use switchboard_protocol::model::{ParticipantKind, RosterMember};
+use switchboard_protocol::poll::PollState;
 use switchboard_protocol::routing::{route, RouteInput};
 
 /// Attempts of a post whose routing went stale before giving up as contended.
@@ -145,6 +150,13 @@ pub struct Post {
     /// The client's metadata object. Callers strip server-only keys
     /// (`addressedAgents`) first; the actor writes its own.
     pub metadata: Option<serde_json::Value>,
+    /// A validated card (protocol v1.11), stored with the message.
+    pub card: Option<Card>,
+    /// A new poll (protocol v1.12): the message becomes its `card.poll`
+    /// message, and `content` should be the poll's plain-text fallback.
+    pub poll: Option<PollState>,
+    /// The send's idempotency key, if the client gave one.
+    pub idempotency: Option<Idempotency>,
 }
 
 /// Outcome of a [`Post`].
@@ -157,6 +169,11 @@ pub enum PostOutcome {
     NotFound,
     /// `replyToMessageId` is not a message of this conversation (400).
     InvalidReplyTarget,
+    /// A retry of an idempotent send: nothing was stored; the first
+    /// send's message as it is now (a tombstone if deleted since).
+    Duplicate(Box<StoredMessage>),
+    /// The idempotency key was used with another request (409).
+    KeyReused,
 }
 
 impl Handler<Post> for ConversationActor {
@@ -307,29 +324,30 @@ async fn post(
                 _ => metadata = Some(serde_json::json!({ "addressedAgents": ids })),
             }
         }
-        let message = StoredMessage {
-            id: MessageId(format!(
+        let mut message = StoredMessage::new(
+            MessageId(format!(
                 "msg_{}",
                 ulid::Ulid::new().to_string().to_ascii_lowercase()
             )),
-            conversation_id: id.clone(),
-            sender: SenderView {
+            id.clone(),
+            SenderView {
                 id: msg.sender.id.clone(),
                 name: msg.sender.name.clone(),
                 kind: msg.sender.kind,
                 role: Some(member.role),
             },
-            content: msg.content.clone(),
-            created_at: Utc::now(),
+            msg.content.clone(),
             metadata,
-            reply_to: reply_target.as_ref().map(|m| ReplyToView {
+            reply_target.as_ref().map(|m| ReplyToView {
                 id: m.id.clone(),
                 sender_id: m.sender.clone(),
                 sender_type: m.sender_kind.sender_type(),
                 preview: m.content.chars().take(REPLY_PREVIEW_CHARS).collect(),
             }),
             routing,
-        };
+        );
+        message.card = msg.card.clone();
+        message.poll = msg.poll.clone();
         let outcome = store
             .append_message(
                 bay,
@@ -339,6 +357,7 @@ async fn post(
                     round_cap: (!conversation.kind.is_direct())
                         .then_some(conversation.policy.max_agent_rounds),
                     revision: snap.revision,
+                    idempotency: msg.idempotency.clone(),
                 },
                 msg.sender.kind,
             )
@@ -354,6 +373,8 @@ async fn post(
             }
             // The roster or policy changed (on any node): route again.
             AppendOutcome::Stale => fresh = true,
+            AppendOutcome::Duplicate(first) => return Ok(PostOutcome::Duplicate(first)),
+            AppendOutcome::KeyReused => return Ok(PostOutcome::KeyReused),
         }
     }
     Err(StoreError::Unavailable {

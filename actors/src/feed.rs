@@ -86,6 +86,14 @@ pub struct BayFeed {
     sessions: HashMap<SessionId, Attachment>,
     by_participant: HashMap<ParticipantId, Vec<SessionId>>,
     by_token: HashMap<TokenId, Vec<SessionId>>,
+    /// Waits for a reply ([`WaitForMessage`]), by conversation.
+    waiters: HashMap<ConversationId, Vec<Waiter>>,
+}
+
+/// One [`WaitForMessage`] still waiting.
+struct Waiter {
+    excluding: ParticipantId,
+    reply: tokio::sync::oneshot::Sender<Arc<LogRecord>>,
 }
 
 struct Attachment {
@@ -119,6 +127,35 @@ impl BayFeed {
             sessions: HashMap::new(),
             by_participant: HashMap::new(),
             by_token: HashMap::new(),
+            waiters: HashMap::new(),
+        }
+    }
+
+    /// Hands `record`, a message, to the waiters of its conversation that
+    /// did not send it.
+    fn wake_waiters(&mut self, record: &Arc<LogRecord>) {
+        let LogEvent::Message {
+            conversation,
+            message,
+        } = &record.event
+        else {
+            return;
+        };
+        let Some(waiting) = self.waiters.remove(&conversation.id) else {
+            return;
+        };
+        let still: Vec<Waiter> = waiting
+            .into_iter()
+            .filter_map(|w| {
+                if w.excluding == message.sender.id {
+                    return (!w.reply.is_closed()).then_some(w);
+                }
+                let _ = w.reply.send(record.clone());
+                None
+            })
+            .collect();
+        if !still.is_empty() {
+            self.waiters.insert(conversation.id.clone(), still);
         }
     }
 
@@ -330,7 +367,7 @@ impl BayFeed {
                     self.close_session(&s, CloseReason::Revoked);
                 }
             }
-            LogEvent::Message { .. } => {}
+            LogEvent::Message { .. } | LogEvent::Change { .. } => {}
         }
     }
 }
@@ -469,6 +506,36 @@ impl Handler<Attach> for BayFeed {
     }
 }
 
+/// Registers a wait for the next message in `conversation` that
+/// `excluding` did not send (`GET …/messages/wait`). Answered once the
+/// wait is registered: a message appended after that answer reaches the
+/// waiter, so the caller reads the store only afterwards and nothing falls
+/// between the read and the wait.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WaitForMessage {
+    /// The conversation to watch.
+    pub conversation: ConversationId,
+    /// The waiter; its own messages do not end the wait.
+    pub excluding: ParticipantId,
+    /// Gets the message's log record; dropping the receiver cancels.
+    pub reply: tokio::sync::oneshot::Sender<Arc<LogRecord>>,
+}
+
+impl Handler<WaitForMessage> for BayFeed {
+    type Result = ();
+
+    fn handle(&mut self, msg: WaitForMessage, _: &mut Self::Context) {
+        let waiting = self.waiters.entry(msg.conversation).or_default();
+        // Waits whose callers gave up are dropped here and on wake-up.
+        waiting.retain(|w| !w.reply.is_closed());
+        waiting.push(Waiter {
+            excluding: msg.excluding,
+            reply: msg.reply,
+        });
+    }
+}
+
 /// Unregisters a session (its connection ended).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -522,7 +589,10 @@ impl Handler<Batch> for BayFeed {
         let mut outbox: HashMap<SessionId, Vec<Arc<LogRecord>>> = HashMap::new();
         for record in &msg.records {
             match &record.event {
-                LogEvent::Message { conversation, .. } => {
+                LogEvent::Message { conversation, .. } | LogEvent::Change { conversation, .. } => {
+                    if !self.waiters.is_empty() {
+                        self.wake_waiters(record);
+                    }
                     let Some(members) = self.members.get(&conversation.id) else {
                         continue;
                     };

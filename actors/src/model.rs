@@ -129,11 +129,110 @@ pub struct StoredMessage {
     /// The quoted message, resolved at write time (protocol §11, v1.6).
     pub reply_to: Option<ReplyToView>,
     /// Write-time routing facts; `suppressed` is set by the store's round
-    /// cap. Every later `shouldRespond` is computed from these alone.
+    /// cap. Every later `shouldRespond` is computed from these alone. An
+    /// edit never changes them: new mentions in an edit wake nobody.
     pub routing: Routing,
+    /// Position in the conversation's history, from 1, stamped by the store
+    /// at append (0 for messages stored before it was kept). Read markers
+    /// and `unreadCount` count in it.
+    #[serde(default)]
+    pub seq: u64,
+    /// Bumped by every change after the append (edit, delete, reaction,
+    /// vote); the store refuses a change made from an older version, so
+    /// concurrent changes on any node never overwrite each other.
+    #[serde(default)]
+    pub version: u64,
+    /// When the sender last edited the content; `None` if never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_at: Option<DateTime<Utc>>,
+    /// When the message was deleted; a tombstone keeps only its id, sender
+    /// and times (content, metadata, card, poll and reactions are removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<DateTime<Utc>>,
+    /// Reactions in the order they were first used, one entry per emoji.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reactions: Vec<Reaction>,
+    /// A card the sender attached (protocol v1.11), or the poll card.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<switchboard_protocol::card::Card>,
+    /// The poll this message carries (protocol v1.12, `card.poll`), votes included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll: Option<switchboard_protocol::poll::PollState>,
+}
+
+/// One emoji's reactions on a message: who reacted, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reaction {
+    /// The emoji, as sent (one extended grapheme cluster).
+    pub emoji: String,
+    /// Who reacted with it; each participant at most once.
+    pub by: Vec<ParticipantId>,
 }
 
 impl StoredMessage {
+    /// A new message as the write path builds it: no card, poll, reactions
+    /// or changes yet; the store stamps `created_at` and `seq`.
+    pub fn new(
+        id: MessageId,
+        conversation_id: ConversationId,
+        sender: SenderView,
+        content: String,
+        metadata: Option<serde_json::Value>,
+        reply_to: Option<ReplyToView>,
+        routing: Routing,
+    ) -> Self {
+        StoredMessage {
+            id,
+            conversation_id,
+            sender,
+            content,
+            created_at: Utc::now(),
+            metadata,
+            reply_to,
+            routing,
+            seq: 0,
+            version: 0,
+            edited_at: None,
+            deleted_at: None,
+            reactions: Vec::new(),
+            card: None,
+            poll: None,
+        }
+    }
+
+    /// Whether the message is a tombstone.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted_at.is_some()
+    }
+
+    /// Turns the message into its tombstone: content and everything the
+    /// sender gave is removed from storage; id, sender, routing and times stay.
+    pub fn tombstone(&mut self, at: DateTime<Utc>) {
+        self.deleted_at = Some(at);
+        self.content.clear();
+        self.metadata = None;
+        self.reactions.clear();
+        self.card = None;
+        self.poll = None;
+    }
+
+    /// The wire `metadata`: the sender's object, with `type` set to the
+    /// card type when the message carries a card or a poll (protocol
+    /// v1.11, v1.12: a poll is a message whose `metadata.type` is `card.poll`).
+    pub fn wire_metadata(&self) -> Option<serde_json::Value> {
+        let kind = match (&self.poll, &self.card) {
+            (Some(_), _) => switchboard_protocol::poll::POLL_CARD_TYPE,
+            (None, Some(card)) => card.kind.as_str(),
+            (None, None) => return self.metadata.clone(),
+        };
+        let mut map = match &self.metadata {
+            Some(serde_json::Value::Object(map)) => map.clone(),
+            _ => serde_json::Map::new(),
+        };
+        map.insert("type".into(), kind.into());
+        Some(serde_json::Value::Object(map))
+    }
+
     /// `createdAt` on the wire: RFC 3339, UTC, milliseconds.
     pub fn created_at_wire(&self) -> String {
         self.created_at.to_rfc3339_opts(SecondsFormat::Millis, true)
@@ -149,11 +248,13 @@ impl StoredMessage {
             sender_type: self.sender.kind.sender_type(),
             content: self.content.clone(),
             created_at: self.created_at_wire(),
-            metadata: self.metadata.clone(),
+            metadata: self.wire_metadata(),
             sender,
             mentions: self.routing.mentions.clone(),
             reply_to: self.reply_to.clone(),
-            should_respond: self.routing.should_respond(recipient, &self.sender.id),
+            // A tombstone asks nobody to respond.
+            should_respond: !self.is_deleted()
+                && self.routing.should_respond(recipient, &self.sender.id),
         }
     }
 

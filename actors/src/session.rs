@@ -14,7 +14,7 @@
 //! single feed → session mailbox, the `through` of the last batch received
 //! is such an X.
 
-use crate::store::log::{LogEvent, LogRecord};
+use crate::store::log::LogRecord;
 use actix::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Deliver {
-    /// Only `LogEvent::Message` records of conversations the participant is in.
+    /// Only delivered records (messages and changes) of conversations the participant is in.
     pub records: Vec<Arc<LogRecord>>,
     /// Every record ≤ `through` addressed to this session has been sent.
     pub through: EntryId,
@@ -174,13 +174,7 @@ impl Backlog {
 /// Estimated bytes the session will write for `records`: content plus a
 /// fixed allowance for the event's other fields.
 pub fn estimate_bytes(records: &[Arc<LogRecord>]) -> usize {
-    records
-        .iter()
-        .map(|r| match &r.event {
-            LogEvent::Message { message, .. } => message.content.len() + 512,
-            _ => 64,
-        })
-        .sum()
+    records.iter().map(|r| r.event.estimated_bytes()).sum()
 }
 
 #[cfg(test)]

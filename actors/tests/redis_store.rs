@@ -254,6 +254,8 @@ async fn keys_follow_the_documented_layout() {
         (format!("sb:{{{b}}}:conv:c_1:msgs"), "stream"),
         (format!("sb:{{{b}}}:conv:c_1:ids"), "hash"),
         (format!("sb:{{{b}}}:conv:c_1:state"), "hash"),
+        (format!("sb:{{{b}}}:conv:c_1:bodies"), "hash"),
+        (format!("sb:{{{b}}}:conv:c_1:reads"), "hash"),
         (format!("sb:{{{b}}}:log-meta"), "hash"),
         (format!("sb:{{{b}}}:rosters"), "stream"),
         (format!("sb:{{{b}}}:revisions"), "hash"),

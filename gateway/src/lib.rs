@@ -199,6 +199,8 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
                     // Authentication before any extractor reads the body.
                     .wrap(actix_web::middleware::from_fn(auth::agent_gate))
                     .configure(api::agent::routes)
+                    .configure(api::messages::routes)
+                    .configure(api::polls::routes)
                     .configure(realtime::updates::routes)
                     .configure(realtime::ws::routes),
             )

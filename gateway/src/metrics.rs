@@ -31,6 +31,8 @@ pub const HTTP_REQUESTS: &str = "switchboard_http_requests_total";
 pub const HTTP_SECONDS: &str = "switchboard_http_request_duration_seconds";
 /// Sessions detached for falling too far behind (counter); counted by the feed.
 pub use switchboard_actors::feed::SLOW_CONSUMERS;
+/// `GET …/messages/wait` requests registered and not yet answered (gauge).
+pub const WAITS_HELD: &str = "switchboard_message_waits_held";
 /// Live actors (gauge), label `kind` = `feed` | `conversation`.
 pub const ACTORS: &str = "switchboard_actors";
 

@@ -6,8 +6,11 @@ use crate::model::{ConversationType, ParticipantKind, Role, SenderType};
 use serde::{Deserialize, Serialize};
 
 /// One element of `/updates`'s `events` array, or the payload of a `/ws`
-/// `event` frame. Only `type: "message"` exists today; clients ignore types
-/// they do not recognise (protocol §11).
+/// `event` frame. `type: "message"` is the protocol's; the others report
+/// what happened to a message after it was sent, in the same envelope
+/// (`type`, `conversationId`, `conversation`). Clients ignore types they
+/// do not recognise (protocol §11: later versions only add), so a client
+/// that knows only `message` keeps working.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 #[schema(examples(json!({
@@ -40,6 +43,146 @@ pub enum Event {
         /// new conversation without re-reading `/conversations` (protocol §11).
         conversation: ConversationRef,
     },
+    /// `message.updated`: the sender edited a message. Routing is not run
+    /// again: mentions added by an edit wake nobody.
+    #[serde(rename = "message.updated", rename_all = "camelCase")]
+    MessageUpdated {
+        /// The message's conversation.
+        conversation_id: ConversationId,
+        /// The message after the edit.
+        message: UpdatedMessageView,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+    /// `message.deleted`: the message is a tombstone now; REST shows it
+    /// with `deletedAt` and no content.
+    #[serde(rename = "message.deleted", rename_all = "camelCase")]
+    MessageDeleted {
+        /// The message's conversation.
+        conversation_id: ConversationId,
+        /// The deleted message.
+        message_id: MessageId,
+        /// RFC 3339 UTC with milliseconds.
+        #[schema(format = DateTime)]
+        deleted_at: String,
+        /// The sender, or the conversation admin who deleted it.
+        deleted_by: ParticipantId,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+    /// `reaction.added`: a member reacted to a message with an emoji.
+    #[serde(rename = "reaction.added", rename_all = "camelCase")]
+    ReactionAdded {
+        /// The message's conversation.
+        conversation_id: ConversationId,
+        /// What changed.
+        #[serde(flatten)]
+        reaction: ReactionChange,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+    /// `reaction.removed`: a member took a reaction back.
+    #[serde(rename = "reaction.removed", rename_all = "camelCase")]
+    ReactionRemoved {
+        /// The message's conversation.
+        conversation_id: ConversationId,
+        /// What changed.
+        #[serde(flatten)]
+        reaction: ReactionChange,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+    /// `poll.updated`: a vote was cast, changed or withdrawn, or the poll
+    /// closed; carries the new tally as this recipient sees it.
+    #[serde(rename = "poll.updated", rename_all = "camelCase")]
+    PollUpdated {
+        /// The poll message's conversation.
+        conversation_id: ConversationId,
+        /// The `card.poll` message carrying the poll.
+        message_id: MessageId,
+        /// The tally (protocol v1.12), `mine` and `canVote` for this recipient.
+        poll: crate::poll::PollView,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+    /// `read.updated`: a member's read marker moved forward.
+    #[serde(rename = "read.updated", rename_all = "camelCase")]
+    ReadUpdated {
+        /// The conversation read.
+        conversation_id: ConversationId,
+        /// Who read.
+        participant_id: ParticipantId,
+        /// The newest message they have read.
+        last_read_message_id: MessageId,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+}
+
+impl Event {
+    /// The conversation the event happened in.
+    pub fn conversation_id(&self) -> &ConversationId {
+        match self {
+            Event::Message {
+                conversation_id, ..
+            }
+            | Event::MessageUpdated {
+                conversation_id, ..
+            }
+            | Event::MessageDeleted {
+                conversation_id, ..
+            }
+            | Event::ReactionAdded {
+                conversation_id, ..
+            }
+            | Event::ReactionRemoved {
+                conversation_id, ..
+            }
+            | Event::PollUpdated {
+                conversation_id, ..
+            }
+            | Event::ReadUpdated {
+                conversation_id, ..
+            } => conversation_id,
+        }
+    }
+}
+
+/// The message inside `message.updated`: its current text and when it was
+/// edited. No `shouldRespond`: an edit is not routed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdatedMessageView {
+    /// The edited message.
+    pub id: MessageId,
+    /// Its sender (only the sender may edit).
+    pub sender_id: ParticipantId,
+    /// `USER` or `AGENT`.
+    pub sender_type: SenderType,
+    /// The new text.
+    pub content: String,
+    /// When it was first sent, RFC 3339 UTC with milliseconds.
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// When it was edited, RFC 3339 UTC with milliseconds.
+    #[schema(format = DateTime)]
+    pub edited_at: String,
+    /// Agent ids mentioned when it was sent (an edit does not re-route).
+    pub mentions: Vec<ParticipantId>,
+}
+
+/// What a `reaction.added` / `reaction.removed` event says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReactionChange {
+    /// The message reacted to.
+    pub message_id: MessageId,
+    /// The emoji.
+    pub emoji: String,
+    /// Who added or removed it.
+    pub participant_id: ParticipantId,
+    /// How many members hold this emoji on the message after the change.
+    pub count: u32,
 }
 
 /// `{ id, type, title }` of a conversation (protocol §3, §11).

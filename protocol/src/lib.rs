@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod card;
 pub mod context;
 pub mod cursor;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod event;
 pub mod frame;
 pub mod ids;
 pub mod model;
+pub mod poll;
 pub mod routing;
 
 /// Protocol version advertised by `GET /api/agent-api/me` (protocol §2,

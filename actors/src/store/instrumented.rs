@@ -6,8 +6,8 @@
 
 use super::log::LogEvent;
 use super::{
-    AppendOutcome, ConversationChange, Created, NewMessage, Opening, Principal, Replay, Revisioned,
-    RosterChange, Store, StoreError, Updated,
+    AppendOutcome, Changed, ConversationChange, Created, MessageChange, NewMessage, Opening,
+    Principal, ReadState, Replay, Revisioned, RosterChange, Store, StoreError, Updated,
 };
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -17,6 +17,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_protocol::cursor::{EntryId, LogPosition};
+use switchboard_protocol::event::ConversationRef;
 use switchboard_protocol::ids::{
     BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
 };
@@ -167,6 +168,46 @@ impl Store for Instrumented {
         timed(
             "append_message",
             self.inner.append_message(bay, message, sender_kind),
+        )
+        .await
+    }
+    async fn change_message(
+        &self,
+        bay: &BayId,
+        change: MessageChange,
+    ) -> Result<Changed, StoreError> {
+        timed("change_message", self.inner.change_message(bay, change)).await
+    }
+    async fn poll_message(
+        &self,
+        bay: &BayId,
+        poll: &str,
+    ) -> Result<Option<(ConversationId, MessageId)>, StoreError> {
+        timed("poll_message", self.inner.poll_message(bay, poll)).await
+    }
+    async fn mark_read(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationRef,
+        participant: &ParticipantId,
+        message: &StoredMessage,
+    ) -> Result<Option<EntryId>, StoreError> {
+        timed(
+            "mark_read",
+            self.inner
+                .mark_read(bay, conversation, participant, message),
+        )
+        .await
+    }
+    async fn read_states(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        conversations: &[ConversationId],
+    ) -> Result<Vec<ReadState>, StoreError> {
+        timed(
+            "read_states",
+            self.inner.read_states(bay, participant, conversations),
         )
         .await
     }

@@ -8,13 +8,17 @@
 
 use crate::model::StoredMessage;
 use bytestring::ByteString;
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::event::ConversationRef;
 use switchboard_protocol::event::Event;
+use switchboard_protocol::event::{ReactionChange, UpdatedMessageView};
 use switchboard_protocol::frame::ServerFrame;
+use switchboard_protocol::ids::MessageId;
 use switchboard_protocol::ids::{ConversationId, ParticipantId, TokenId};
+use switchboard_protocol::poll::PollState;
 
 /// One log entry: its id and what happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -42,23 +46,56 @@ impl LogRecord {
         }
     }
 
+    /// The event this record gives `recipient` (a member of its
+    /// conversation), or `None` for control entries.
+    pub fn event_for(&self, recipient: &ParticipantId) -> Option<Event> {
+        match &self.event {
+            LogEvent::Message {
+                conversation,
+                message,
+            } => Some(message.event_for(conversation, recipient)),
+            LogEvent::Change {
+                conversation,
+                change,
+            } => Some(change.event_for(conversation, recipient)),
+            LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => None,
+        }
+    }
+
     /// The `{"t":"event",...}` frame this record gives `recipient`, or
     /// `None` for control entries. Identical to serializing
-    /// `ServerFrame::Event` with the event `StoredMessage::event_for` builds.
+    /// `ServerFrame::Event` with [`LogRecord::event_for`]'s event.
     pub fn ws_event_frame(&self, recipient: &ParticipantId) -> Option<ByteString> {
-        let LogEvent::Message {
-            conversation,
-            message,
-        } = &self.event
-        else {
-            return None;
+        let (conversation, message) = match &self.event {
+            LogEvent::Message {
+                conversation,
+                message,
+            } => (conversation, message),
+            LogEvent::Change {
+                conversation,
+                change,
+            } => {
+                if change.per_recipient() {
+                    let event = change.event_for(conversation, recipient);
+                    return Some(ServerFrame::Event { event: &event }.to_json().into());
+                }
+                // The same frame for everyone: render once, share.
+                let frames = self.frames.get_or_init(|| {
+                    let event = change.event_for(conversation, recipient);
+                    let frame: ByteString = ServerFrame::Event { event: &event }.to_json().into();
+                    [frame.clone(), frame]
+                });
+                return Some(frames[0].clone());
+            }
+            LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => return None,
         };
         let frames = self.frames.get_or_init(|| {
             // The sender's own view has shouldRespond false; flip it for the other.
             let mut event = message.event_for(conversation, &message.sender.id);
             let no = ServerFrame::Event { event: &event }.to_json();
-            let Event::Message { message: view, .. } = &mut event;
-            view.should_respond = true;
+            if let Event::Message { message: view, .. } = &mut event {
+                view.should_respond = true;
+            }
             let yes = ServerFrame::Event { event: &event }.to_json();
             [no.into(), yes.into()]
         });
@@ -85,6 +122,15 @@ pub enum LogEvent {
         /// `shouldRespond` is computed from it alone.
         message: StoredMessage,
     },
+    /// Something happened to a message after it was sent (edit, delete,
+    /// reaction, vote) or to a member's read state; delivered to the
+    /// conversation's members as of this entry, like a message.
+    Change {
+        /// `{ id, type, title }` of the conversation at the time of the change.
+        conversation: ConversationRef,
+        /// What changed.
+        change: Change,
+    },
     /// The conversation was created or changed: its full member list after
     /// the change. Idempotent, so replaying it twice is harmless.
     Roster {
@@ -103,7 +149,177 @@ pub enum LogEvent {
     },
 }
 
+/// What a [`LogEvent::Change`] records. Each becomes one event type on the
+/// wire (see [`Event`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+#[allow(clippy::large_enum_variant)]
+pub enum Change {
+    /// `message.updated`: the message after the edit.
+    Edited {
+        /// The message as stored after the edit.
+        message: StoredMessage,
+    },
+    /// `message.deleted`.
+    Deleted {
+        /// The deleted message.
+        message: MessageId,
+        /// When it was deleted.
+        at: DateTime<Utc>,
+        /// Who deleted it (the sender or an admin).
+        by: ParticipantId,
+    },
+    /// `reaction.added` (`added`) or `reaction.removed`.
+    Reaction {
+        /// The message reacted to.
+        message: MessageId,
+        /// The emoji.
+        emoji: String,
+        /// Who reacted.
+        participant: ParticipantId,
+        /// Members holding the emoji after the change.
+        count: u32,
+        /// Added (true) or removed.
+        added: bool,
+    },
+    /// `poll.updated`: the poll after a vote or its close.
+    Poll {
+        /// The `card.poll` message.
+        message: MessageId,
+        /// The poll after the change; each recipient's view is built from it.
+        poll: PollState,
+    },
+    /// `read.updated`.
+    Read {
+        /// Whose marker moved.
+        participant: ParticipantId,
+        /// The newest message they have read.
+        message: MessageId,
+    },
+}
+
+impl Change {
+    /// Whether recipients see different events (a poll's `mine`).
+    pub fn per_recipient(&self) -> bool {
+        matches!(self, Change::Poll { .. })
+    }
+
+    /// The message the change is about, if any.
+    pub fn message(&self) -> Option<&MessageId> {
+        match self {
+            Change::Edited { message } => Some(&message.id),
+            Change::Deleted { message, .. }
+            | Change::Reaction { message, .. }
+            | Change::Poll { message, .. } => Some(message),
+            Change::Read { .. } => None,
+        }
+    }
+
+    /// The event `recipient`, a member of `conversation`, receives.
+    pub fn event_for(&self, conversation: &ConversationRef, recipient: &ParticipantId) -> Event {
+        let conversation_id = conversation.id.clone();
+        let conversation = conversation.clone();
+        match self {
+            Change::Edited { message } => Event::MessageUpdated {
+                conversation_id,
+                message: UpdatedMessageView {
+                    id: message.id.clone(),
+                    sender_id: message.sender.id.clone(),
+                    sender_type: message.sender.kind.sender_type(),
+                    content: message.content.clone(),
+                    created_at: message.created_at_wire(),
+                    edited_at: message
+                        .edited_at
+                        .map(wire_time)
+                        .unwrap_or_else(|| message.created_at_wire()),
+                    mentions: message.routing.mentions.clone(),
+                },
+                conversation,
+            },
+            Change::Deleted { message, at, by } => Event::MessageDeleted {
+                conversation_id,
+                message_id: message.clone(),
+                deleted_at: wire_time(*at),
+                deleted_by: by.clone(),
+                conversation,
+            },
+            Change::Reaction {
+                message,
+                emoji,
+                participant,
+                count,
+                added,
+            } => {
+                let reaction = ReactionChange {
+                    message_id: message.clone(),
+                    emoji: emoji.clone(),
+                    participant_id: participant.clone(),
+                    count: *count,
+                };
+                if *added {
+                    Event::ReactionAdded {
+                        conversation_id,
+                        reaction,
+                        conversation,
+                    }
+                } else {
+                    Event::ReactionRemoved {
+                        conversation_id,
+                        reaction,
+                        conversation,
+                    }
+                }
+            }
+            Change::Poll { message, poll } => Event::PollUpdated {
+                conversation_id,
+                message_id: message.clone(),
+                poll: poll.view(recipient, true),
+                conversation,
+            },
+            Change::Read {
+                participant,
+                message,
+            } => Event::ReadUpdated {
+                conversation_id,
+                participant_id: participant.clone(),
+                last_read_message_id: message.clone(),
+                conversation,
+            },
+        }
+    }
+}
+
+/// RFC 3339, UTC, milliseconds: every time on the wire.
+pub fn wire_time(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
 impl LogEvent {
+    /// The conversation whose members receive this entry as an event, for
+    /// entries that are delivered (messages and changes).
+    pub fn delivered_in(&self) -> Option<&ConversationId> {
+        match self {
+            LogEvent::Message { conversation, .. } | LogEvent::Change { conversation, .. } => {
+                Some(&conversation.id)
+            }
+            LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => None,
+        }
+    }
+
+    /// Bytes a session is charged for this entry while it is queued
+    /// (an estimate of its frame size).
+    pub fn estimated_bytes(&self) -> usize {
+        match self {
+            LogEvent::Message { message, .. }
+            | LogEvent::Change {
+                change: Change::Edited { message },
+                ..
+            } => message.content.len() + 512,
+            LogEvent::Change { .. } => 512,
+            LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => 64,
+        }
+    }
+
     /// The `Roster` entry of `conversation` as it is now.
     pub fn roster(conversation: &crate::model::Conversation) -> Self {
         LogEvent::Roster {
@@ -115,9 +331,9 @@ impl LogEvent {
     /// The conversation an event belongs to, if any.
     pub fn conversation(&self) -> Option<&ConversationId> {
         match self {
-            LogEvent::Message { conversation, .. } | LogEvent::Roster { conversation, .. } => {
-                Some(&conversation.id)
-            }
+            LogEvent::Message { conversation, .. }
+            | LogEvent::Change { conversation, .. }
+            | LogEvent::Roster { conversation, .. } => Some(&conversation.id),
             LogEvent::CredentialRevoked { .. } => None,
         }
     }
@@ -126,7 +342,6 @@ impl LogEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::Utc;
     use switchboard_protocol::event::SenderView;
     use switchboard_protocol::ids::MessageId;
     use switchboard_protocol::model::{ConversationType, ParticipantKind, Role};
@@ -140,25 +355,24 @@ mod tests {
             kind: ConversationType::Group,
             title: None,
         };
-        let message = StoredMessage {
-            id: MessageId("m".into()),
-            conversation_id: ConversationId("c".into()),
-            sender: SenderView {
+        let message = StoredMessage::new(
+            MessageId("m".into()),
+            ConversationId("c".into()),
+            SenderView {
                 id: pid("ana"),
                 name: "Ana".into(),
                 kind: ParticipantKind::User,
                 role: Some(Role::Member),
             },
-            content: "@Rex hi".into(),
-            created_at: Utc::now(),
-            metadata: None,
-            reply_to: None,
-            routing: Routing {
+            "@Rex hi".into(),
+            None,
+            None,
+            Routing {
                 mentions: vec![pid("rex")],
                 respondents: vec![pid("rex")],
                 ..Routing::default()
             },
-        };
+        );
         let record = LogRecord::new(
             EntryId::new(1, 0),
             LogEvent::Message {

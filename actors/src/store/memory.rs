@@ -6,11 +6,11 @@
 //! are expired (409 / `reset`) instead of silently re-based: the log they
 //! named is gone.
 
-use super::log::{LogEvent, LogRecord};
+use super::log::{Change, LogEvent, LogRecord};
 use super::{
-    new_revision, next_round, AppendOutcome, Appended, ConversationChange, Created, NewMessage,
-    Opening, Principal, Replay, Revisioned, RosterChange, Store, StoreError, Updated,
-    OPENINGS_KEPT,
+    new_revision, next_round, AppendOutcome, Appended, Changed, ConversationChange, Created,
+    MessageChange, NewMessage, Opening, Principal, ReadState, Replay, Revisioned, RosterChange,
+    Store, StoreError, Updated, OPENINGS_KEPT,
 };
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -22,6 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
+use switchboard_protocol::event::ConversationRef;
 use switchboard_protocol::ids::{
     BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
 };
@@ -57,6 +58,19 @@ struct BayState {
     bay: Bay,
     participants: HashMap<ParticipantId, ParticipantState>,
     conversations: HashMap<ConversationId, ConversationState>,
+    /// Poll id → where its `card.poll` message lives.
+    polls: HashMap<String, (ConversationId, MessageId)>,
+    /// Idempotency key → the send it answered, until it expires.
+    idempotency: HashMap<String, IdempotentSend>,
+}
+
+/// A remembered idempotent send.
+struct IdempotentSend {
+    fingerprint: String,
+    conversation: ConversationId,
+    message: MessageId,
+    /// Forgotten after the replay window, like the Redis key's TTL.
+    expires_ms: u64,
 }
 
 struct ParticipantState {
@@ -72,6 +86,19 @@ struct ConversationState {
     agent_rounds: u32,
     /// New at creation and at each change; appends routed with another are stale.
     revision: u64,
+    /// Read markers: participant → `seq` of the newest message read.
+    reads: HashMap<ParticipantId, (u64, MessageId)>,
+}
+
+impl ConversationState {
+    /// `seq` of the newest message (0 when there is none).
+    fn last_seq(&self) -> u64 {
+        self.messages.last().map_or(0, |m| m.seq)
+    }
+
+    fn position(&self, message: &MessageId) -> Option<usize> {
+        self.messages.iter().rposition(|m| &m.id == message)
+    }
 }
 
 struct Log {
@@ -245,6 +272,8 @@ impl Store for MemoryStore {
                 bay: bay.clone(),
                 participants: HashMap::new(),
                 conversations: HashMap::new(),
+                polls: HashMap::new(),
+                idempotency: HashMap::new(),
             },
         );
         Ok(Created::Created(bay))
@@ -395,6 +424,7 @@ impl Store for MemoryStore {
                 messages: Vec::new(),
                 agent_rounds: 0,
                 revision: new_revision(),
+                reads: HashMap::new(),
             },
         );
         Ok(Created::Created(conversation))
@@ -494,7 +524,51 @@ impl Store for MemoryStore {
         if conv.revision != new.revision {
             return Ok(AppendOutcome::Stale);
         }
+        let now_ms = now_ms();
+        if let Some(idem) = &new.idempotency {
+            b.idempotency.retain(|_, s| s.expires_ms > now_ms);
+            if let Some(seen) = b.idempotency.get(&idem.key) {
+                if seen.fingerprint != idem.fingerprint {
+                    return Ok(AppendOutcome::KeyReused);
+                }
+                let first = b
+                    .conversations
+                    .get(&seen.conversation)
+                    .and_then(|c| c.position(&seen.message).map(|i| c.messages[i].clone()))
+                    .ok_or_else(|| StoreError::Corrupt {
+                        doing: "appending a message",
+                        cause: format!("idempotent send {} vanished", seen.message),
+                    })?;
+                return Ok(AppendOutcome::Duplicate(Box::new(first)));
+            }
+            b.idempotency.insert(
+                idem.key.clone(),
+                IdempotentSend {
+                    fingerprint: idem.fingerprint.clone(),
+                    conversation: new.conversation.id.clone(),
+                    message: new.message.id.clone(),
+                    expires_ms: now_ms + self.limits.replay_window.as_millis() as u64,
+                },
+            );
+        }
+        let conv = b
+            .conversations
+            .get_mut(&new.conversation.id)
+            .ok_or_else(|| StoreError::Corrupt {
+                doing: "appending a message",
+                cause: format!("conversation {} vanished", new.conversation.id),
+            })?;
         let mut message = new.message;
+        message.seq = conv.last_seq() + 1;
+        // Posting reads everything before the post.
+        conv.reads
+            .insert(message.sender.id.clone(), (message.seq, message.id.clone()));
+        if let Some(poll) = &message.poll {
+            b.polls.insert(
+                poll.id.clone(),
+                (new.conversation.id.clone(), message.id.clone()),
+            );
+        }
         // History is ordered by createdAt (the `since` poll relies on it):
         // stamp here, strictly after the previous message, at wire precision.
         let floor = conv
@@ -521,6 +595,112 @@ impl Store for MemoryStore {
             message,
             entry,
         })))
+    }
+
+    async fn change_message(
+        &self,
+        bay: &BayId,
+        change: MessageChange,
+    ) -> Result<Changed, StoreError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let Some(conv) = st
+            .bays
+            .get_mut(bay)
+            .and_then(|b| b.conversations.get_mut(&change.conversation.id))
+        else {
+            return Ok(Changed::NotFound);
+        };
+        if conv.revision != change.revision {
+            return Ok(Changed::Stale);
+        }
+        let Some(at) = conv.position(&change.message.id) else {
+            return Ok(Changed::NotFound);
+        };
+        if conv.messages[at].version + 1 != change.message.version {
+            return Ok(Changed::Conflict);
+        }
+        conv.messages[at] = change.message;
+        let entry = log_of(&mut st.logs, bay).append(
+            LogEvent::Change {
+                conversation: change.conversation,
+                change: change.change,
+            },
+            &self.limits,
+        );
+        Ok(Changed::Changed(entry))
+    }
+
+    async fn poll_message(
+        &self,
+        bay: &BayId,
+        poll: &str,
+    ) -> Result<Option<(ConversationId, MessageId)>, StoreError> {
+        let st = self.state.lock();
+        Ok(st.bays.get(bay).and_then(|b| b.polls.get(poll).cloned()))
+    }
+
+    async fn mark_read(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationRef,
+        participant: &ParticipantId,
+        message: &StoredMessage,
+    ) -> Result<Option<EntryId>, StoreError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let Some(conv) = st
+            .bays
+            .get_mut(bay)
+            .and_then(|b| b.conversations.get_mut(&conversation.id))
+        else {
+            return Ok(None);
+        };
+        if conv
+            .reads
+            .get(participant)
+            .is_some_and(|(seq, _)| *seq >= message.seq)
+        {
+            return Ok(None);
+        }
+        conv.reads
+            .insert(participant.clone(), (message.seq, message.id.clone()));
+        let entry = log_of(&mut st.logs, bay).append(
+            LogEvent::Change {
+                conversation: conversation.clone(),
+                change: Change::Read {
+                    participant: participant.clone(),
+                    message: message.id.clone(),
+                },
+            },
+            &self.limits,
+        );
+        Ok(Some(entry))
+    }
+
+    async fn read_states(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        conversations: &[ConversationId],
+    ) -> Result<Vec<ReadState>, StoreError> {
+        let st = self.state.lock();
+        Ok(conversations
+            .iter()
+            .map(|c| {
+                let Some(conv) = st.bays.get(bay).and_then(|b| b.conversations.get(c)) else {
+                    return ReadState::default();
+                };
+                let (seq, last_read) = match conv.reads.get(participant) {
+                    Some((seq, id)) => (*seq, Some(id.clone())),
+                    None => (0, None),
+                };
+                ReadState {
+                    last_read,
+                    unread: conv.last_seq().saturating_sub(seq),
+                }
+            })
+            .collect())
     }
 
     async fn message(

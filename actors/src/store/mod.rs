@@ -232,6 +232,65 @@ pub enum AppendOutcome {
     /// The conversation changed since the revision the message was routed
     /// with: nothing was stored; reload the conversation and route again.
     Stale,
+    /// The idempotency key was used before with the same request: nothing
+    /// was stored; this is the first request's message as it is now (a
+    /// tombstone if it was deleted since).
+    Duplicate(Box<StoredMessage>),
+    /// The idempotency key was used before with a different request:
+    /// nothing was stored (409 `IDEMPOTENCY_KEY_REUSED`).
+    KeyReused,
+}
+
+/// A send's idempotency key (the `Idempotency-Key` header or `clientId`),
+/// remembered with the message it created for the replay window, so a
+/// retry on any node returns that message instead of storing another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Idempotency {
+    /// SHA-256 (hex) of the sender's id and the client's key: keys are
+    /// scoped to their sender, and a client's raw key never reaches storage.
+    pub key: String,
+    /// SHA-256 (hex) of what the request asks for (conversation, content,
+    /// reply target, metadata, card, poll): a retry must match it.
+    pub fingerprint: String,
+}
+
+/// A change to a stored message, applied by [`Store::change_message`].
+#[derive(Debug, Clone)]
+pub struct MessageChange {
+    /// `{ id, type, title }` of the conversation, logged with the change.
+    pub conversation: switchboard_protocol::event::ConversationRef,
+    /// Revision of the conversation the change was authorized with (the
+    /// caller's membership and role): refused as [`Changed::Stale`] when
+    /// the conversation moved on.
+    pub revision: u64,
+    /// The message after the change. Its `version` must be the stored
+    /// version + 1, else [`Changed::Conflict`].
+    pub message: StoredMessage,
+    /// The log entry's payload: what recipients are told.
+    pub change: log::Change,
+}
+
+/// Outcome of [`Store::change_message`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Changed {
+    /// Stored, and logged at this entry.
+    Changed(EntryId),
+    /// The conversation's revision moved on: reload it and check again.
+    Stale,
+    /// The message changed since it was read: read it again and redo.
+    Conflict,
+    /// No such message in that conversation.
+    NotFound,
+}
+
+/// A member's read state in one conversation (`GET /conversations`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReadState {
+    /// The newest message the member has read (posting a message reads
+    /// everything before it); `None` before the first.
+    pub last_read: Option<MessageId>,
+    /// Messages after that one (the member's own are never unread).
+    pub unread: u64,
 }
 
 /// Round counter step (protocol §4, "Round caps"): a human message resets
@@ -269,6 +328,9 @@ pub struct NewMessage {
     /// Revision of the conversation the message was routed with; the
     /// append is refused ([`AppendOutcome::Stale`]) when it moved on.
     pub revision: u64,
+    /// The send's idempotency key, checked and stored in the same atomic
+    /// step as the append.
+    pub idempotency: Option<Idempotency>,
 }
 
 /// A stored message and its log entry. `message.routing.suppressed` tells
@@ -444,6 +506,38 @@ pub trait Store: Send + Sync + 'static {
         message: NewMessage,
         sender_kind: ParticipantKind,
     ) -> Result<AppendOutcome, StoreError>;
+    /// Replaces a stored message with `change.message` and logs
+    /// `change.change`, atomically, if the conversation is still at
+    /// `change.revision` and the message at `change.message.version - 1`.
+    async fn change_message(
+        &self,
+        bay: &BayId,
+        change: MessageChange,
+    ) -> Result<Changed, StoreError>;
+    /// Where the poll `poll` lives: its conversation and `card.poll`
+    /// message, or `None` when the Bay has no such poll.
+    async fn poll_message(
+        &self,
+        bay: &BayId,
+        poll: &str,
+    ) -> Result<Option<(ConversationId, MessageId)>, StoreError>;
+    /// Moves `participant`'s read marker in `conversation` forward to
+    /// `message` (a message of it, with its `seq`) and logs `read.updated`;
+    /// `None` when the marker already was at or past it (nothing logged).
+    async fn mark_read(
+        &self,
+        bay: &BayId,
+        conversation: &switchboard_protocol::event::ConversationRef,
+        participant: &ParticipantId,
+        message: &StoredMessage,
+    ) -> Result<Option<EntryId>, StoreError>;
+    /// `participant`'s read state in each of `conversations`, in order.
+    async fn read_states(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        conversations: &[ConversationId],
+    ) -> Result<Vec<ReadState>, StoreError>;
     /// One message of the conversation's history, or `None` (unknown id, or
     /// a message of another conversation).
     async fn message(

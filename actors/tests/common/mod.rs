@@ -182,6 +182,7 @@ impl<S: Store + ?Sized> Append for S {
         match self.append_message(bay, message, kind).await? {
             AppendOutcome::Appended(a) => Ok(*a),
             AppendOutcome::Stale => panic!("append at the current revision was stale"),
+            other => panic!("append without an idempotency key answered {other:?}"),
         }
     }
 }
@@ -196,22 +197,25 @@ pub fn message(
     NewMessage {
         conversation: conversation.reference(),
         message: StoredMessage {
-            id: MessageId(unique("m_")),
-            conversation_id: conversation.id.clone(),
-            sender: SenderView {
-                id: sender.id.clone(),
-                name: sender.name.clone(),
-                kind: sender.kind,
-                role: Some(Role::Member),
-            },
-            content: content.into(),
             // Stamped by the store.
             created_at: Utc::now() - chrono::Duration::days(3),
-            metadata: None,
-            reply_to: None,
-            routing: Routing::default(),
+            ..StoredMessage::new(
+                MessageId(unique("m_")),
+                conversation.id.clone(),
+                SenderView {
+                    id: sender.id.clone(),
+                    name: sender.name.clone(),
+                    kind: sender.kind,
+                    role: Some(Role::Member),
+                },
+                content.into(),
+                None,
+                None,
+                Routing::default(),
+            )
         },
         round_cap: cap,
         revision: 0,
+        idempotency: None,
     }
 }

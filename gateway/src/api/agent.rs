@@ -10,12 +10,12 @@ use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::json;
-use switchboard_actors::conversation::{Post, PostOutcome, Typing, TypingOutcome};
+use switchboard_actors::conversation::{Typing, TypingOutcome};
 use switchboard_protocol::context::ContextEnvelope;
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{ConversationId, MessageId};
 use switchboard_protocol::PROTOCOL_VERSION;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 
 /// Most messages one `GET …/messages` returns.
 const MAX_PAGE: usize = 200;
@@ -28,7 +28,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(conversations)
         .service(context)
         .service(list_messages)
-        .service(send_message)
         .service(typing);
 }
 
@@ -62,7 +61,8 @@ async fn me_route(state: web::Data<AppState>, caller: Caller) -> Result<HttpResp
     })))
 }
 
-/// `GET /conversations` → `{ conversations: [{ id, type, title, role }] }`.
+/// `GET /conversations` → `{ conversations: [{ id, type, title, role,
+/// unreadCount, lastReadMessageId }] }`.
 #[utoipa::path(
     operation_id = "listConversations",
     tag = "agent",
@@ -88,14 +88,22 @@ async fn conversations(
         .store
         .conversations_of(&caller.principal.bay, reader)
         .await?;
+    let ids: Vec<ConversationId> = list.iter().map(|c| c.id.clone()).collect();
+    let reads = state
+        .store
+        .read_states(&caller.principal.bay, reader, &ids)
+        .await?;
     let items: Vec<_> = list
         .iter()
-        .map(|c| {
+        .zip(reads)
+        .map(|(c, read)| {
             json!({
                 "id": c.id,
                 "type": c.kind,
                 "title": c.title,
                 "role": c.member(reader).map(|m| m.role),
+                "unreadCount": read.unread,
+                "lastReadMessageId": read.last_read,
             })
         })
         .collect();
@@ -267,141 +275,6 @@ async fn list_messages(
         "context": room.envelope(reader),
         "nextCursor": next_cursor,
     })))
-}
-
-/// Body of `POST …/messages`. `attachments` / `attachmentId` are refused
-/// with 400 INVALID_REQUEST (this gateway stores no files).
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[schema(examples(json!({"content": "On it, @Ana.", "replyToMessageId": null, "metadata": {"runId": "r-42"}})))]
-pub(crate) struct SendBody {
-    /// The text, 1 to `limits.max_content_chars` (32,000 by default)
-    /// characters, not blank. `@Name` mentions route to agents (protocol §7).
-    #[schema(value_type = String, min_length = 1, max_length = 32000)]
-    content: serde_json::Value,
-    /// Quote an earlier message of the same conversation.
-    #[schema(value_type = Option<MessageId>)]
-    reply_to_message_id: Option<String>,
-    /// Free-form object stored with the message (`addressedAgents` is
-    /// server-only and dropped).
-    #[schema(value_type = Option<Object>)]
-    metadata: Option<serde_json::Value>,
-    #[schema(ignore)]
-    attachments: Option<serde_json::Value>,
-    #[schema(ignore)]
-    attachment_id: Option<serde_json::Value>,
-}
-
-/// `POST /conversations/{id}/messages` `{content, replyToMessageId?, metadata?}`
-/// → 201 with the stored message in the GET shape. Non-participants get
-/// 404 (protocol §7: never confirm the id exists).
-#[utoipa::path(
-    operation_id = "sendMessage",
-    tag = "agent",
-    summary = "Post a message",
-    description = "Stores the message and delivers it to every member over `/updates` and `/ws`; `@Name` mentions and the conversation's policy decide each agent's `shouldRespond`. Non-participants and unknown ids get 404 alike (protocol §7: never confirm an id exists). `attachments` / `attachmentId` are refused with 400 INVALID_REQUEST.",
-    params(
-        ("id" = String, Path, description = "Conversation id"),
-    ),
-    request_body = SendBody,
-    responses(
-        (status = 201, description = "The stored message, in the GET shape", body = super::views::RestMessage),
-        (status = 400, description = "INVALID_JSON (not JSON, or a field missing or mistyped), INVALID_CONTENT (`content` not a string, empty, blank or too long), INVALID_REPLY_TARGET (`replyToMessageId` outside this conversation) or INVALID_REQUEST (`metadata` not an object, attachments)", body = ErrorBody),
-        (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
-        (status = 404, description = "NOT_FOUND: unknown conversation or not a member (never confirms the id exists)", body = ErrorBody),
-        (status = 413, description = "PAYLOAD_TOO_LARGE: body above `limits.max_body_bytes`", body = ErrorBody),
-        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
-        (status = 429, description = "RATE_LIMITED: the agent request budget (60/min by default) is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 500, description = "INTERNAL", body = ErrorBody),
-        (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE: the store or node cannot serve now", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
-    ),
-    security(("agent_token" = [])),
-)]
-#[post("/conversations/{id}/messages")]
-async fn send_message(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-    body: web::Json<SendBody>,
-) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
-    let body = body.into_inner();
-    let max = state.settings.limits.max_content_chars;
-    let content = match body.content {
-        serde_json::Value::String(s) => s,
-        _ => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidContent,
-                "content must be a string",
-            ))
-        }
-    };
-    let chars = content.chars().count();
-    if chars == 0 || chars > max || content.trim().is_empty() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidContent,
-            format!("content must be 1 to {max} characters and not blank"),
-        ));
-    }
-    if !matches!(
-        body.metadata,
-        None | Some(serde_json::Value::Object(_)) | Some(serde_json::Value::Null)
-    ) {
-        return Err(ApiError::new(
-            ErrorCode::InvalidRequest,
-            "metadata must be an object",
-        ));
-    }
-    if body.attachments.is_some() || body.attachment_id.is_some() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidRequest,
-            "attachments are not supported by this gateway",
-        ));
-    }
-    let id = ConversationId(path.into_inner());
-    let outcome = state
-        .registry
-        .conversation(&caller.principal.bay, &id)
-        .send(Post {
-            sender: caller.principal.participant.clone(),
-            content,
-            reply_to: body.reply_to_message_id.map(MessageId),
-            metadata: body
-                .metadata
-                .filter(|m| !m.is_null())
-                .map(strip_server_fields),
-        })
-        .await??;
-    match outcome {
-        PostOutcome::Posted(message) => {
-            metrics::counter!(crate::metrics::MESSAGES_ACCEPTED).increment(1);
-            let reader = &caller.principal.participant.id;
-            let view = message.view_for(reader, message.sender.clone());
-            Ok(HttpResponse::Created().json(super::views::RestMessage {
-                conversation_id: message.conversation_id.clone(),
-                view,
-            }))
-        }
-        PostOutcome::NotFound => Err(ApiError::not_found()),
-        PostOutcome::InvalidReplyTarget => Err(ApiError::new(
-            ErrorCode::InvalidReplyTarget,
-            "replyToMessageId is not a message of this conversation",
-        )),
-    }
-}
-
-/// Metadata keys only the server writes (protocol §4: `addressedAgents` is
-/// the server's resolution of plain-name addressing). A sender's own value
-/// is dropped, so no one can plant a routing hint in a message.
-const SERVER_METADATA_FIELDS: [&str; 1] = ["addressedAgents"];
-
-fn strip_server_fields(mut metadata: serde_json::Value) -> serde_json::Value {
-    if let Some(map) = metadata.as_object_mut() {
-        for key in SERVER_METADATA_FIELDS {
-            map.remove(key);
-        }
-    }
-    metadata
 }
 
 /// `POST /conversations/{id}/typing` → `{ ok: true, ttlMs }` (protocol §11:

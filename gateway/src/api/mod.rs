@@ -2,4 +2,6 @@
 
 pub mod admin;
 pub mod agent;
+pub mod messages;
+pub mod polls;
 pub mod views;

@@ -7,6 +7,7 @@ use switchboard_protocol::context::{ContextEnvelope, ParticipantView, YouView};
 use switchboard_protocol::event::{MessageView, SenderView};
 use switchboard_protocol::ids::{ConversationId, ParticipantId};
 use switchboard_protocol::model::{ParticipantKind, RosterMember};
+use switchboard_protocol::poll::PollView;
 use switchboard_protocol::routing::{instructions, is_orchestrator, policy_view};
 
 /// A conversation with the participant records of its members.
@@ -85,14 +86,14 @@ impl Room {
                 ..message.sender.clone()
             },
         };
-        RestMessage {
-            conversation_id: message.conversation_id.clone(),
-            view: message.view_for(reader, sender),
-        }
+        RestMessage::of(message, reader, sender)
     }
 }
 
-/// The REST message shape: the event's message fields plus `conversationId`.
+/// The REST message shape: the event's message fields plus
+/// `conversationId` and the fields protocol §11 keeps off events
+/// (`editedAt`, `deletedAt`, `reactions`, `cardPayload`, `poll`): REST is
+/// the authority on a message's current state.
 #[derive(Serialize, Debug, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RestMessage {
@@ -103,4 +104,69 @@ pub struct RestMessage {
     /// with `sender` resolved against the current roster.
     #[serde(flatten)]
     pub view: MessageView,
+    /// When the sender last edited it (RFC 3339 UTC, ms), or `null`.
+    #[schema(required = true, format = DateTime)]
+    pub edited_at: Option<String>,
+    /// When it was deleted, or `null`. A deleted message is a tombstone:
+    /// `content` is `""`, `metadata`, `cardPayload` and `poll` are `null`.
+    #[schema(required = true, format = DateTime)]
+    pub deleted_at: Option<String>,
+    /// One entry per emoji in first-use order: how many members hold it
+    /// and whether the reader is one of them.
+    pub reactions: Vec<ReactionView>,
+    /// The card's payload when `metadata.type` is a card type (protocol
+    /// v1.11: `card.calendar`, `card.email`; v1.12: `card.poll` with
+    /// `{pollId, question, options, askedBy, allowMultiple}`), else `null`.
+    #[schema(required = true, value_type = Option<Object>)]
+    pub card_payload: Option<serde_json::Value>,
+    /// A `card.poll` message's tally as the reader sees it, else `null`.
+    #[schema(required = true)]
+    pub poll: Option<PollView>,
+}
+
+/// One emoji's reactions on a message, as `reader` sees them.
+#[derive(Serialize, Debug, PartialEq, Eq, utoipa::ToSchema)]
+pub struct ReactionView {
+    /// The emoji.
+    pub emoji: String,
+    /// Members holding it, at least 1.
+    pub count: u32,
+    /// Whether the reader is one of them.
+    pub mine: bool,
+}
+
+impl RestMessage {
+    /// `message` as REST gives it to `reader` (a member), with `sender` as
+    /// resolved by the caller.
+    pub fn of(message: &StoredMessage, reader: &ParticipantId, sender: SenderView) -> Self {
+        let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
+            t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        };
+        RestMessage {
+            conversation_id: message.conversation_id.clone(),
+            view: message.view_for(reader, sender),
+            edited_at: time(message.edited_at),
+            deleted_at: time(message.deleted_at),
+            reactions: reactions_for(message, reader),
+            card_payload: match (&message.poll, &message.card) {
+                (Some(poll), _) => Some(poll.card_payload()),
+                (None, Some(card)) => Some(card.payload.clone()),
+                (None, None) => None,
+            },
+            poll: message.poll.as_ref().map(|p| p.view(reader, true)),
+        }
+    }
+}
+
+/// The reactions on `message` as `reader` sees them.
+pub fn reactions_for(message: &StoredMessage, reader: &ParticipantId) -> Vec<ReactionView> {
+    message
+        .reactions
+        .iter()
+        .map(|r| ReactionView {
+            emoji: r.emoji.clone(),
+            count: r.by.len() as u32,
+            mine: r.by.contains(reader),
+        })
+        .collect()
 }

@@ -63,6 +63,14 @@ pub struct ConversationSummary {
     /// left it while the list was being built.
     #[schema(required = true)]
     pub role: Option<Role>,
+    /// Messages after the caller's read marker (`POST …/read`; posting
+    /// reads everything before the post).
+    #[serde(rename = "unreadCount")]
+    pub unread_count: u64,
+    /// The newest message the caller has read; `null` before the first.
+    #[serde(rename = "lastReadMessageId")]
+    #[schema(required = true)]
+    pub last_read_message_id: Option<MessageId>,
 }
 
 /// `GET /conversations/{id}/messages` (protocol §5, §11).

@@ -247,12 +247,13 @@ pub fn project(
     conversations: &mut HashSet<ConversationId>,
 ) -> Option<Event> {
     match &record.event {
-        LogEvent::Message {
-            conversation,
-            message,
-        } => conversations
-            .contains(&conversation.id)
-            .then(|| message.event_for(conversation, participant)),
+        LogEvent::Message { conversation, .. } | LogEvent::Change { conversation, .. } => {
+            if conversations.contains(&conversation.id) {
+                record.event_for(participant)
+            } else {
+                None
+            }
+        }
         LogEvent::Roster {
             conversation,
             members,
@@ -278,13 +279,7 @@ pub fn live_events(
     records
         .iter()
         .filter(|r| cursor.is_new(r.id))
-        .filter_map(|r| match &r.event {
-            LogEvent::Message {
-                conversation,
-                message,
-            } => Some(message.event_for(conversation, participant)),
-            _ => None,
-        })
+        .filter_map(|r| r.event_for(participant))
         .collect()
 }
 
@@ -300,6 +295,9 @@ pub fn observe_live_delivery(
     let now = chrono::Utc::now();
     let mut delivered = 0u64;
     for r in records.iter().filter(|r| cursor.is_new(r.id)) {
+        if matches!(r.event, LogEvent::Change { .. }) {
+            delivered += 1;
+        }
         if let LogEvent::Message { message, .. } = &r.event {
             delivered += 1;
             let age = (now - message.created_at).to_std().unwrap_or_default();

@@ -20,7 +20,7 @@ use switchboard_actors::feed::{BayFeed, Detach};
 use switchboard_actors::session::{
     Backlog, Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
 };
-use switchboard_actors::store::log::{LogEvent, LogRecord};
+use switchboard_actors::store::log::LogRecord;
 use switchboard_protocol::cursor::LogPosition;
 use switchboard_protocol::error::ErrorCode;
 use switchboard_protocol::event::Event;
@@ -276,7 +276,7 @@ impl Handler<Deliver> for PollSession {
         let mut records: &[std::sync::Arc<LogRecord>] = &msg.records;
         let mut new_messages = 0;
         for (i, r) in msg.records.iter().enumerate() {
-            if live.cursor.is_new(r.id) && matches!(r.event, LogEvent::Message { .. }) {
+            if live.cursor.is_new(r.id) && r.event.delivered_in().is_some() {
                 new_messages += 1;
                 if new_messages == MAX_EVENTS_PER_ANSWER {
                     if i + 1 < msg.records.len() {

@@ -118,8 +118,10 @@ impl BayKeys {
         format!("{}:conversations", self.base)
     }
 
-    /// `sb:{bay}:conv:<cid>:msgs`: stream, the conversation's history; entry
-    /// id `<createdAt ms>-0`, field `m` = JSON `StoredMessage`.
+    /// `sb:{bay}:conv:<cid>:msgs`: stream, the conversation's history in
+    /// order; entry id `<createdAt ms>-0`, field `i` = the message id (its
+    /// body is in [`BayKeys::bodies`], so it can change). Entries written
+    /// before bodies were kept apart hold the JSON `StoredMessage` in `m`.
     pub fn messages(&self, conversation: &ConversationId) -> String {
         format!("{}:conv:{conversation}:msgs", self.base)
     }
@@ -130,11 +132,42 @@ impl BayKeys {
     }
 
     /// `sb:{bay}:conv:<cid>:state`: hash, `rounds` = consecutive agent
-    /// messages since the last human one (protocol §4, "Round caps") and
-    /// `last_ms` = the newest message's `createdAt` in ms, so an append
-    /// reads neither stream.
+    /// messages since the last human one (protocol §4, "Round caps"),
+    /// `last_ms` = the newest message's `createdAt` in ms and `seq` = the
+    /// newest message's `seq`, so an append reads neither stream.
     pub fn conversation_state(&self, conversation: &ConversationId) -> String {
         format!("{}:conv:{conversation}:state", self.base)
+    }
+
+    /// `sb:{bay}:conv:<cid>:bodies`: hash, message id → JSON
+    /// `StoredMessage` as it is now (edits, tombstones, reactions, votes
+    /// replace it).
+    pub fn bodies(&self, conversation: &ConversationId) -> String {
+        format!("{}:conv:{conversation}:bodies", self.base)
+    }
+
+    /// `sb:{bay}:conv:<cid>:versions`: hash, message id → its `version`
+    /// (absent = 0): the compare-and-set of message changes.
+    pub fn versions(&self, conversation: &ConversationId) -> String {
+        format!("{}:conv:{conversation}:versions", self.base)
+    }
+
+    /// `sb:{bay}:conv:<cid>:reads`: hash, participant id → `"<seq> <message
+    /// id>"` of the newest message it has read.
+    pub fn reads(&self, conversation: &ConversationId) -> String {
+        format!("{}:conv:{conversation}:reads", self.base)
+    }
+
+    /// `sb:{bay}:polls`: hash, poll id → `"<conversation id> <message id>"`.
+    pub fn polls(&self) -> String {
+        format!("{}:polls", self.base)
+    }
+
+    /// `sb:{bay}:idem:<key>`: string `"<fingerprint> <conversation id>
+    /// <message id>"`, an idempotent send (`key` is already a SHA-256 hex
+    /// digest), expiring with the replay window.
+    pub fn idempotency(&self, key: &str) -> String {
+        format!("{}:idem:{key}", self.base)
     }
 }
 
@@ -177,6 +210,11 @@ mod tests {
             k.log_meta(),
             k.rosters(),
             k.revisions(),
+            k.bodies(&c),
+            k.versions(&c),
+            k.reads(&c),
+            k.polls(),
+            k.idempotency("ab12"),
         ] {
             assert_eq!(hash_tag(&key), "acme", "{key}");
         }

@@ -20,6 +20,22 @@ use std::sync::LazyLock;
 macro_rules! lib {
     () => {
         r#"
+-- The JSON of a history entry's message: its body by id (`i`), or for
+-- entries written before bodies were kept apart, the changed body if any,
+-- else the JSON in the entry itself (`m`; the id is its first field).
+local function body_of(bodies, fields)
+  local id, inline
+  for j = 1, #fields, 2 do
+    if fields[j] == 'i' then id = fields[j + 1] elseif fields[j] == 'm' then inline = fields[j + 1] end
+  end
+  if not id and inline then id = string.match(inline, '^{"id":"([^"]+)"') end
+  if id then
+    local body = redis.call('HGET', bodies, id)
+    if body then return body end
+  end
+  return inline
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -164,23 +180,17 @@ return {epoch, last, maxdel, entries}
     ))
 });
 
-/// KEYS: 1 convs, 2 revisions, 3 conversation state, 4 msgs, 5 ids,
-/// 6 log, 7 epoch, 8 log-meta, 9 rosters.
+/// KEYS: 1 convs, 2 revisions, 3 state, 4 msgs, 5 ids, 6 log, 7 epoch,
+/// 8 log-meta, 9 rosters, 10 bodies, 11 reads, 12 polls, 13 idempotency.
 /// ARGV: 1 conversation id, 2 message id, 3 sender kind (`user`/`agent`),
-/// 4 round cap (`''` = none), 5 suppressed as given (`true`/`false`),
-/// 6–8 message JSON pieces around the `createdAt` and `suppressed` holes,
-/// 9–10 log event JSON pieces around the message hole,
-/// 11 epoch candidate, 12 window ms, 13 maxlen, 14 the conversation
-/// revision the message was routed with.
-/// → `{'ok', entry id, createdAt ms, suppressed}`, `{'stale'}` or `{'missing'}`
-///
-/// Round counter (protocol §4; `store::next_round` is the same rule in
-/// Rust): a human message resets it to 0; an agent message increments it
-/// and, under a cap, is suppressed when the count (this message included)
-/// reached the cap. `createdAt` is the server time in ms, or 1 ms after
-/// the previous message when that is later, so history ordered by
-/// `createdAt` equals append order. Both live in the conversation's state
-/// hash: no stream is read.
+/// 4 round cap (`''` = none), 5 given `suppressed`, 6–9 message JSON
+/// pieces around `createdAt`, `routing.suppressed` and `seq`, 10–11 log
+/// event pieces around the message, 12 epoch candidate, 13 window ms,
+/// 14 maxlen, 15 revision routed with, 16 idempotency fingerprint (`''` =
+/// none), 17 poll id (`''` = none), 18 sender id.
+/// → `{'ok', log id, createdAt ms, suppressed, seq}`, `{'stale'}`,
+/// `{'missing'}`, `{'exists', first message JSON}` (an idempotent
+/// retry) or `{'conflict'}` (the key was used for another request).
 pub static APPEND_MESSAGE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         lib!(),
@@ -190,8 +200,17 @@ if not rev then
   if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {'missing'} end
   rev = '0'
 end
-if rev ~= ARGV[14] then return {'stale'} end
-local st = redis.call('HMGET', KEYS[3], 'rounds', 'last_ms')
+if rev ~= ARGV[15] then return {'stale'} end
+if ARGV[16] ~= '' then
+  local seen = redis.call('GET', KEYS[13])
+  if seen then
+    local fp, mid = string.match(seen, '^(%S+) %S+ (%S+)$')
+    if fp ~= ARGV[16] then return {'conflict'} end
+    -- The fingerprint covers the conversation: the first message is here.
+    return {'exists', redis.call('HGET', KEYS[10], mid) or ''}
+  end
+end
+local st = redis.call('HMGET', KEYS[3], 'rounds', 'last_ms', 'seq')
 local rounds = tonumber(st[1] or '0')
 local suppressed = ARGV[5]
 if ARGV[3] == 'agent' then
@@ -208,18 +227,90 @@ if not prev_ms then
   local prev = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
   if #prev > 0 then prev_ms = tonumber(string.match(prev[1][1], '^(%d+)')) end
 end
+local seq = string.format('%d', tonumber(st[3] or '0') + 1)
 local ms = now_ms()
 if prev_ms and prev_ms + 1 > ms then ms = prev_ms + 1 end
 local sid = string.format('%d-0', ms)
-local msg = ARGV[6] .. '"' .. iso_ms(ms) .. '"' .. ARGV[7] .. suppressed .. ARGV[8]
-redis.call('XADD', KEYS[4], sid, 'm', msg)
+local msg = ARGV[6] .. '"' .. iso_ms(ms) .. '"' .. ARGV[7] .. suppressed .. ARGV[8] .. seq .. ARGV[9]
+redis.call('XADD', KEYS[4], sid, 'i', ARGV[2])
+redis.call('HSET', KEYS[10], ARGV[2], msg)
 redis.call('HSET', KEYS[5], ARGV[2], sid)
-redis.call('HSET', KEYS[3], 'rounds', string.format('%d', rounds), 'last_ms', string.format('%d', ms))
-local id = append_log(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[11], ARGV[12], ARGV[13],
-  ARGV[9] .. msg .. ARGV[10])
-return {'ok', id, string.format('%d', ms), suppressed}
+redis.call('HSET', KEYS[3], 'rounds', string.format('%d', rounds), 'last_ms', string.format('%d', ms), 'seq', seq)
+-- Posting reads everything before the post.
+redis.call('HSET', KEYS[11], ARGV[18], seq .. ' ' .. ARGV[2])
+if ARGV[17] ~= '' then redis.call('HSET', KEYS[12], ARGV[17], ARGV[1] .. ' ' .. ARGV[2]) end
+if ARGV[16] ~= '' then
+  redis.call('SET', KEYS[13], ARGV[16] .. ' ' .. ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[13])
+end
+local id = append_log(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[12], ARGV[13], ARGV[14],
+  ARGV[10] .. msg .. ARGV[11])
+return {'ok', id, string.format('%d', ms), suppressed, seq}
 "#
     ))
+});
+
+/// KEYS: 1 convs, 2 revisions, 3 ids, 4 versions, 5 bodies, 6 log,
+/// 7 epoch, 8 log-meta, 9 rosters. ARGV: 1 conversation id, 2 message id,
+/// 3 revision the change was authorized with, 4 the new version, 5 the
+/// message JSON after the change, 6 the log event JSON, 7 epoch
+/// candidate, 8 window ms, 9 maxlen.
+/// → `{'ok', log id}`, `{'stale'}`, `{'conflict'}` (the message is not
+/// at version − 1) or `{'missing'}`.
+pub static CHANGE_MESSAGE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+local rev = redis.call('HGET', KEYS[2], ARGV[1])
+if not rev then
+  if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {'missing'} end
+  rev = '0'
+end
+if rev ~= ARGV[3] then return {'stale'} end
+if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 0 then return {'missing'} end
+local version = tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or '0')
+if version + 1 ~= tonumber(ARGV[4]) then return {'conflict'} end
+redis.call('HSET', KEYS[4], ARGV[2], ARGV[4])
+redis.call('HSET', KEYS[5], ARGV[2], ARGV[5])
+local id = append_log(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[7], ARGV[8], ARGV[9], ARGV[6])
+return {'ok', id}
+"#
+    ))
+});
+
+/// KEYS: 1 reads, 2 log, 3 epoch, 4 log-meta, 5 rosters. ARGV: 1
+/// participant id, 2 the message's seq, 3 its id, 4 the `read.updated`
+/// log event JSON, 5 epoch candidate, 6 window ms, 7 maxlen.
+/// → `{'ok', log id}`, or `{'exists'}` when the marker already was at or
+/// past that message (nothing logged).
+pub static MARK_READ: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur and tonumber(string.match(cur, '^(%d+)')) >= tonumber(ARGV[2]) then
+  return {'exists'}
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3])
+local id = append_log(KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[6], ARGV[7], ARGV[4])
+return {'ok', id}
+"#
+    ))
+});
+
+/// KEYS: state and reads of each conversation, in pairs. ARGV: participant
+/// id. → per conversation: the newest `seq` and the participant's marker
+/// (`"<seq> <message id>"`, or `''`).
+pub static READ_STATES: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local out = {}
+for i = 1, #KEYS, 2 do
+  table.insert(out, redis.call('HGET', KEYS[i], 'seq') or '0')
+  table.insert(out, redis.call('HGET', KEYS[i + 1], ARGV[1]) or '')
+end
+return out
+"#,
+    )
 });
 
 /// KEYS: convs, revisions. ARGV: conversation id.
@@ -235,29 +326,45 @@ return {json, redis.call('HGET', KEYS[2], ARGV[1]) or '0'}
     )
 });
 
-/// KEYS: msgs, ids. ARGV: message id. → message JSON or nil.
+/// KEYS: msgs, ids, bodies. ARGV: message id. → message JSON or nil.
 pub static MESSAGE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(concat!(
+        lib!(),
         r#"
+local body = redis.call('HGET', KEYS[3], ARGV[1])
+if body then return body end
 local sid = redis.call('HGET', KEYS[2], ARGV[1])
 if not sid then return false end
 local r = redis.call('XRANGE', KEYS[1], sid, sid)
 if #r == 0 then return false end
-local fields = r[1][2]
-for i = 1, #fields, 2 do
-  if fields[i] == 'm' then return fields[i + 1] end
-end
-return false
-"#,
-    )
+return body_of(KEYS[3], r[1][2]) or false
+"#
+    ))
 });
 
-/// KEYS: msgs, ids. ARGV: before message id (`''` = none), limit.
+/// KEYS: msgs, bodies. ARGV: first stream id (inclusive, or `-`), count.
+/// → message JSONs, oldest first.
+pub static MESSAGES_SINCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+local out = {}
+for _, e in ipairs(redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])) do
+  local body = body_of(KEYS[2], e[2])
+  if body then table.insert(out, body) end
+end
+return out
+"#
+    ))
+});
+
+/// KEYS: msgs, ids, bodies. ARGV: before message id (`''` = none), limit.
 /// → `{has_more (0/1), json...}` newest first: the `limit` messages before
 /// `before` (or the newest), and whether older ones remain. An unknown
 /// `before` gives nothing.
 pub static MESSAGES_BEFORE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(concat!(
+        lib!(),
         r#"
 local limit = tonumber(ARGV[2])
 local start = '+'
@@ -270,14 +377,12 @@ local r = redis.call('XREVRANGE', KEYS[1], start, '-', 'COUNT', limit + 1)
 local out = {0}
 if #r > limit then out[1] = 1 end
 for i = 1, math.min(#r, limit) do
-  local fields = r[i][2]
-  for j = 1, #fields, 2 do
-    if fields[j] == 'm' then table.insert(out, fields[j + 1]) end
-  end
+  local body = body_of(KEYS[3], r[i][2])
+  if body then table.insert(out, body) end
 end
 return out
-"#,
-    )
+"#
+    ))
 });
 
 /// KEYS: bay, participants, participant-tokens.
@@ -424,6 +529,8 @@ pub fn is_read_only(script: &Script) -> bool {
         &*AUTHENTICATE,
         &*MESSAGE,
         &*MESSAGES_BEFORE,
+        &*MESSAGES_SINCE,
+        &*READ_STATES,
         &*CONVERSATION_REVISIONED,
     ]
     .iter()

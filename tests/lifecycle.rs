@@ -172,7 +172,35 @@ async fn edits_deletes_and_reactions_reach_ws_updates_and_replay_in_order() {
     let (s, b) = delete(&gw, &w.ana, &format!("/conversations/group/messages/{m}")).await;
     assert_eq!(s, 204, "{b}");
 
-    let expected: Vec<(String, String)> = [
+    // A poll and a read marker: every event type passes the same way.
+    let (s, poll_msg) = gw
+        .post_json(
+            &w.ben,
+            "/polls",
+            json!({"conversationId": "group", "question": "Ship?", "options": ["Yes", "No"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{poll_msg}");
+    let poll_msg_id = poll_msg["id"].as_str().unwrap().to_owned();
+    let poll_id = poll_msg["cardPayload"]["pollId"].as_str().unwrap();
+    let (s, b) = gw
+        .post_json(
+            &w.rex,
+            &format!("/polls/{poll_id}/vote"),
+            json!({"optionIndexes": [0]}),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = gw
+        .post_json(
+            &w.scout,
+            "/conversations/group/read",
+            json!({"upTo": poll_msg_id}),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+
+    let mut expected: Vec<(String, String)> = [
         "message",
         "message.updated",
         "reaction.added",
@@ -183,6 +211,9 @@ async fn edits_deletes_and_reactions_reach_ws_updates_and_replay_in_order() {
     .iter()
     .map(|k| (k.to_string(), m.clone()))
     .collect();
+    for kind in ["message", "poll.updated", "read.updated"] {
+        expected.push((kind.to_string(), poll_msg_id.clone()));
+    }
 
     // Live over /ws.
     let live = ws_events(&mut rex, expected.len()).await;
@@ -205,12 +236,30 @@ async fn edits_deletes_and_reactions_reach_ws_updates_and_replay_in_order() {
     // Over /updates, from a cursor taken before it all.
     let (polled, _) = updates_until(&gw, &w.brain, &start, expected.len()).await;
     assert_eq!(kinds(&polled), expected, "{polled:?}");
-    assert_eq!(polled, live, "the two transports carry identical events");
+    // Identical events, but for each reader's own `mine` in a poll tally.
+    let without_mine = |events: &[Value]| -> Vec<Value> {
+        events
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                if let Some(poll) = e.get_mut("poll") {
+                    poll.as_object_mut().unwrap().remove("mine");
+                }
+                e
+            })
+            .collect()
+    };
+    assert_eq!(without_mine(&polled), without_mine(&live));
+    assert_eq!(live[7]["poll"]["mine"], json!([0]), "Rex voted");
+    assert_eq!(polled[7]["poll"]["mine"], json!([]), "Brain did not");
+    assert_eq!(live[7]["poll"]["voterCount"], 1);
+    assert_eq!(live[8]["participantId"], "scout");
 
     // Replayed to a WebSocket resuming from that cursor.
     let mut scout = gw.ws_ready(&w.scout, Some(&start)).await;
     let replayed = ws_events(&mut scout, expected.len()).await;
     assert_eq!(kinds(&replayed), expected, "{replayed:?}");
+    assert_eq!(without_mine(&replayed), without_mine(&live));
 
     // REST shows the tombstone.
     let rest = rest_message(&gw, &w.rex, "group", &m).await;

@@ -24,6 +24,7 @@
 pub mod conversation;
 pub mod feed;
 pub mod model;
+pub mod node;
 pub mod registry;
 pub mod replay;
 pub mod session;

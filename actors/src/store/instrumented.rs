@@ -7,7 +7,8 @@
 use super::log::LogEvent;
 use super::{
     AppendOutcome, Changed, ConversationChange, Created, MessageChange, NewMessage, Opening,
-    Principal, ReadState, Replay, Revisioned, RosterChange, Store, StoreError, Updated,
+    Principal, ReadState, Replay, Revisioned, RosterChange, Store, StoreError, Updated, Webhook,
+    WebhookStatus,
 };
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -170,6 +171,80 @@ impl Store for Instrumented {
             self.inner.append_message(bay, message, sender_kind),
         )
         .await
+    }
+    async fn set_webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        webhook: Option<(Webhook, LogPosition)>,
+    ) -> Result<(), StoreError> {
+        timed("set_webhook", self.inner.set_webhook(bay, participant, webhook)).await
+    }
+    async fn webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<Webhook>, StoreError> {
+        timed("webhook", self.inner.webhook(bay, participant)).await
+    }
+    async fn webhook_owners(&self) -> Result<Vec<(BayId, ParticipantId)>, StoreError> {
+        timed("webhook_owners", self.inner.webhook_owners()).await
+    }
+    async fn webhook_position(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<LogPosition>, StoreError> {
+        timed("webhook_position", self.inner.webhook_position(bay, participant)).await
+    }
+    async fn set_webhook_position(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        position: &LogPosition,
+    ) -> Result<(), StoreError> {
+        timed(
+            "set_webhook_position",
+            self.inner.set_webhook_position(bay, participant, position),
+        )
+        .await
+    }
+    async fn webhook_status(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<WebhookStatus, StoreError> {
+        timed("webhook_status", self.inner.webhook_status(bay, participant)).await
+    }
+    async fn set_webhook_status(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        status: &WebhookStatus,
+    ) -> Result<(), StoreError> {
+        timed(
+            "set_webhook_status",
+            self.inner.set_webhook_status(bay, participant, status),
+        )
+        .await
+    }
+    async fn lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        timed("lease", self.inner.lease(name, holder, ttl)).await
+    }
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        timed("release_lease", self.inner.release_lease(name, holder)).await
+    }
+    async fn set_presence(
+        &self,
+        bay: &BayId,
+        node: &str,
+        online: &[ParticipantId],
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        timed("set_presence", self.inner.set_presence(bay, node, online, ttl)).await
+    }
+    async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
+        timed("online", self.inner.online(bay)).await
     }
     async fn change_message(
         &self,

@@ -10,7 +10,7 @@ use super::log::{Change, LogEvent, LogRecord};
 use super::{
     new_revision, next_round, AppendOutcome, Appended, Changed, ConversationChange, Created,
     MessageChange, NewMessage, Opening, Principal, ReadState, Replay, Revisioned, RosterChange,
-    Store, StoreError, Updated, OPENINGS_KEPT,
+    Store, StoreError, Updated, Webhook, WebhookStatus, OPENINGS_KEPT,
 };
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -52,6 +52,8 @@ struct State {
     /// Each Bay's event log, created on first touch (a read of an unknown
     /// Bay still gets a log, so cursors behave uniformly).
     logs: HashMap<BayId, Log>,
+    /// Lease name → (holder, expiry in Unix ms).
+    leases: HashMap<String, (String, u64)>,
 }
 
 struct BayState {
@@ -62,6 +64,17 @@ struct BayState {
     polls: HashMap<String, (ConversationId, MessageId)>,
     /// Idempotency key → the send it answered, until it expires.
     idempotency: HashMap<String, IdempotentSend>,
+    /// Webhooks by owner, with their delivery position and status.
+    webhooks: HashMap<ParticipantId, WebhookState>,
+    /// Node → (participants with a session there, expiry in Unix ms).
+    presence: HashMap<String, (Vec<ParticipantId>, u64)>,
+}
+
+/// A webhook with where its deliveries stand.
+struct WebhookState {
+    webhook: Webhook,
+    position: LogPosition,
+    status: WebhookStatus,
 }
 
 /// A remembered idempotent send.
@@ -274,6 +287,8 @@ impl Store for MemoryStore {
                 conversations: HashMap::new(),
                 polls: HashMap::new(),
                 idempotency: HashMap::new(),
+                webhooks: HashMap::new(),
+                presence: HashMap::new(),
             },
         );
         Ok(Created::Created(bay))
@@ -703,6 +718,163 @@ impl Store for MemoryStore {
             .collect())
     }
 
+    async fn set_webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        webhook: Option<(Webhook, LogPosition)>,
+    ) -> Result<(), StoreError> {
+        let mut st = self.state.lock();
+        let Some(b) = st.bays.get_mut(bay) else {
+            return Ok(());
+        };
+        match webhook {
+            Some((webhook, position)) => {
+                b.webhooks.insert(
+                    participant.clone(),
+                    WebhookState {
+                        webhook,
+                        position,
+                        status: WebhookStatus::default(),
+                    },
+                );
+            }
+            None => {
+                b.webhooks.remove(participant);
+            }
+        }
+        Ok(())
+    }
+
+    async fn webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<Webhook>, StoreError> {
+        Ok(self.with_webhook(bay, participant, |w| w.webhook.clone()))
+    }
+
+    async fn webhook_owners(&self) -> Result<Vec<(BayId, ParticipantId)>, StoreError> {
+        let st = self.state.lock();
+        Ok(st
+            .bays
+            .iter()
+            .flat_map(|(bay, b)| b.webhooks.keys().map(|p| (bay.clone(), p.clone())))
+            .collect())
+    }
+
+    async fn webhook_position(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<LogPosition>, StoreError> {
+        Ok(self.with_webhook(bay, participant, |w| w.position.clone()))
+    }
+
+    async fn set_webhook_position(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        position: &LogPosition,
+    ) -> Result<(), StoreError> {
+        let mut st = self.state.lock();
+        if let Some(w) = st
+            .bays
+            .get_mut(bay)
+            .and_then(|b| b.webhooks.get_mut(participant))
+        {
+            w.position = position.clone();
+        }
+        Ok(())
+    }
+
+    async fn webhook_status(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<WebhookStatus, StoreError> {
+        Ok(self
+            .with_webhook(bay, participant, |w| w.status.clone())
+            .unwrap_or_default())
+    }
+
+    async fn set_webhook_status(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        status: &WebhookStatus,
+    ) -> Result<(), StoreError> {
+        let mut st = self.state.lock();
+        if let Some(w) = st
+            .bays
+            .get_mut(bay)
+            .and_then(|b| b.webhooks.get_mut(participant))
+        {
+            w.status = status.clone();
+        }
+        Ok(())
+    }
+
+    async fn lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let mut st = self.state.lock();
+        let free = match st.leases.get(name) {
+            None => true,
+            Some((h, until)) => h == holder || *until <= now,
+        };
+        if free {
+            st.leases.insert(
+                name.to_owned(),
+                (holder.to_owned(), now + ttl.as_millis() as u64),
+            );
+        }
+        Ok(free)
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        let mut st = self.state.lock();
+        if st.leases.get(name).is_some_and(|(h, _)| h == holder) {
+            st.leases.remove(name);
+        }
+        Ok(())
+    }
+
+    async fn set_presence(
+        &self,
+        bay: &BayId,
+        node: &str,
+        online: &[ParticipantId],
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let mut st = self.state.lock();
+        if let Some(b) = st.bays.get_mut(bay) {
+            b.presence.insert(
+                node.to_owned(),
+                (online.to_vec(), now_ms() + ttl.as_millis() as u64),
+            );
+        }
+        Ok(())
+    }
+
+    async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
+        let now = now_ms();
+        let st = self.state.lock();
+        let mut out: Vec<ParticipantId> = st
+            .bays
+            .get(bay)
+            .map(|b| {
+                b.presence
+                    .values()
+                    .filter(|(_, until)| *until > now)
+                    .flat_map(|(ids, _)| ids.iter().cloned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.dedup();
+        Ok(out)
+    }
+
     async fn message(
         &self,
         bay: &BayId,
@@ -869,6 +1041,19 @@ impl MemoryStore {
         } else {
             Ok(found)
         }
+    }
+
+    fn with_webhook<T>(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        f: impl FnOnce(&WebhookState) -> T,
+    ) -> Option<T> {
+        let st = self.state.lock();
+        st.bays
+            .get(bay)
+            .and_then(|b| b.webhooks.get(participant))
+            .map(f)
     }
 
     fn with_history<T: Default>(

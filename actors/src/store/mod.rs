@@ -343,6 +343,32 @@ pub struct Appended {
     pub entry: EntryId,
 }
 
+/// A participant's webhook (protocol §11, webhook contract v2).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Webhook {
+    /// Where deliveries go: an absolute `https` URL (or `http` when the
+    /// node allows it), at most 2,048 characters, no userinfo.
+    pub url: String,
+    /// The signing secret sealed with the node's webhook key (base64 of
+    /// nonce ‖ ciphertext), never the secret itself.
+    pub sealed_secret: String,
+    /// When it was set (RFC 3339).
+    pub set_at: DateTime<Utc>,
+}
+
+/// How a participant's webhook deliveries are going (`/me.webhookStatus`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookStatus {
+    /// When the receiver last answered 2xx.
+    pub last_delivered_at: Option<DateTime<Utc>>,
+    /// The last failure, as text (`"HTTP 500"`, `"timed out"`, …).
+    pub last_error: Option<String>,
+    /// Since when deliveries have failed without a success; `None` when
+    /// the last attempt succeeded.
+    pub failing_since: Option<DateTime<Utc>>,
+}
+
 /// Outcome of an update addressed at something that may not exist.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Updated<T> {
@@ -600,6 +626,71 @@ pub trait Store: Send + Sync + 'static {
         max: usize,
         block: Option<Duration>,
     ) -> Result<Vec<Opening>, StoreError>;
+    // ---- Webhooks, leases and presence ----
+
+    /// Sets (`Some`) or removes (`None`) `participant`'s webhook. Setting
+    /// also sets its delivery position to `from` (deliveries start after
+    /// it) and clears its status; removing forgets all three.
+    async fn set_webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        webhook: Option<(Webhook, LogPosition)>,
+    ) -> Result<(), StoreError>;
+    /// `participant`'s webhook, if set.
+    async fn webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<Webhook>, StoreError>;
+    /// Every participant with a webhook, in every Bay: what delivery
+    /// workers are started for.
+    async fn webhook_owners(&self) -> Result<Vec<(BayId, ParticipantId)>, StoreError>;
+    /// Where `participant`'s deliveries stand: the log position after the
+    /// last record handled (delivered or given up).
+    async fn webhook_position(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<LogPosition>, StoreError>;
+    /// Moves the delivery position; a no-op when the webhook was removed.
+    async fn set_webhook_position(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        position: &LogPosition,
+    ) -> Result<(), StoreError>;
+    /// The delivery status (default when none was recorded).
+    async fn webhook_status(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<WebhookStatus, StoreError>;
+    /// Records the delivery status; a no-op when the webhook was removed.
+    async fn set_webhook_status(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        status: &WebhookStatus,
+    ) -> Result<(), StoreError>;
+    /// Takes the lease `name` for `holder` for `ttl`, or renews it when
+    /// `holder` has it: `true` when `holder` holds it now. One node at a
+    /// time delivers an agent's webhooks this way.
+    async fn lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError>;
+    /// Gives the lease up if `holder` has it.
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError>;
+    /// Records that `node` holds sessions of `online` in `bay`, until
+    /// `ttl` from now (nodes refresh it well within).
+    async fn set_presence(
+        &self,
+        bay: &BayId,
+        node: &str,
+        online: &[ParticipantId],
+        ttl: Duration,
+    ) -> Result<(), StoreError>;
+    /// Participants of `bay` holding a session on any node now.
+    async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError>;
+
     /// The roster changes logged after `after`, oldest first, within the
     /// replay buffer (empty when `after` is of another epoch: the replay
     /// itself then answers `EpochChanged`).

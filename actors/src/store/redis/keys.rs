@@ -158,6 +158,28 @@ impl BayKeys {
         format!("{}:conv:{conversation}:reads", self.base)
     }
 
+    /// `sb:{bay}:webhooks`: hash, participant id → JSON `Webhook`.
+    pub fn webhooks(&self) -> String {
+        format!("{}:webhooks", self.base)
+    }
+
+    /// `sb:{bay}:webhook-positions`: hash, participant id → the cursor
+    /// (`LogPosition::encode`) after the last record its deliveries handled.
+    pub fn webhook_positions(&self) -> String {
+        format!("{}:webhook-positions", self.base)
+    }
+
+    /// `sb:{bay}:webhook-status`: hash, participant id → JSON `WebhookStatus`.
+    pub fn webhook_status(&self) -> String {
+        format!("{}:webhook-status", self.base)
+    }
+
+    /// `sb:{bay}:presence`: hash, node id → JSON `{until, online}`: who
+    /// holds a session on that node, until `until` (Unix ms).
+    pub fn presence(&self) -> String {
+        format!("{}:presence", self.base)
+    }
+
     /// `sb:{bay}:polls`: hash, poll id → `"<conversation id> <message id>"`.
     pub fn polls(&self) -> String {
         format!("{}:polls", self.base)
@@ -169,6 +191,17 @@ impl BayKeys {
     pub fn idempotency(&self, key: &str) -> String {
         format!("{}:idem:{key}", self.base)
     }
+}
+
+/// `sb:webhook-owners`: set of `"<bay> <participant>"` with a webhook,
+/// across Bays (an index; the Bay's `webhooks` hash is the truth).
+pub fn webhook_owners() -> String {
+    format!("{PREFIX}:webhook-owners")
+}
+
+/// `sb:lease:<name>`: string, the lease's holder, expiring with the lease.
+pub fn lease(name: &str) -> String {
+    format!("{PREFIX}:lease:{name}")
 }
 
 /// The token index entry of `token`: hash-tagged by its first four hex

@@ -65,8 +65,17 @@ use super::log::{Change, LogEvent};
 use super::{
     new_revision, AppendOutcome, Appended, Changed, ConversationChange, Created, MessageChange,
     NewMessage, Opening, Principal, ReadState, Replay, Revisioned, RosterChange, Store, StoreError,
-    Updated, OPENINGS_KEPT,
+    Updated, Webhook, WebhookStatus, OPENINGS_KEPT,
 };
+
+/// One node's entry in a Bay's presence hash.
+#[derive(Serialize, Deserialize)]
+struct Presence {
+    /// Unix ms after which the entry no longer counts.
+    until: i64,
+    /// Participants with a session on that node.
+    online: Vec<ParticipantId>,
+}
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
 use ::redis::{cmd, Value};
@@ -838,6 +847,192 @@ impl Store for RedisStore {
             ScriptStatus::Missing => Changed::NotFound,
             other => return Err(corrupt(doing, &keys[4], format!("script said {other:?}"))),
         })
+    }
+
+    async fn set_webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        webhook: Option<(Webhook, LogPosition)>,
+    ) -> Result<(), StoreError> {
+        let doing = "setting a webhook";
+        let k = BayKeys::new(bay);
+        let (hooks, positions, status) = (k.webhooks(), k.webhook_positions(), k.webhook_status());
+        let owner = format!("{bay} {participant}");
+        let owners = keys::webhook_owners();
+        let (json, from) = match &webhook {
+            Some((hook, from)) => (encode(doing, &hooks, hook)?, from.encode()),
+            None => (String::new(), String::new()),
+        };
+        let _: i64 = self
+            .invoke(
+                doing,
+                &scripts::SET_WEBHOOK,
+                &[&hooks, &positions, &status],
+                &[participant.as_str(), &json, &from],
+            )
+            .await?;
+        // The cross-Bay index lives in another slot: written after the
+        // Bay's own keys, and readers check the Bay's hash.
+        let index = match webhook {
+            Some(_) => cmd("SADD"),
+            None => cmd("SREM"),
+        };
+        let _: i64 = self
+            .query(doing, &owners, index.clone().arg(&owners).arg(&owner))
+            .await?;
+        Ok(())
+    }
+
+    async fn webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<Webhook>, StoreError> {
+        let doing = "reading a webhook";
+        let key = BayKeys::new(bay).webhooks();
+        let raw: Option<Vec<u8>> = self
+            .query(doing, &key, cmd("HGET").arg(&key).arg(participant.as_str()))
+            .await?;
+        raw.map(|r| decode(doing, &key, &r)).transpose()
+    }
+
+    async fn webhook_owners(&self) -> Result<Vec<(BayId, ParticipantId)>, StoreError> {
+        let doing = "listing webhooks";
+        let key = keys::webhook_owners();
+        let raw: Vec<String> = self.query(doing, &key, cmd("SMEMBERS").arg(&key)).await?;
+        Ok(raw
+            .iter()
+            .filter_map(|o| o.split_once(' '))
+            .map(|(b, p)| (BayId(b.to_owned()), ParticipantId(p.to_owned())))
+            .collect())
+    }
+
+    async fn webhook_position(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<LogPosition>, StoreError> {
+        let doing = "reading a webhook position";
+        let key = BayKeys::new(bay).webhook_positions();
+        let raw: Option<String> = self
+            .query(doing, &key, cmd("HGET").arg(&key).arg(participant.as_str()))
+            .await?;
+        raw.map(|r| LogPosition::decode(&r).map_err(|e| corrupt(doing, &key, e)))
+            .transpose()
+    }
+
+    async fn set_webhook_position(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        position: &LogPosition,
+    ) -> Result<(), StoreError> {
+        let k = BayKeys::new(bay);
+        let (hooks, positions) = (k.webhooks(), k.webhook_positions());
+        let _: i64 = self
+            .invoke(
+                "moving a webhook position",
+                &scripts::SET_IF_WEBHOOK,
+                &[&hooks, &positions],
+                &[participant.as_str(), &position.encode()],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn webhook_status(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<WebhookStatus, StoreError> {
+        let doing = "reading a webhook status";
+        let key = BayKeys::new(bay).webhook_status();
+        let raw: Option<Vec<u8>> = self
+            .query(doing, &key, cmd("HGET").arg(&key).arg(participant.as_str()))
+            .await?;
+        Ok(raw
+            .map(|r| decode(doing, &key, &r))
+            .transpose()?
+            .unwrap_or_default())
+    }
+
+    async fn set_webhook_status(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        status: &WebhookStatus,
+    ) -> Result<(), StoreError> {
+        let doing = "recording a webhook status";
+        let k = BayKeys::new(bay);
+        let (hooks, key) = (k.webhooks(), k.webhook_status());
+        let _: i64 = self
+            .invoke(
+                doing,
+                &scripts::SET_IF_WEBHOOK,
+                &[&hooks, &key],
+                &[participant.as_str(), &encode(doing, &key, status)?],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let key = keys::lease(name);
+        let held: i64 = self
+            .invoke(
+                "taking a lease",
+                &scripts::LEASE,
+                &[&key],
+                &[holder, &ttl.as_millis().max(1).to_string()],
+            )
+            .await?;
+        Ok(held == 1)
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        let key = keys::lease(name);
+        let _: i64 = self
+            .invoke("releasing a lease", &scripts::RELEASE_LEASE, &[&key], &[holder])
+            .await?;
+        Ok(())
+    }
+
+    async fn set_presence(
+        &self,
+        bay: &BayId,
+        node: &str,
+        online: &[ParticipantId],
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let doing = "recording presence";
+        let key = BayKeys::new(bay).presence();
+        let until = Utc::now().timestamp_millis() + ttl.as_millis() as i64;
+        let value = encode(doing, &key, &Presence {
+            until,
+            online: online.to_vec(),
+        })?;
+        let _: i64 = self
+            .query(doing, &key, cmd("HSET").arg(&key).arg(node).arg(value))
+            .await?;
+        Ok(())
+    }
+
+    async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
+        let doing = "reading presence";
+        let key = BayKeys::new(bay).presence();
+        let raw: Vec<(String, Vec<u8>)> = self.query(doing, &key, cmd("HGETALL").arg(&key)).await?;
+        let now = Utc::now().timestamp_millis();
+        let mut out = Vec::new();
+        for (_, value) in raw {
+            let p: Presence = decode(doing, &key, &value)?;
+            if p.until > now {
+                out.extend(p.online);
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.dedup();
+        Ok(out)
     }
 
     async fn poll_message(

@@ -297,6 +297,60 @@ return {'ok', id}
     ))
 });
 
+/// KEYS: the lease. ARGV: holder, ttl ms. → 1 when the holder has the
+/// lease now (taken or renewed), else 0.
+pub static LEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"#,
+    )
+});
+
+/// KEYS: the lease. ARGV: holder. Deletes the lease if the holder has it.
+pub static RELEASE_LEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"#,
+    )
+});
+
+/// KEYS: webhooks, webhook-positions, webhook-status. ARGV: participant
+/// id, webhook JSON (`''` removes it), the delivery position to start at.
+pub static SET_WEBHOOK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+redis.call('HDEL', KEYS[3], ARGV[1])
+if ARGV[2] == '' then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+end
+return 1
+"#,
+    )
+});
+
+/// KEYS: webhooks, and the hash to write (positions or status). ARGV:
+/// participant id, value. Writes only while the webhook is set, so a
+/// worker finishing late never resurrects a removed webhook's state.
+pub static SET_IF_WEBHOOK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1
+"#,
+    )
+});
+
 /// KEYS: state and reads of each conversation, in pairs. ARGV: participant
 /// id. → per conversation: the newest `seq` and the participant's marker
 /// (`"<seq> <message id>"`, or `''`).

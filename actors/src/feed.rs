@@ -19,6 +19,18 @@
 //! `CredentialRevoked` (4001), whichever node wrote them; and a second
 //! tail reads the Bay's displacement channel (see [`Opening`]): a newer
 //! connection of a token, on any node, displaces the older ones (4000).
+//!
+//! Presence: every `presence_interval` the feed records which participants
+//! hold a session on this node ([`Store::set_presence`] under
+//! [`node::id`](crate::node::id), for [`FeedSettings::presence_ttl`]), so
+//! any node can tell who is online ([`Store::online`]). A participant
+//! counts as online while it holds a `/ws` or `/updates` session here, and
+//! for one interval after its last one ended: an `/updates` client polls
+//! in a loop with short gaps between requests, and must not flicker
+//! offline in them. A participant's first session on this node is
+//! published at once; going offline shows at the second publish after the
+//! last session ended (or, when the node dies, once its record expires).
+//! A failed write is logged and retried at the next tick; the feed goes on.
 
 use crate::session::{estimate_bytes, Close, CloseReason, Deliver, SessionHandle, Watermark};
 use crate::store::log::{LogEvent, LogRecord};
@@ -27,7 +39,7 @@ use crate::token_cache::TokenCache;
 use actix::prelude::*;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId, SessionId, TokenId};
 
@@ -38,6 +50,11 @@ pub const RECENT_RECORDS: usize = 10_000;
 
 /// Sessions detached for falling too far behind (counter).
 pub const SLOW_CONSUMERS: &str = "switchboard_slow_consumer_disconnects_total";
+
+/// A presence record lives this many `presence_interval`s: a node that
+/// stops refreshing (killed, partitioned) drops out of [`Store::online`]
+/// within three intervals, and one late or failed write is survived.
+pub const PRESENCE_TTL_INTERVALS: u32 = 3;
 
 /// Tunables of a feed.
 #[derive(Clone, Copy, Debug)]
@@ -59,6 +76,18 @@ pub struct FeedSettings {
     pub replay_window: Duration,
     /// How long one blocking log read waits before reading again.
     pub block: Duration,
+    /// How often the feed records who holds a session on this node (see
+    /// the module docs); each record lives [`FeedSettings::presence_ttl`].
+    /// Zero turns presence publishing off.
+    pub presence_interval: Duration,
+}
+
+impl FeedSettings {
+    /// How long one presence record lives:
+    /// [`PRESENCE_TTL_INTERVALS`] × `presence_interval`.
+    pub fn presence_ttl(&self) -> Duration {
+        self.presence_interval * PRESENCE_TTL_INTERVALS
+    }
 }
 
 /// The feed actor. See the module docs.
@@ -88,6 +117,26 @@ pub struct BayFeed {
     by_token: HashMap<TokenId, Vec<SessionId>>,
     /// Waits for a reply ([`WaitForMessage`]), by conversation.
     waiters: HashMap<ConversationId, Vec<Waiter>>,
+    /// Presence publishing; see the module docs.
+    presence: Presence,
+}
+
+/// The feed's presence bookkeeping (see the module docs).
+#[derive(Default)]
+struct Presence {
+    /// When each participant's last session on this node ended: it stays
+    /// online for one `presence_interval` after that. Pruned at each write.
+    ended: HashMap<ParticipantId, Instant>,
+    /// What the last write issued (in flight or done) said is online
+    /// here; `None` before the first and after a failed one.
+    published: Option<HashSet<ParticipantId>>,
+    /// A write is in flight. Writes are serialized, so an older set never
+    /// lands after a newer one.
+    writing: bool,
+    /// Another write is due once the one in flight ends.
+    again: bool,
+    /// The last write failed (so the next failure logs at debug only).
+    failing: bool,
 }
 
 /// One [`WaitForMessage`] still waiting.
@@ -128,7 +177,83 @@ impl BayFeed {
             by_participant: HashMap::new(),
             by_token: HashMap::new(),
             waiters: HashMap::new(),
+            presence: Presence::default(),
         }
+    }
+
+    /// Notes that a session of `participant` ended: it stays online for
+    /// one more `presence_interval` (see the module docs).
+    fn session_ended(&mut self, participant: &ParticipantId) {
+        self.presence
+            .ended
+            .insert(participant.clone(), Instant::now());
+    }
+
+    /// Who counts as online on this node now: every participant holding a
+    /// session, and those whose last session ended within one interval.
+    fn online_here(&mut self) -> HashSet<ParticipantId> {
+        let window = self.settings.presence_interval;
+        self.presence.ended.retain(|_, at| at.elapsed() < window);
+        self.by_participant
+            .keys()
+            .chain(self.presence.ended.keys())
+            .cloned()
+            .collect()
+    }
+
+    /// Writes who is online on this node to the store, unless nothing is
+    /// and nothing was. One write at a time: asked while one is in flight,
+    /// it writes again (with the set as it is then) once that one ends.
+    fn publish_presence(&mut self, ctx: &mut Context<Self>) {
+        if self.settings.presence_interval.is_zero() {
+            return;
+        }
+        if self.presence.writing {
+            self.presence.again = true;
+            return;
+        }
+        let online = self.online_here();
+        if online.is_empty()
+            && self
+                .presence
+                .published
+                .as_ref()
+                .is_some_and(HashSet::is_empty)
+        {
+            return;
+        }
+        let mut list: Vec<ParticipantId> = online.iter().cloned().collect();
+        list.sort();
+        self.presence.writing = true;
+        self.presence.published = Some(online);
+        let (store, bay, ttl) = (
+            self.store.clone(),
+            self.bay.clone(),
+            self.settings.presence_ttl(),
+        );
+        let write = async move {
+            store
+                .set_presence(&bay, crate::node::id(), &list, ttl)
+                .await
+        };
+        ctx.spawn(write.into_actor(self).map(|res, act, ctx| {
+            act.presence.writing = false;
+            match res {
+                Ok(()) => act.presence.failing = false,
+                Err(err) => {
+                    // Retried at the next tick (or the next new participant).
+                    act.presence.published = None;
+                    if std::mem::replace(&mut act.presence.failing, true) {
+                        tracing::debug!(bay = %act.bay, error = %err, "presence still cannot be recorded");
+                    } else {
+                        tracing::warn!(bay = %act.bay, error = %err, "could not record presence; retrying every interval");
+                    }
+                }
+            }
+            if std::mem::take(&mut act.presence.again) {
+                act.publish_presence(ctx);
+            }
+        }));
     }
 
     /// Hands `record`, a message, to the waiters of its conversation that
@@ -295,6 +420,7 @@ impl BayFeed {
             att.handle.close.do_send(Close { reason });
             remove_from(&mut self.by_participant, &att.participant, session);
             remove_from(&mut self.by_token, &att.token, session);
+            self.session_ended(&att.participant);
         }
     }
 
@@ -390,6 +516,11 @@ impl Actor for BayFeed {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.load(ctx);
+        if !self.settings.presence_interval.is_zero() {
+            ctx.run_interval(self.settings.presence_interval, |act, ctx| {
+                act.publish_presence(ctx);
+            });
+        }
         ctx.run_interval(self.settings.watermark_interval, |act, _| {
             let Some(pos) = &act.position else { return };
             let through = pos.entry;
@@ -459,7 +590,7 @@ pub enum AttachError {
 impl Handler<Attach> for BayFeed {
     type Result = Result<Attached, AttachError>;
 
-    fn handle(&mut self, msg: Attach, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Attach, ctx: &mut Self::Context) -> Self::Result {
         let position = self.position.clone().ok_or(AttachError::NotReady)?;
         let newer_exists = self
             .by_token
@@ -491,13 +622,22 @@ impl Handler<Attach> for BayFeed {
         self.sessions.insert(
             msg.session,
             Attachment {
-                participant: msg.participant,
+                participant: msg.participant.clone(),
                 token: msg.token,
                 opened_at: msg.opened_at,
                 handle: msg.handle,
                 last_sent: position.entry,
             },
         );
+        // A participant new on this node shows online at once, not at the tick.
+        let known = self
+            .presence
+            .published
+            .as_ref()
+            .is_some_and(|p| p.contains(&msg.participant));
+        if !known {
+            self.publish_presence(ctx);
+        }
         Ok(Attached {
             position,
             conversations,
@@ -551,11 +691,13 @@ impl Handler<Detach> for BayFeed {
         if let Some(att) = self.sessions.remove(&msg.session) {
             remove_from(&mut self.by_participant, &att.participant, &msg.session);
             remove_from(&mut self.by_token, &att.token, &msg.session);
+            self.session_ended(&att.participant);
         }
     }
 }
 
-/// Closes every session with `reason` (graceful drain).
+/// Closes every session with `reason` (graceful drain), and records that
+/// nobody is online on this node any more.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct CloseAll {
@@ -566,11 +708,14 @@ pub struct CloseAll {
 impl Handler<CloseAll> for BayFeed {
     type Result = ();
 
-    fn handle(&mut self, msg: CloseAll, _: &mut Self::Context) {
+    fn handle(&mut self, msg: CloseAll, ctx: &mut Self::Context) {
         let all: Vec<SessionId> = self.sessions.keys().cloned().collect();
         for s in all {
             self.close_session(&s, msg.reason);
         }
+        // Draining: its clients reconnect elsewhere, and show online there.
+        self.presence.ended.clear();
+        self.publish_presence(ctx);
     }
 }
 
@@ -680,5 +825,188 @@ impl Handler<LogLost> for BayFeed {
         self.recent_floor = None;
         // The index may be stale too: reload it from the new head.
         self.load(ctx);
+    }
+}
+
+#[cfg(test)]
+mod presence_tests {
+    use super::*;
+    use crate::model::Bay;
+    use crate::session::Backlog;
+    use crate::store::memory::{MemoryLimits, MemoryStore};
+
+    /// A session that ignores what it is sent.
+    struct Sink;
+
+    impl Actor for Sink {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Deliver> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: Deliver, _: &mut Self::Context) {}
+    }
+
+    impl Handler<Watermark> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: Watermark, _: &mut Self::Context) {}
+    }
+
+    impl Handler<Close> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: Close, _: &mut Self::Context) {}
+    }
+
+    struct Fixture {
+        store: Arc<dyn Store>,
+        bay: BayId,
+        feed: Addr<BayFeed>,
+        sink: Addr<Sink>,
+    }
+
+    impl Fixture {
+        async fn start(presence_interval: Duration) -> Fixture {
+            let store: Arc<dyn Store> = Arc::new(MemoryStore::new(MemoryLimits {
+                replay_window: Duration::from_secs(900),
+                max_entries: 1000,
+            }));
+            let bay = BayId("b".into());
+            store
+                .create_bay(Bay {
+                    id: bay.clone(),
+                    name: "B".into(),
+                })
+                .await
+                .unwrap();
+            let settings = FeedSettings {
+                watermark_interval: Duration::from_secs(60),
+                linger: Duration::ZERO,
+                batch_max: 64,
+                recent_max: 100,
+                replay_window: Duration::from_secs(900),
+                block: Duration::from_millis(100),
+                presence_interval,
+            };
+            let feed = BayFeed::new(bay.clone(), store.clone(), settings, Arc::default()).start();
+            Fixture {
+                store,
+                bay,
+                feed,
+                sink: Sink.start(),
+            }
+        }
+
+        /// Attaches session `session` (its own token) of `participant`.
+        async fn attach(&self, session: &str, participant: &str) {
+            loop {
+                let res = self
+                    .feed
+                    .send(Attach {
+                        session: SessionId(session.into()),
+                        participant: ParticipantId(participant.into()),
+                        token: TokenId(session.into()),
+                        opened_at: EntryId::ZERO,
+                        handle: SessionHandle::of(&self.sink, Backlog::bounded(1 << 20)),
+                        resume: None,
+                    })
+                    .await
+                    .unwrap();
+                match res {
+                    Ok(_) => return,
+                    Err(AttachError::NotReady) => {
+                        tokio::time::sleep(Duration::from_millis(10)).await
+                    }
+                    Err(e) => panic!("attach: {e}"),
+                }
+            }
+        }
+
+        async fn detach(&self, session: &str) {
+            self.feed
+                .send(Detach {
+                    session: SessionId(session.into()),
+                })
+                .await
+                .unwrap();
+        }
+
+        async fn online(&self) -> Vec<String> {
+            let online = self.store.online(&self.bay).await.unwrap();
+            online.into_iter().map(|p| p.0).collect()
+        }
+
+        /// Waits up to `patience` for the store to say exactly `want`.
+        async fn wait_online(&self, want: &[&str], patience: Duration) {
+            let deadline = tokio::time::Instant::now() + patience;
+            loop {
+                let now = self.online().await;
+                if now == want {
+                    return;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "online is {now:?}, not {want:?}, after {patience:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+
+    #[test]
+    fn a_new_participant_is_published_at_once_not_at_the_tick() {
+        actix::System::new().block_on(async {
+            // A tick far away: only the publish on attach can answer in time.
+            let f = Fixture::start(Duration::from_secs(60)).await;
+            assert!(f.online().await.is_empty());
+            f.attach("s1", "p1").await;
+            f.wait_online(&["p1"], Duration::from_secs(2)).await;
+            f.attach("s2", "p2").await;
+            f.wait_online(&["p1", "p2"], Duration::from_secs(2)).await;
+        });
+    }
+
+    #[test]
+    fn a_poller_stays_online_between_requests_and_drops_after_it_stops() {
+        actix::System::new().block_on(async {
+            let interval = Duration::from_millis(200);
+            let f = Fixture::start(interval).await;
+            // Requests of 30 ms with gaps of 50 ms, across several ticks:
+            // between two requests it holds no session, yet stays online.
+            for i in 0..25 {
+                let session = format!("s{i}");
+                f.attach(&session, "p1").await;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                f.detach(&session).await;
+                let gap = tokio::time::Instant::now() + Duration::from_millis(50);
+                while tokio::time::Instant::now() < gap {
+                    assert_eq!(f.online().await, ["p1"], "in the gap after request {i}");
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+            // Gone: off at the second tick after its last session ended.
+            let started = std::time::Instant::now();
+            f.wait_online(&[], interval * 4).await;
+            assert!(
+                started.elapsed() >= interval / 2,
+                "dropped too soon: {:?}",
+                started.elapsed()
+            );
+        });
+    }
+
+    #[test]
+    fn a_drain_publishes_that_nobody_is_online_here() {
+        actix::System::new().block_on(async {
+            let f = Fixture::start(Duration::from_secs(60)).await;
+            f.attach("s1", "p1").await;
+            f.wait_online(&["p1"], Duration::from_secs(2)).await;
+            f.feed
+                .send(CloseAll {
+                    reason: CloseReason::Draining,
+                })
+                .await
+                .unwrap();
+            f.wait_online(&[], Duration::from_secs(2)).await;
+        });
     }
 }

@@ -9,21 +9,26 @@
 
 mod common;
 
+use chrono::Utc;
 use common::{message, new_bay, new_group, new_participant, participant, unique, Append, Limits};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use switchboard_actors::model::{Conversation, Member, StoredMessage};
-use switchboard_actors::store::log::{LogEvent, LogRecord};
+use switchboard_actors::model::{Conversation, Member, Reaction, StoredMessage};
+use switchboard_actors::store::log::{Change, LogEvent, LogRecord};
 use switchboard_actors::store::{
-    AppendOutcome, Created, Opening, Principal, Replay, RosterChange, Store, Updated,
+    AppendOutcome, Appended, Changed, Created, Idempotency, MessageChange, NewMessage, Opening,
+    Principal, ReadState, Replay, RosterChange, Store, Updated,
 };
 use switchboard_actors::token::TokenHash;
+use switchboard_protocol::card::{Card, CardType};
 use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
+use switchboard_protocol::event::ConversationRef;
 use switchboard_protocol::ids::{
     BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
 };
-use switchboard_protocol::model::{ParticipantKind, Policy, ReplyPolicy, Role};
+use switchboard_protocol::model::{ParticipantKind, Policy, ReplyPolicy, Role, SenderType};
+use switchboard_protocol::poll::PollState;
 
 /// Instantiates each test for both engines (the Redis one on one server, a
 /// one-node cluster and a three-master cluster): `name` or `name: limits`.
@@ -118,6 +123,14 @@ conformance!(
     roster_changes_are_trimmed_with_the_log: Limits { window: Duration::from_secs(900), max_entries: 2 },
     openings_travel_apart_from_the_log,
     a_blocked_openings_read_wakes_on_an_opening,
+    idempotent_appends_store_once,
+    concurrent_idempotent_appends_store_one_and_count_one_round,
+    idempotency_keys_expire_with_the_replay_window: Limits { window: Duration::from_secs(1), max_entries: 10_000 },
+    seq_counts_messages_from_one,
+    changes_replace_the_message_and_log_the_change,
+    read_markers_only_move_forward,
+    polls_are_found_by_id,
+    cards_polls_and_reactions_round_trip_through_changes,
 );
 
 // ---- helpers ----
@@ -874,6 +887,7 @@ async fn message_json_round_trips_exactly(store: Arc<dyn Store>) {
     let appended = store.append(&bay.id, m.clone(), u.kind).await.unwrap();
     let mut expected = m.message.clone();
     expected.created_at = appended.message.created_at;
+    expected.seq = 1;
     assert_eq!(appended.message, expected);
     assert_eq!(
         store.message(&bay.id, &c.id, &expected.id).await.unwrap(),
@@ -1559,5 +1573,1120 @@ async fn a_blocked_openings_read_wakes_on_an_opening(store: Arc<dyn Store>) {
     assert!(
         t0.elapsed() < Duration::from_secs(5),
         "woke on the opening, not the timeout"
+    );
+}
+
+// ---- the message lifecycle: idempotency, seq, changes, read markers, polls ----
+
+/// `m` sent under idempotency key `key`, as a request with `fingerprint`.
+fn keyed(mut m: NewMessage, key: &str, fingerprint: &str) -> NewMessage {
+    m.idempotency = Some(Idempotency {
+        key: key.into(),
+        fingerprint: fingerprint.into(),
+    });
+    m
+}
+
+async fn revision_of(store: &dyn Store, bay: &BayId, conversation: &ConversationId) -> u64 {
+    store
+        .conversation_revisioned(bay, conversation)
+        .await
+        .unwrap()
+        .expect("the conversation exists")
+        .revision
+}
+
+/// [`Store::append_message`] at the conversation's current revision,
+/// whatever it answers.
+async fn send(
+    store: &dyn Store,
+    bay: &BayId,
+    mut m: NewMessage,
+    kind: ParticipantKind,
+) -> AppendOutcome {
+    m.revision = revision_of(store, bay, &m.conversation.id).await;
+    store.append_message(bay, m, kind).await.unwrap()
+}
+
+fn appended(outcome: AppendOutcome) -> Appended {
+    match outcome {
+        AppendOutcome::Appended(a) => *a,
+        other => panic!("expected Appended, got {other:?}"),
+    }
+}
+
+fn duplicate(outcome: AppendOutcome) -> StoredMessage {
+    match outcome {
+        AppendOutcome::Duplicate(m) => *m,
+        other => panic!("expected Duplicate, got {other:?}"),
+    }
+}
+
+/// Every entry logged after `pos`, as (id, event).
+async fn logged(store: &dyn Store, bay: &BayId, pos: &LogPosition) -> Vec<(EntryId, LogEvent)> {
+    let (records, _) = read(store, bay, pos, 10_000).await;
+    records.iter().map(|r| (r.id, r.event.clone())).collect()
+}
+
+/// The whole history of `c`, oldest first.
+async fn history(store: &dyn Store, bay: &BayId, c: &ConversationId) -> Vec<StoredMessage> {
+    let (all, more) = store.messages_before(bay, c, None, 10_000).await.unwrap();
+    assert!(!more);
+    all
+}
+
+/// [`Store::change_message`] in `c` at its current revision.
+async fn change(
+    store: &dyn Store,
+    bay: &BayId,
+    c: &Conversation,
+    message: StoredMessage,
+    what: Change,
+) -> Changed {
+    let revision = revision_of(store, bay, &c.id).await;
+    store
+        .change_message(
+            bay,
+            MessageChange {
+                conversation: c.reference(),
+                revision,
+                message,
+                change: what,
+            },
+        )
+        .await
+        .unwrap()
+}
+
+fn changed(c: Changed) -> EntryId {
+    match c {
+        Changed::Changed(entry) => entry,
+        other => panic!("expected Changed, got {other:?}"),
+    }
+}
+
+async fn read_state(
+    store: &dyn Store,
+    bay: &BayId,
+    who: &ParticipantId,
+    c: &ConversationId,
+) -> ReadState {
+    let mut states = store
+        .read_states(bay, who, std::slice::from_ref(c))
+        .await
+        .unwrap();
+    assert_eq!(states.len(), 1);
+    states.remove(0)
+}
+
+fn state(last_read: Option<&StoredMessage>, unread: u64) -> ReadState {
+    ReadState {
+        last_read: last_read.map(|m| m.id.clone()),
+        unread,
+    }
+}
+
+async fn idempotent_appends_store_once(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (ana, _) = new_participant(store, &bay.id, "ana", ParticipantKind::User).await;
+    let c = new_group(store, &bay.id, "c_idem", &[(&ana, Role::Member)], 5).await;
+    let start = head(store, &bay.id).await;
+
+    let request = keyed(message(&c, &ana, "hello once", None), "key-1", "fp-1");
+    let first = appended(send(store, &bay.id, request.clone(), ana.kind).await);
+    assert_eq!(first.message.id, request.message.id);
+    assert_eq!(first.message.content, "hello once");
+    assert_eq!(first.message.seq, 1);
+
+    // A retry mints a new message id; the store compares only the key and
+    // the fingerprint, so even another body gets the FIRST message back.
+    let retry = keyed(message(&c, &ana, "a retry's body", None), "key-1", "fp-1");
+    assert_ne!(retry.message.id, first.message.id);
+    let before_retry = head(store, &bay.id).await;
+    let dup = duplicate(send(store, &bay.id, retry, ana.kind).await);
+    assert_eq!(dup, first.message, "the first message, exactly as stored");
+    assert_eq!(
+        (dup.id.clone(), dup.content.as_str(), dup.seq),
+        (first.message.id.clone(), "hello once", 1)
+    );
+    assert_eq!(
+        head(store, &bay.id).await,
+        before_retry,
+        "a retry logs nothing"
+    );
+    assert_eq!(
+        history(store, &bay.id, &c.id).await,
+        vec![first.message.clone()]
+    );
+    assert_eq!(
+        logged(store, &bay.id, &start).await,
+        vec![(
+            first.entry,
+            LogEvent::Message {
+                conversation: c.reference(),
+                message: first.message.clone(),
+            }
+        )],
+        "exactly one Message entry"
+    );
+
+    // The same key for another request: refused, nothing stored or logged.
+    let reused = keyed(message(&c, &ana, "something else", None), "key-1", "fp-2");
+    let outcome = send(store, &bay.id, reused, ana.kind).await;
+    assert!(matches!(outcome, AppendOutcome::KeyReused), "{outcome:?}");
+    assert_eq!(head(store, &bay.id).await, before_retry);
+    assert_eq!(
+        history(store, &bay.id, &c.id).await,
+        vec![first.message.clone()]
+    );
+
+    // Another key (same fingerprint): another send.
+    let other = keyed(message(&c, &ana, "hello twice", None), "key-2", "fp-1");
+    let other_id = other.message.id.clone();
+    let second = appended(send(store, &bay.id, other, ana.kind).await);
+    assert_eq!(
+        (second.message.id.clone(), second.message.seq),
+        (other_id, 2)
+    );
+    assert_eq!(
+        history(store, &bay.id, &c.id).await,
+        vec![first.message.clone(), second.message.clone()]
+    );
+
+    // Keys are per Bay: the same key in another Bay is that Bay's own send.
+    let elsewhere = new_bay(store).await;
+    let (ana2, _) = new_participant(store, &elsewhere.id, "ana", ParticipantKind::User).await;
+    let c2 = new_group(store, &elsewhere.id, "c_idem", &[(&ana2, Role::Member)], 5).await;
+    let there = keyed(message(&c2, &ana2, "hello once", None), "key-1", "fp-1");
+    let there_id = there.message.id.clone();
+    let there = appended(send(store, &elsewhere.id, there, ana2.kind).await);
+    assert_eq!(there.message.id, there_id);
+
+    // After the first message was deleted, a retry gets its tombstone.
+    let at = Utc::now();
+    let mut tomb = first.message.clone();
+    tomb.tombstone(at);
+    tomb.version = first.message.version + 1;
+    changed(
+        change(
+            store,
+            &bay.id,
+            &c,
+            tomb.clone(),
+            Change::Deleted {
+                message: tomb.id.clone(),
+                at,
+                by: ana.id.clone(),
+            },
+        )
+        .await,
+    );
+    let before_late_retry = head(store, &bay.id).await;
+    let late = keyed(message(&c, &ana, "hello once", None), "key-1", "fp-1");
+    let dup = duplicate(send(store, &bay.id, late, ana.kind).await);
+    assert!(dup.is_deleted(), "{dup:?}");
+    assert_eq!(dup, tomb);
+    assert_eq!(dup.content, "");
+    assert_eq!(head(store, &bay.id).await, before_late_retry);
+    // And the key still refuses another request.
+    let reused = keyed(message(&c, &ana, "hello once", None), "key-1", "fp-2");
+    let outcome = send(store, &bay.id, reused, ana.kind).await;
+    assert!(matches!(outcome, AppendOutcome::KeyReused), "{outcome:?}");
+    assert_eq!(
+        history(store, &bay.id, &c.id).await,
+        vec![tomb, second.message]
+    );
+}
+
+async fn concurrent_idempotent_appends_store_one_and_count_one_round(store: Arc<dyn Store>) {
+    const N: usize = 16;
+    let bay = new_bay(&*store).await;
+    let (rex, _) = new_participant(&*store, &bay.id, "rex", ParticipantKind::Agent).await;
+    let c = new_group(&*store, &bay.id, "c_idem_race", &[(&rex, Role::Member)], 3).await;
+    let start = head(&*store, &bay.id).await;
+    let revision = revision_of(&*store, &bay.id, &c.id).await;
+    let gate = Arc::new(tokio::sync::Barrier::new(N));
+    let tasks: Vec<_> = (0..N)
+        .map(|i| {
+            let (store, bay, c, rex, gate) = (
+                store.clone(),
+                bay.id.clone(),
+                c.clone(),
+                rex.clone(),
+                gate.clone(),
+            );
+            tokio::spawn(async move {
+                let mut m = keyed(
+                    message(&c, &rex, &format!("attempt {i}"), Some(3)),
+                    "race-key",
+                    "race-fp",
+                );
+                m.revision = revision;
+                let id = m.message.id.clone();
+                gate.wait().await;
+                (id, store.append_message(&bay, m, rex.kind).await.unwrap())
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(t.await.unwrap());
+    }
+    let mut winners = Vec::new();
+    let mut duplicates = Vec::new();
+    for (id, outcome) in outcomes {
+        match outcome {
+            AppendOutcome::Appended(a) => {
+                assert_eq!(a.message.id, id);
+                winners.push(*a);
+            }
+            AppendOutcome::Duplicate(m) => duplicates.push(*m),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one append stored");
+    assert_eq!(duplicates.len(), N - 1);
+    let first = winners.remove(0);
+    assert!(
+        duplicates.iter().all(|d| *d == first.message),
+        "every other attempt got the stored message"
+    );
+    assert_eq!(first.message.seq, 1);
+    assert!(!first.message.routing.suppressed, "round 1 of cap 3");
+    assert_eq!(
+        history(&*store, &bay.id, &c.id).await,
+        vec![first.message.clone()]
+    );
+    assert_eq!(
+        logged(&*store, &bay.id, &start)
+            .await
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect::<Vec<_>>(),
+        vec![first.entry],
+        "one entry logged"
+    );
+    // The round counter moved by exactly one: the next agent message is
+    // round 2 of 3 (free), the one after it round 3 (capped).
+    let next = store
+        .append(&bay.id, message(&c, &rex, "round 2", Some(3)), rex.kind)
+        .await
+        .unwrap();
+    assert!(!next.message.routing.suppressed, "round 2 of 3");
+    assert_eq!(next.message.seq, 2);
+    let capped = store
+        .append(&bay.id, message(&c, &rex, "round 3", Some(3)), rex.kind)
+        .await
+        .unwrap();
+    assert!(capped.message.routing.suppressed, "round 3 of 3");
+    assert_eq!(capped.message.seq, 3);
+}
+
+async fn idempotency_keys_expire_with_the_replay_window(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (ana, _) = new_participant(store, &bay.id, "ana", ParticipantKind::User).await;
+    let c = new_group(store, &bay.id, "c_idem_ttl", &[(&ana, Role::Member)], 5).await;
+    let first = appended(
+        send(
+            store,
+            &bay.id,
+            keyed(message(&c, &ana, "once", None), "k", "fp"),
+            ana.kind,
+        )
+        .await,
+    );
+    let dup = duplicate(
+        send(
+            store,
+            &bay.id,
+            keyed(message(&c, &ana, "once", None), "k", "fp"),
+            ana.kind,
+        )
+        .await,
+    );
+    assert_eq!(dup, first.message);
+    // Past the 1 s window the key is forgotten: the same request is a new send.
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    let again = keyed(message(&c, &ana, "once", None), "k", "fp");
+    let again_id = again.message.id.clone();
+    let again = appended(send(store, &bay.id, again, ana.kind).await);
+    assert_eq!((again.message.id, again.message.seq), (again_id, 2));
+}
+
+async fn seq_counts_messages_from_one(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (ana, _) = new_participant(store, &bay.id, "ana", ParticipantKind::User).await;
+    let (rex, _) = new_participant(store, &bay.id, "rex", ParticipantKind::Agent).await;
+    let (bob, _) = new_participant(store, &bay.id, "bob", ParticipantKind::User).await;
+    let members = [(&ana, Role::Member), (&rex, Role::Member)];
+    let c1 = new_group(store, &bay.id, "c_seq1", &members, 5).await;
+    let c2 = new_group(store, &bay.id, "c_seq2", &members, 5).await;
+    let start = head(store, &bay.id).await;
+
+    let mut sent = Vec::new();
+    for (i, sender) in [&ana, &rex, &ana].into_iter().enumerate() {
+        let a = store
+            .append(
+                &bay.id,
+                message(&c1, sender, &format!("m{i}"), None),
+                sender.kind,
+            )
+            .await
+            .unwrap();
+        sent.push(a.message);
+    }
+    assert_eq!(sent.iter().map(|m| m.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    // Each conversation counts on its own.
+    let other = store
+        .append(&bay.id, message(&c2, &ana, "elsewhere", None), ana.kind)
+        .await
+        .unwrap();
+    assert_eq!(other.message.seq, 1);
+    // Refused appends take no seq: a stale one, and a reused key.
+    let stale_revision = revision_of(store, &bay.id, &c1.id).await;
+    store
+        .upsert_member(
+            &bay.id,
+            &c1.id,
+            Member {
+                participant: bob.id.clone(),
+                role: Role::Member,
+            },
+        )
+        .await
+        .unwrap();
+    let mut stale = message(&c1, &ana, "stale", None);
+    stale.revision = stale_revision;
+    let outcome = store
+        .append_message(&bay.id, stale, ana.kind)
+        .await
+        .unwrap();
+    assert!(matches!(outcome, AppendOutcome::Stale), "{outcome:?}");
+    let keyed_first = appended(
+        send(
+            store,
+            &bay.id,
+            keyed(message(&c1, &rex, "m3", None), "k", "fp-a"),
+            rex.kind,
+        )
+        .await,
+    );
+    assert_eq!(keyed_first.message.seq, 4);
+    sent.push(keyed_first.message);
+    let reused = send(
+        store,
+        &bay.id,
+        keyed(message(&c1, &rex, "m3 again", None), "k", "fp-b"),
+        rex.kind,
+    )
+    .await;
+    assert!(matches!(reused, AppendOutcome::KeyReused), "{reused:?}");
+    // A seq given by the caller is the store's to stamp.
+    let mut given = message(&c1, &ana, "m4", None);
+    given.message.seq = 99;
+    let fifth = store.append(&bay.id, given, ana.kind).await.unwrap();
+    assert_eq!(fifth.message.seq, 5);
+    sent.push(fifth.message);
+
+    // Every read carries the same seqs.
+    let seqs = |ms: &[StoredMessage]| ms.iter().map(|m| m.seq).collect::<Vec<_>>();
+    assert_eq!(
+        seqs(&history(store, &bay.id, &c1.id).await),
+        [1, 2, 3, 4, 5]
+    );
+    assert_eq!(history(store, &bay.id, &c1.id).await, sent);
+    assert_eq!(
+        seqs(
+            &store
+                .messages_since(&bay.id, &c1.id, sent[0].created_at, 10)
+                .await
+                .unwrap()
+        ),
+        [2, 3, 4, 5]
+    );
+    assert_eq!(
+        seqs(
+            &store
+                .messages_before(&bay.id, &c1.id, Some(&sent[3].id), 10)
+                .await
+                .unwrap()
+                .0
+        ),
+        [1, 2, 3]
+    );
+    for m in &sent {
+        assert_eq!(
+            store
+                .message(&bay.id, &c1.id, &m.id)
+                .await
+                .unwrap()
+                .map(|m| m.seq),
+            Some(m.seq)
+        );
+    }
+    assert_eq!(seqs(&history(store, &bay.id, &c2.id).await), [1]);
+    let logged_seqs: Vec<(ConversationId, u64)> = logged(store, &bay.id, &start)
+        .await
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            LogEvent::Message { message, .. } => Some((message.conversation_id, message.seq)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        logged_seqs,
+        vec![
+            (c1.id.clone(), 1),
+            (c1.id.clone(), 2),
+            (c1.id.clone(), 3),
+            (c2.id.clone(), 1),
+            (c1.id.clone(), 4),
+            (c1.id.clone(), 5),
+        ]
+    );
+}
+
+async fn changes_replace_the_message_and_log_the_change(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (ana, _) = new_participant(store, &bay.id, "ana", ParticipantKind::User).await;
+    let (rex, _) = new_participant(store, &bay.id, "rex", ParticipantKind::Agent).await;
+    let (bob, _) = new_participant(store, &bay.id, "bob", ParticipantKind::User).await;
+    let c = new_group(
+        store,
+        &bay.id,
+        "c_change",
+        &[(&ana, Role::Admin), (&rex, Role::Member)],
+        5,
+    )
+    .await;
+    let mut sent = Vec::new();
+    for (i, sender) in [&ana, &rex, &ana].into_iter().enumerate() {
+        let a = store
+            .append(
+                &bay.id,
+                message(&c, sender, &format!("message {i}"), None),
+                sender.kind,
+            )
+            .await
+            .unwrap();
+        sent.push(a.message);
+    }
+    let (m1, m2, m3) = (sent[0].clone(), sent[1].clone(), sent[2].clone());
+    assert_eq!(m2.version, 0);
+    let all_since = m1.created_at - chrono::Duration::days(1);
+
+    // An edit at the stored version + 1.
+    let before = head(store, &bay.id).await;
+    let mut edited = m2.clone();
+    edited.content = "message 1, edited".into();
+    edited.edited_at = Some(Utc::now());
+    edited.version = m2.version + 1;
+    let edit = Change::Edited {
+        message: edited.clone(),
+    };
+    let entry = changed(change(store, &bay.id, &c, edited.clone(), edit.clone()).await);
+    assert_eq!(head(store, &bay.id).await.entry, entry);
+    assert_eq!(
+        logged(store, &bay.id, &before).await,
+        vec![(
+            entry,
+            LogEvent::Change {
+                conversation: c.reference(),
+                change: edit,
+            }
+        )]
+    );
+    assert_eq!(
+        store.message(&bay.id, &c.id, &m2.id).await.unwrap(),
+        Some(edited.clone())
+    );
+    let now = vec![m1.clone(), edited.clone(), m3.clone()];
+    assert_eq!(history(store, &bay.id, &c.id).await, now);
+    assert_eq!(
+        store
+            .messages_since(&bay.id, &c.id, all_since, 10)
+            .await
+            .unwrap(),
+        now
+    );
+    assert_eq!(
+        store
+            .messages_before(&bay.id, &c.id, Some(&m3.id), 10)
+            .await
+            .unwrap(),
+        (vec![m1.clone(), edited.clone()], false)
+    );
+
+    // A change made from the old version (or skipping one): Conflict, nothing logged.
+    let after_edit = head(store, &bay.id).await;
+    for version in [edited.version, edited.version + 2] {
+        let mut late = m2.clone();
+        late.content = format!("lost edit at version {version}");
+        late.version = version;
+        assert_eq!(
+            change(
+                store,
+                &bay.id,
+                &c,
+                late.clone(),
+                Change::Edited { message: late }
+            )
+            .await,
+            Changed::Conflict,
+            "version {version} over stored {}",
+            edited.version
+        );
+    }
+    assert_eq!(head(store, &bay.id).await, after_edit);
+    assert_eq!(history(store, &bay.id, &c.id).await, now);
+
+    // A delete: the tombstone replaces the message.
+    let at = Utc::now();
+    let mut tomb = edited.clone();
+    tomb.tombstone(at);
+    tomb.version = edited.version + 1;
+    let deletion = Change::Deleted {
+        message: m2.id.clone(),
+        at,
+        by: ana.id.clone(),
+    };
+    let entry = changed(change(store, &bay.id, &c, tomb.clone(), deletion.clone()).await);
+    assert_eq!(
+        logged(store, &bay.id, &after_edit).await,
+        vec![(
+            entry,
+            LogEvent::Change {
+                conversation: c.reference(),
+                change: deletion,
+            }
+        )]
+    );
+    let got = store
+        .message(&bay.id, &c.id, &m2.id)
+        .await
+        .unwrap()
+        .expect("a tombstone stays in history");
+    assert!(got.is_deleted());
+    assert_eq!((got.content.as_str(), got.deleted_at), ("", Some(at)));
+    assert_eq!((got.seq, got.version), (m2.seq, 2));
+    assert_eq!(got, tomb);
+    let now = vec![m1.clone(), tomb.clone(), m3.clone()];
+    assert_eq!(history(store, &bay.id, &c.id).await, now);
+    assert_eq!(
+        store
+            .messages_since(&bay.id, &c.id, all_since, 10)
+            .await
+            .unwrap(),
+        now
+    );
+
+    // Authorized at a revision the conversation has moved past: Stale.
+    let old_revision = revision_of(store, &bay.id, &c.id).await;
+    store
+        .upsert_member(
+            &bay.id,
+            &c.id,
+            Member {
+                participant: bob.id.clone(),
+                role: Role::Member,
+            },
+        )
+        .await
+        .unwrap();
+    let after_roster = head(store, &bay.id).await;
+    let mut m3_edited = m3.clone();
+    m3_edited.content = "message 2, edited".into();
+    m3_edited.version = 1;
+    let stale = MessageChange {
+        conversation: c.reference(),
+        revision: old_revision,
+        message: m3_edited.clone(),
+        change: Change::Edited {
+            message: m3_edited.clone(),
+        },
+    };
+    assert_eq!(
+        store.change_message(&bay.id, stale.clone()).await.unwrap(),
+        Changed::Stale
+    );
+    assert_eq!(head(store, &bay.id).await, after_roster, "nothing logged");
+    assert_eq!(
+        store.message(&bay.id, &c.id, &m3.id).await.unwrap(),
+        Some(m3.clone())
+    );
+    // The same change at the current revision goes through.
+    let current = MessageChange {
+        revision: revision_of(store, &bay.id, &c.id).await,
+        ..stale
+    };
+    changed(store.change_message(&bay.id, current).await.unwrap());
+    assert_eq!(
+        store.message(&bay.id, &c.id, &m3.id).await.unwrap(),
+        Some(m3_edited.clone())
+    );
+
+    // Unknown message, a message of another conversation, an unknown
+    // conversation: NotFound, nothing logged.
+    let c2 = new_group(store, &bay.id, "c_change2", &[(&ana, Role::Admin)], 5).await;
+    let foreign = store
+        .append(&bay.id, message(&c2, &ana, "in c2", None), ana.kind)
+        .await
+        .unwrap()
+        .message;
+    let quiet = head(store, &bay.id).await;
+    let mut ghost = m1.clone();
+    ghost.id = MessageId("m_none".into());
+    ghost.version = 1;
+    assert_eq!(
+        change(
+            store,
+            &bay.id,
+            &c,
+            ghost.clone(),
+            Change::Edited {
+                message: ghost.clone()
+            }
+        )
+        .await,
+        Changed::NotFound
+    );
+    let mut foreign_edit = foreign.clone();
+    foreign_edit.version = 1;
+    foreign_edit.content = "moved".into();
+    assert_eq!(
+        change(
+            store,
+            &bay.id,
+            &c,
+            foreign_edit.clone(),
+            Change::Edited {
+                message: foreign_edit
+            }
+        )
+        .await,
+        Changed::NotFound
+    );
+    let nowhere = ConversationRef {
+        id: ConversationId("c_none".into()),
+        ..c.reference()
+    };
+    let mut m1_edit = m1.clone();
+    m1_edit.version = 1;
+    assert_eq!(
+        store
+            .change_message(
+                &bay.id,
+                MessageChange {
+                    conversation: nowhere,
+                    revision: 0,
+                    message: m1_edit.clone(),
+                    change: Change::Edited { message: m1_edit },
+                }
+            )
+            .await
+            .unwrap(),
+        Changed::NotFound
+    );
+    assert_eq!(head(store, &bay.id).await, quiet);
+    assert_eq!(
+        history(store, &bay.id, &c.id).await,
+        vec![m1, tomb, m3_edited]
+    );
+    assert_eq!(history(store, &bay.id, &c2.id).await, vec![foreign]);
+}
+
+async fn read_markers_only_move_forward(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (ana, _) = new_participant(store, &bay.id, "ana", ParticipantKind::User).await;
+    let (bob, _) = new_participant(store, &bay.id, "bob", ParticipantKind::User).await;
+    let (rex, _) = new_participant(store, &bay.id, "rex", ParticipantKind::Agent).await;
+    let g = new_group(
+        store,
+        &bay.id,
+        "g",
+        &[
+            (&ana, Role::Member),
+            (&bob, Role::Member),
+            (&rex, Role::Member),
+        ],
+        5,
+    )
+    .await;
+    let empty = new_group(store, &bay.id, "g_empty", &[(&bob, Role::Member)], 5).await;
+    let g2 = new_group(
+        store,
+        &bay.id,
+        "g2",
+        &[(&ana, Role::Member), (&bob, Role::Member)],
+        5,
+    )
+    .await;
+    assert_eq!(
+        read_state(store, &bay.id, &bob.id, &g.id).await,
+        state(None, 0)
+    );
+
+    let post = |sender: &switchboard_actors::model::Participant, text: &str| {
+        store.append(&bay.id, message(&g, sender, text, None), sender.kind)
+    };
+    let m1 = post(&ana, "one").await.unwrap().message;
+    // Posting reads it: the poster's marker is its own message.
+    assert_eq!(
+        read_state(store, &bay.id, &ana.id, &g.id).await,
+        state(Some(&m1), 0)
+    );
+    assert_eq!(
+        read_state(store, &bay.id, &bob.id, &g.id).await,
+        state(None, 1)
+    );
+    let m2 = post(&rex, "two").await.unwrap().message;
+    let m3 = post(&ana, "three").await.unwrap().message;
+    let m4 = post(&rex, "four").await.unwrap().message;
+    assert_eq!(
+        read_state(store, &bay.id, &bob.id, &g.id).await,
+        state(None, 4)
+    );
+    assert_eq!(
+        read_state(store, &bay.id, &ana.id, &g.id).await,
+        state(Some(&m3), 1)
+    );
+    assert_eq!(
+        read_state(store, &bay.id, &rex.id, &g.id).await,
+        state(Some(&m4), 0)
+    );
+
+    // Forward: moved and logged.
+    let before = head(store, &bay.id).await;
+    let entry = store
+        .mark_read(&bay.id, &g.reference(), &bob.id, &m2)
+        .await
+        .unwrap()
+        .expect("the marker moved");
+    assert_eq!(
+        logged(store, &bay.id, &before).await,
+        vec![(
+            entry,
+            LogEvent::Change {
+                conversation: g.reference(),
+                change: Change::Read {
+                    participant: bob.id.clone(),
+                    message: m2.id.clone(),
+                },
+            }
+        )]
+    );
+    assert_eq!(
+        read_state(store, &bay.id, &bob.id, &g.id).await,
+        state(Some(&m2), 2)
+    );
+
+    // Back or in place: nothing moves, nothing is logged.
+    let moved = head(store, &bay.id).await;
+    for back in [&m1, &m2] {
+        assert_eq!(
+            store
+                .mark_read(&bay.id, &g.reference(), &bob.id, back)
+                .await
+                .unwrap(),
+            None,
+            "{}",
+            back.content
+        );
+    }
+    assert_eq!(head(store, &bay.id).await, moved);
+    assert_eq!(
+        read_state(store, &bay.id, &bob.id, &g.id).await,
+        state(Some(&m2), 2)
+    );
+    // Markers are per participant.
+    assert_eq!(
+        read_state(store, &bay.id, &ana.id, &g.id).await,
+        state(Some(&m3), 1)
+    );
+
+    // Several conversations at once, in the order asked.
+    let n1 = store
+        .append(&bay.id, message(&g2, &ana, "g2 one", None), ana.kind)
+        .await
+        .unwrap()
+        .message;
+    assert_eq!(
+        store
+            .read_states(
+                &bay.id,
+                &bob.id,
+                &[g2.id.clone(), empty.id.clone(), g.id.clone()]
+            )
+            .await
+            .unwrap(),
+        vec![state(None, 1), state(None, 0), state(Some(&m2), 2)]
+    );
+    assert_eq!(
+        store
+            .read_states(&bay.id, &ana.id, &[g.id.clone(), g2.id.clone()])
+            .await
+            .unwrap(),
+        vec![state(Some(&m3), 1), state(Some(&n1), 0)]
+    );
+    assert_eq!(
+        store.read_states(&bay.id, &bob.id, &[]).await.unwrap(),
+        vec![]
+    );
+
+    // Bob posts: his marker jumps to his message, past anything he marked.
+    let m5 = post(&bob, "five").await.unwrap().message;
+    assert_eq!(
+        read_state(store, &bay.id, &bob.id, &g.id).await,
+        state(Some(&m5), 0)
+    );
+    assert_eq!(
+        read_state(store, &bay.id, &ana.id, &g.id).await,
+        state(Some(&m3), 2)
+    );
+    let quiet = head(store, &bay.id).await;
+    assert_eq!(
+        store
+            .mark_read(&bay.id, &g.reference(), &bob.id, &m4)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(head(store, &bay.id).await, quiet);
+    // g2 did not move.
+    assert_eq!(
+        read_state(store, &bay.id, &bob.id, &g2.id).await,
+        state(None, 1)
+    );
+}
+
+fn lunch_poll(id: &str, asked_by: &ParticipantId) -> PollState {
+    PollState::new(
+        id,
+        "Lunch?".into(),
+        vec!["Pizza".into(), "Sushi".into(), "Ramen".into()],
+        false,
+        asked_by.clone(),
+    )
+}
+
+/// A `card.poll` message from `sender` in `c`.
+fn with_poll(
+    c: &Conversation,
+    sender: &switchboard_actors::model::Participant,
+    poll: PollState,
+) -> NewMessage {
+    let mut m = message(c, sender, &poll.fallback_content(), None);
+    m.message.poll = Some(poll);
+    m
+}
+
+async fn polls_are_found_by_id(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (ana, _) = new_participant(store, &bay.id, "ana", ParticipantKind::User).await;
+    let g = new_group(store, &bay.id, "g", &[(&ana, Role::Member)], 5).await;
+    let g2 = new_group(store, &bay.id, "g2", &[(&ana, Role::Member)], 5).await;
+    assert_eq!(
+        store.poll_message(&bay.id, "poll_lunch").await.unwrap(),
+        None
+    );
+
+    let poll = lunch_poll("poll_lunch", &ana.id);
+    let lunch = store
+        .append(&bay.id, with_poll(&g, &ana, poll.clone()), ana.kind)
+        .await
+        .unwrap()
+        .message;
+    assert_eq!(lunch.poll, Some(poll));
+    let dinner = store
+        .append(
+            &bay.id,
+            with_poll(&g2, &ana, lunch_poll("poll_dinner", &ana.id)),
+            ana.kind,
+        )
+        .await
+        .unwrap()
+        .message;
+    store
+        .append(&bay.id, message(&g, &ana, "not a poll", None), ana.kind)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.poll_message(&bay.id, "poll_lunch").await.unwrap(),
+        Some((g.id.clone(), lunch.id.clone()))
+    );
+    assert_eq!(
+        store.poll_message(&bay.id, "poll_dinner").await.unwrap(),
+        Some((g2.id.clone(), dinner.id.clone()))
+    );
+    assert_eq!(
+        store.poll_message(&bay.id, "poll_none").await.unwrap(),
+        None
+    );
+    assert_eq!(store.poll_message(&bay.id, "").await.unwrap(), None);
+
+    // Poll ids are per Bay.
+    let other = new_bay(store).await;
+    assert_eq!(
+        store.poll_message(&other.id, "poll_lunch").await.unwrap(),
+        None
+    );
+    let (ana2, _) = new_participant(store, &other.id, "ana", ParticipantKind::User).await;
+    let og = new_group(store, &other.id, "og", &[(&ana2, Role::Member)], 5).await;
+    let theirs = store
+        .append(
+            &other.id,
+            with_poll(&og, &ana2, lunch_poll("poll_lunch", &ana2.id)),
+            ana2.kind,
+        )
+        .await
+        .unwrap()
+        .message;
+    assert_eq!(
+        store.poll_message(&other.id, "poll_lunch").await.unwrap(),
+        Some((og.id.clone(), theirs.id))
+    );
+    assert_eq!(
+        store.poll_message(&bay.id, "poll_lunch").await.unwrap(),
+        Some((g.id.clone(), lunch.id))
+    );
+}
+
+async fn cards_polls_and_reactions_round_trip_through_changes(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (ana, _) = new_participant(store, &bay.id, "ana", ParticipantKind::User).await;
+    let (rex, _) = new_participant(store, &bay.id, "rex", ParticipantKind::Agent).await;
+    let c = new_group(
+        store,
+        &bay.id,
+        "c_rich",
+        &[(&ana, Role::Member), (&rex, Role::Member)],
+        5,
+    )
+    .await;
+    let start = head(store, &bay.id).await;
+
+    // A card with awkward JSON (a fake hole, unicode, big numbers, empties).
+    let mut carded = message(&c, &rex, "Launch review ✓", None);
+    carded.message.metadata = Some(json!({"big": 12345678901234567890u64, "empty": []}));
+    carded.message.card = Some(Card {
+        kind: CardType::Calendar,
+        payload: json!({
+            "title": "Launch \"__sb_hole_0__\" review 🚀",
+            "start": "2026-09-21T10:00:00+02:00",
+            "end": "2026-09-21T11:00:00+02:00",
+            "attendees": [{"name": "Ana", "address": "ana@example.com"}],
+            "notes": "line 1\nline 2 \\ backslash",
+        }),
+    });
+    let carded_in = carded.message.clone();
+    let carded = store
+        .append(&bay.id, carded, rex.kind)
+        .await
+        .unwrap()
+        .message;
+    let mut expected = carded_in;
+    expected.created_at = carded.created_at;
+    expected.seq = 1;
+    assert_eq!(carded, expected);
+
+    let poll = lunch_poll("poll_rich", &ana.id);
+    let polled = store
+        .append(&bay.id, with_poll(&c, &ana, poll.clone()), ana.kind)
+        .await
+        .unwrap()
+        .message;
+    assert_eq!(polled.poll, Some(poll.clone()));
+    assert_eq!(polled.seq, 2);
+    assert_eq!(
+        history(store, &bay.id, &c.id).await,
+        vec![carded.clone(), polled.clone()]
+    );
+
+    // Reactions on the card, then a vote and a close on the poll.
+    let mut reacted = carded.clone();
+    reacted.reactions = vec![
+        Reaction {
+            emoji: "👍🏽".into(),
+            by: vec![ana.id.clone(), rex.id.clone()],
+        },
+        Reaction {
+            emoji: "\"🎉\"".into(),
+            by: vec![ana.id.clone()],
+        },
+    ];
+    reacted.version = 1;
+    let reaction = Change::Reaction {
+        message: reacted.id.clone(),
+        emoji: "👍🏽".into(),
+        participant: rex.id.clone(),
+        count: 2,
+        added: true,
+    };
+    let e1 = changed(change(store, &bay.id, &c, reacted.clone(), reaction.clone()).await);
+    let mut voted = polled.clone();
+    let tally = voted.poll.as_mut().unwrap();
+    assert!(tally.cast(rex.id.clone(), SenderType::Agent, vec![2], Utc::now()));
+    assert!(tally.cast(ana.id.clone(), SenderType::User, vec![0], Utc::now()));
+    assert!(tally.close());
+    voted.version = 1;
+    let vote = Change::Poll {
+        message: voted.id.clone(),
+        poll: voted.poll.clone().unwrap(),
+    };
+    let e2 = changed(change(store, &bay.id, &c, voted.clone(), vote.clone()).await);
+
+    assert_eq!(
+        store.message(&bay.id, &c.id, &carded.id).await.unwrap(),
+        Some(reacted.clone())
+    );
+    assert_eq!(
+        store.message(&bay.id, &c.id, &polled.id).await.unwrap(),
+        Some(voted.clone())
+    );
+    let now = vec![reacted.clone(), voted.clone()];
+    assert_eq!(history(store, &bay.id, &c.id).await, now);
+    assert_eq!(
+        store
+            .messages_since(
+                &bay.id,
+                &c.id,
+                carded.created_at - chrono::Duration::days(1),
+                10
+            )
+            .await
+            .unwrap(),
+        now
+    );
+    // The log carries all four exactly as well.
+    let entries = logged(store, &bay.id, &start).await;
+    let (ids, events): (Vec<_>, Vec<_>) = entries.into_iter().unzip();
+    assert_eq!(&ids[2..], &[e1, e2]);
+    assert_eq!(
+        events,
+        vec![
+            LogEvent::Message {
+                conversation: c.reference(),
+                message: carded,
+            },
+            LogEvent::Message {
+                conversation: c.reference(),
+                message: polled,
+            },
+            LogEvent::Change {
+                conversation: c.reference(),
+                change: reaction,
+            },
+            LogEvent::Change {
+                conversation: c.reference(),
+                change: vote,
+            },
+        ]
     );
 }

@@ -35,7 +35,7 @@ use figment::{Error, Metadata, Profile, Provider};
 pub const ENV_PREFIX: &str = "SWITCHBOARD_";
 
 /// The top-level keys of [`crate::Settings`] (a test keeps this in step).
-pub(crate) const TOP_LEVEL_KEYS: [&str; 11] = [
+pub(crate) const TOP_LEVEL_KEYS: [&str; 12] = [
     "bind",
     "store",
     "redis",
@@ -47,10 +47,11 @@ pub(crate) const TOP_LEVEL_KEYS: [&str; 11] = [
     "replay_max_entries",
     "limits",
     "timing",
+    "webhooks",
 ];
 
 /// The top-level keys that are tables.
-const SECTIONS: [&str; 3] = ["redis", "limits", "timing"];
+const SECTIONS: [&str; 4] = ["redis", "limits", "timing", "webhooks"];
 
 /// A snapshot of the `SWITCHBOARD_*` variables that are settings.
 #[derive(Clone, Debug)]
@@ -190,6 +191,14 @@ mod tests {
         assert_eq!(
             path("SWITCHBOARD_LIMITS_UPDATES_PER_MINUTE").as_deref(),
             Some("limits_updates_per_minute")
+        );
+        assert_eq!(
+            path("SWITCHBOARD_WEBHOOKS__ALLOW_HTTP").as_deref(),
+            Some("webhooks.allow_http")
+        );
+        assert_eq!(
+            path("SWITCHBOARD_WEBHOOKS_ALLOW_HTTP").as_deref(),
+            Some("webhooks_allow_http")
         );
         assert_eq!(path("SWITCHBOARD_CONFIG"), None);
         assert_eq!(path("SWITCHBOARD_LOG"), None);

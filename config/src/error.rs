@@ -166,7 +166,7 @@ impl ConfigError {
 }
 
 /// Keys whose values are secrets.
-const SECRET_KEYS: [&str; 2] = ["admin_token", "redis.url"];
+const SECRET_KEYS: [&str; 3] = ["admin_token", "redis.url", "webhooks.secret_key"];
 
 /// "TOML file `x.toml`", "environment variable `SWITCHBOARD_BIND`",
 /// "command-line flag `--bind`", "built-in defaults".

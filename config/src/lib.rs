@@ -44,9 +44,9 @@ pub use crate::env::ENV_PREFIX;
 pub use crate::error::ConfigError;
 pub use crate::settings::{
     mask_url_password, split_urls, Limits, LogFormat, RedisSettings, Settings, StoreKind, Timing,
-    DEFAULT_TOML, MASK,
+    WebhookSettings, DEFAULT_TOML, MASK,
 };
-pub use crate::validate::{UPDATES_WAIT_CEILING, UPDATES_WAIT_FLOOR};
+pub use crate::validate::{UPDATES_WAIT_CEILING, UPDATES_WAIT_FLOOR, WEBHOOK_SECRET_KEY_BYTES};
 
 /// Builds the settings from every layer, lowest first — the embedded
 /// `default.toml`, `config_file` (TOML or JSON by extension), the

@@ -20,8 +20,8 @@ pub const MASK: &str = "********";
 /// Every setting of a Switchboard node. See `config/default.toml` for the
 /// meaning, unit and protocol rule of each field.
 ///
-/// `Debug` masks the secrets (`admin_token`, the password in `redis.url`);
-/// `Serialize` does not — use [`Settings::masked`] before showing it.
+/// `Debug` masks the secrets (`admin_token`, the password in `redis.url`,
+/// `webhooks.secret_key`); `Serialize` does not — use [`Settings::masked`] before showing it.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
@@ -52,6 +52,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Timeouts and intervals.
     pub timing: Timing,
+    /// Push delivery to agents' webhooks (protocol §11, "Webhook contract v2").
+    pub webhooks: WebhookSettings,
 }
 
 /// Storage engine of the node.
@@ -203,6 +205,47 @@ pub struct Timing {
     pub actor_idle_timeout: Duration,
 }
 
+/// Push delivery to agents' webhooks (protocol §11, "Webhook contract v2";
+/// deliveries are signed as the Standard Webhooks spec says).
+///
+/// `Debug` masks `secret_key`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Accept `http://` webhook URLs as well as `https://` (for tests and
+    /// local development; never in production).
+    pub allow_http: bool,
+    /// Deliver to loopback, private, link-local, CGNAT, documentation and
+    /// cloud-metadata addresses too (SSRF defence off; for tests).
+    pub allow_private_destinations: bool,
+    /// Longest one delivery attempt may take, connecting included. Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub attempt_timeout: Duration,
+    /// Upper bound of the first retry's delay: delays are drawn with full
+    /// jitter from `[0, min(retry_max, retry_initial × 2^n)]`. Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub retry_initial: Duration,
+    /// Cap of the retry delay. Invariant: `>= retry_initial`.
+    #[serde(with = "humantime_serde")]
+    pub retry_max: Duration,
+    /// Deliveries in flight at once on this node. Invariant: at least 1.
+    pub max_concurrent: usize,
+    /// Lifetime of the lease under which one node at a time delivers an
+    /// agent's webhooks; the holder renews it while it works, and another
+    /// node takes over at most this long after the holder dies. Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub lease_ttl: Duration,
+    /// Bytes of a webhook's response body read at most (the rest is
+    /// discarded). Invariant: at least 1.
+    pub max_response_bytes: usize,
+    /// Key that seals webhook signing secrets at rest: 32 bytes in standard
+    /// base64 (44 characters). Secret. Every node of a deployment must share
+    /// it; `None` = the gateway uses a key of its own. Invariant (validated):
+    /// decodes to exactly 32 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key: Option<String>,
+}
+
 impl Default for Settings {
     /// The embedded `config/default.toml`, parsed.
     fn default() -> Self {
@@ -237,14 +280,24 @@ impl Default for Timing {
     }
 }
 
+impl Default for WebhookSettings {
+    /// `[webhooks]` of the embedded `default.toml`.
+    fn default() -> Self {
+        Settings::default().webhooks
+    }
+}
+
 impl Settings {
-    /// A copy safe to print or log: `admin_token` becomes [`MASK`] and the
-    /// password in `redis.url` (userinfo or a `pass` / `password` query
-    /// parameter) is masked.
+    /// A copy safe to print or log: `admin_token` and `webhooks.secret_key`
+    /// become [`MASK`] and the password in `redis.url` (userinfo or a
+    /// `pass` / `password` query parameter) is masked.
     pub fn masked(&self) -> Settings {
         let mut masked = self.clone();
         if masked.admin_token.is_some() {
             masked.admin_token = Some(MASK.to_owned());
+        }
+        if masked.webhooks.secret_key.is_some() {
+            masked.webhooks.secret_key = Some(MASK.to_owned());
         }
         masked.redis.url = mask_url_password(&self.redis.url);
         masked
@@ -275,6 +328,26 @@ impl fmt::Debug for Settings {
             .field("replay_max_entries", &self.replay_max_entries)
             .field("limits", &self.limits)
             .field("timing", &self.timing)
+            .field("webhooks", &self.webhooks)
+            .finish()
+    }
+}
+
+impl fmt::Debug for WebhookSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookSettings")
+            .field("allow_http", &self.allow_http)
+            .field(
+                "allow_private_destinations",
+                &self.allow_private_destinations,
+            )
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("retry_initial", &self.retry_initial)
+            .field("retry_max", &self.retry_max)
+            .field("max_concurrent", &self.max_concurrent)
+            .field("lease_ttl", &self.lease_ttl)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("secret_key", &self.secret_key.as_ref().map(|_| MASK))
             .finish()
     }
 }

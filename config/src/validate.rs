@@ -3,6 +3,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use base64::Engine;
+
 use crate::{ConfigError, Settings};
 
 /// Protocol §11: the `wait` of `GET /updates` is clamped to 1–30 s, so the
@@ -10,6 +12,10 @@ use crate::{ConfigError, Settings};
 pub const UPDATES_WAIT_FLOOR: Duration = Duration::from_secs(1);
 /// See [`UPDATES_WAIT_FLOOR`].
 pub const UPDATES_WAIT_CEILING: Duration = Duration::from_secs(30);
+
+/// Length of `webhooks.secret_key` once base64-decoded: a ChaCha20-Poly1305
+/// key, which seals webhook signing secrets at rest.
+pub const WEBHOOK_SECRET_KEY_BYTES: usize = 32;
 
 /// URL schemes a Redis URL may use.
 const REDIS_SCHEMES: [&str; 4] = ["redis", "rediss", "redis+unix", "unix"];
@@ -113,7 +119,53 @@ impl Settings {
         non_zero("timing.typing_ttl", timing.typing_ttl)?;
         // timing.drain_timeout: zero is valid (close connections at once).
         non_zero("timing.actor_idle_timeout", timing.actor_idle_timeout)?;
+
+        let webhooks = &self.webhooks;
+        non_zero("webhooks.attempt_timeout", webhooks.attempt_timeout)?;
+        non_zero("webhooks.retry_initial", webhooks.retry_initial)?;
+        if webhooks.retry_max < webhooks.retry_initial {
+            return Err(ConfigError::invalid(
+                "webhooks.retry_max",
+                format!(
+                    "is {}, must be at least webhooks.retry_initial ({})",
+                    show(webhooks.retry_max),
+                    show(webhooks.retry_initial)
+                ),
+            ));
+        }
+        at_least_one("webhooks.max_concurrent", webhooks.max_concurrent)?;
+        non_zero("webhooks.lease_ttl", webhooks.lease_ttl)?;
+        at_least_one("webhooks.max_response_bytes", webhooks.max_response_bytes)?;
+        if let Some(key) = &webhooks.secret_key {
+            check_secret_key(key)?;
+        }
         Ok(())
+    }
+}
+
+/// `webhooks.secret_key`: standard base64 (with padding) of exactly
+/// [`WEBHOOK_SECRET_KEY_BYTES`] bytes. The messages never quote the value.
+fn check_secret_key(key: &str) -> Result<(), ConfigError> {
+    const KEY: &str = "webhooks.secret_key";
+    const HOW: &str = "e.g. the output of `openssl rand -base64 32`, or unset for a key \
+                       of the node's own";
+    match base64::engine::general_purpose::STANDARD.decode(key) {
+        Ok(bytes) if bytes.len() == WEBHOOK_SECRET_KEY_BYTES => Ok(()),
+        Ok(bytes) => Err(ConfigError::invalid(
+            KEY,
+            format!(
+                "decodes to {} bytes, must be exactly {WEBHOOK_SECRET_KEY_BYTES} bytes \
+                 in standard base64 ({HOW})",
+                bytes.len()
+            ),
+        )),
+        Err(_) => Err(ConfigError::invalid(
+            KEY,
+            format!(
+                "is not standard base64: must be {WEBHOOK_SECRET_KEY_BYTES} bytes \
+                 in standard base64 ({HOW})"
+            ),
+        )),
     }
 }
 

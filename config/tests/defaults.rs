@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use switchboard_config::{
     mask_url_password, ConfigError, Limits, LogFormat, RedisSettings, Settings, StoreKind, Timing,
-    DEFAULT_TOML, MASK,
+    WebhookSettings, DEFAULT_TOML, MASK,
 };
+
+/// A valid `webhooks.secret_key`: 32 bytes in standard base64.
+const KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -54,8 +57,20 @@ fn defaults_equal_the_protocol_values() {
             drain_timeout: secs(10),
             actor_idle_timeout: secs(60),
         },
+        webhooks: WebhookSettings {
+            allow_http: false,                 // https only
+            allow_private_destinations: false, // SSRF defence on
+            attempt_timeout: secs(10),
+            retry_initial: secs(1),
+            retry_max: secs(10 * 60),
+            max_concurrent: 64,
+            lease_ttl: secs(8),
+            max_response_bytes: 65_536,
+            secret_key: None,
+        },
     };
     assert_eq!(Settings::default(), expected);
+    assert_eq!(WebhookSettings::default(), expected.webhooks);
     assert_eq!(Limits::default(), expected.limits);
     assert_eq!(Timing::default(), expected.timing);
     assert_eq!(RedisSettings::default(), expected.redis);
@@ -225,6 +240,42 @@ fn out_of_range_values_name_their_key() {
         ("timing.actor_idle_timeout", |s| {
             s.timing.actor_idle_timeout = Duration::ZERO
         }),
+        ("webhooks.attempt_timeout", |s| {
+            s.webhooks.attempt_timeout = Duration::ZERO
+        }),
+        ("webhooks.retry_initial", |s| {
+            s.webhooks.retry_initial = Duration::ZERO
+        }),
+        ("webhooks.retry_max", |s| s.webhooks.retry_max = secs(0)),
+        ("webhooks.retry_max", |s| {
+            s.webhooks.retry_initial = secs(5);
+            s.webhooks.retry_max = secs(4);
+        }),
+        ("webhooks.max_concurrent", |s| s.webhooks.max_concurrent = 0),
+        ("webhooks.lease_ttl", |s| {
+            s.webhooks.lease_ttl = Duration::ZERO
+        }),
+        ("webhooks.max_response_bytes", |s| {
+            s.webhooks.max_response_bytes = 0
+        }),
+        ("webhooks.secret_key", |s| {
+            s.webhooks.secret_key = Some(String::new())
+        }),
+        ("webhooks.secret_key", |s| {
+            // 31 bytes.
+            s.webhooks.secret_key = Some("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZQ==".into())
+        }),
+        ("webhooks.secret_key", |s| {
+            // 33 bytes.
+            s.webhooks.secret_key = Some("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWYw".into())
+        }),
+        ("webhooks.secret_key", |s| {
+            // URL-safe alphabet, not standard base64.
+            s.webhooks.secret_key = Some("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNk-_8=".into())
+        }),
+        ("webhooks.secret_key", |s| {
+            s.webhooks.secret_key = Some("not base64 at all!".into())
+        }),
     ];
     for (key, spoil) in cases {
         let mut settings = Settings::default();
@@ -232,6 +283,19 @@ fn out_of_range_values_name_their_key() {
         assert_eq!(invalid_key(&settings), key, "{settings:?}");
         let message = settings.validate().unwrap_err().to_string();
         assert!(message.contains(&format!("`{key}`")), "{message}");
+    }
+}
+
+/// A wrong `webhooks.secret_key` is refused without quoting it.
+#[test]
+fn bad_webhook_secret_key_is_not_echoed() {
+    for bad in ["c2hvcnQtc2VjcmV0LXZhbHVl", "this is not base64, not at all"] {
+        let mut settings = Settings::default();
+        settings.webhooks.secret_key = Some(bad.into());
+        let message = settings.validate().unwrap_err().to_string();
+        assert!(message.contains("`webhooks.secret_key`"), "{message}");
+        assert!(message.contains("32 bytes"), "{message}");
+        assert!(!message.contains(bad), "{message}");
     }
 }
 
@@ -245,6 +309,11 @@ fn edge_values_that_make_sense_are_valid() {
     settings.bind = "[::]:0".into();
     settings.redis.url = "rediss://user:pw@redis.example:6380/2".into();
     settings.workers = Some(1);
+    settings.webhooks.secret_key = Some(KEY.into());
+    settings.webhooks.retry_max = settings.webhooks.retry_initial; // no growth
+    settings.webhooks.max_concurrent = 1;
+    settings.webhooks.allow_http = true;
+    settings.webhooks.allow_private_destinations = true;
     settings.validate().expect("valid");
     settings.bind = "localhost:8080".into();
     settings.redis.url = "redis+unix:///run/redis.sock".into();
@@ -280,7 +349,7 @@ fn cluster_seeds_split_at_commas_that_start_a_url() {
 }
 
 #[test]
-fn masking_hides_the_admin_token_and_redis_password() {
+fn masking_hides_the_admin_token_redis_password_and_webhook_key() {
     let settings = Settings {
         admin_token: Some("s3cret-token".into()),
         redis: RedisSettings {
@@ -288,11 +357,16 @@ fn masking_hides_the_admin_token_and_redis_password() {
             cluster: false,
             connections: 16,
         },
+        webhooks: WebhookSettings {
+            secret_key: Some(KEY.into()),
+            ..WebhookSettings::default()
+        },
         ..Settings::default()
     };
 
     let masked = settings.masked();
     assert_eq!(masked.admin_token.as_deref(), Some(MASK));
+    assert_eq!(masked.webhooks.secret_key.as_deref(), Some(MASK));
     assert_eq!(
         masked.redis.url,
         format!("redis://default:{MASK}@db:6379/0")
@@ -305,12 +379,16 @@ fn masking_hides_the_admin_token_and_redis_password() {
         masked.to_toml(),
         format!("{settings:?}"),
         format!("{masked:?}"),
+        format!("{:?}", settings.webhooks),
     ] {
         assert!(!shown.contains("s3cret-token"), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!shown.contains(KEY), "{shown}");
     }
+    assert_eq!(settings.webhooks.secret_key.as_deref(), Some(KEY));
     // No token stays no token.
     assert_eq!(Settings::default().masked().admin_token, None);
+    assert_eq!(Settings::default().masked().webhooks.secret_key, None);
 }
 
 #[test]
@@ -353,7 +431,11 @@ fn to_toml_round_trips() {
         ..Settings::default()
     };
     settings.timing.watermark_interval = Duration::from_millis(250);
+    settings.webhooks.secret_key = Some(KEY.into());
+    settings.webhooks.retry_max = Duration::from_secs(90);
     let text = settings.to_toml();
+    assert!(text.contains("[webhooks]"), "{text}");
+    assert!(text.contains("retry_max = \"1m 30s\""), "{text}");
     assert!(text.contains("replay_window = \"15m\""), "{text}");
     assert!(text.contains("watermark_interval = \"250ms\""), "{text}");
     assert!(text.contains("store = \"redis\""), "{text}");

@@ -109,6 +109,14 @@ fn every_documented_environment_variable_is_read() {
         jail.set_env("SWITCHBOARD_REDIS__CLUSTER", "true");
         jail.set_env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "30");
         jail.set_env("SWITCHBOARD_TIMING__HELLO_TIMEOUT", "500ms");
+        jail.set_env("SWITCHBOARD_WEBHOOKS__ALLOW_HTTP", "true");
+        jail.set_env("SWITCHBOARD_WEBHOOKS__ALLOW_PRIVATE_DESTINATIONS", "true");
+        jail.set_env("SWITCHBOARD_WEBHOOKS__RETRY_MAX", "2m");
+        jail.set_env("SWITCHBOARD_WEBHOOKS__MAX_CONCURRENT", "8");
+        jail.set_env(
+            "SWITCHBOARD_WEBHOOKS__SECRET_KEY",
+            "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+        );
         let s = jailed(load(None, &Overrides::default()))?;
         assert_eq!(s.bind, "10.0.0.1:9000");
         assert_eq!(s.bootstrap.as_deref(), Some(Path::new("seed.toml")));
@@ -122,6 +130,14 @@ fn every_documented_environment_variable_is_read() {
         assert!(s.redis.cluster);
         assert_eq!(s.limits.updates_per_minute, 30);
         assert_eq!(s.timing.hello_timeout, Duration::from_millis(500));
+        assert!(s.webhooks.allow_http);
+        assert!(s.webhooks.allow_private_destinations);
+        assert_eq!(s.webhooks.retry_max, Duration::from_secs(120));
+        assert_eq!(s.webhooks.max_concurrent, 8);
+        assert_eq!(
+            s.webhooks.secret_key.as_deref(),
+            Some("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+        );
         Ok(())
     });
 }
@@ -209,6 +225,37 @@ fn zero_duration_from_environment_is_an_error_naming_key_and_variable() {
             message.contains("SWITCHBOARD_TIMING__HELLO_TIMEOUT"),
             "{message}"
         );
+        Ok(())
+    });
+}
+
+#[test]
+fn bad_webhook_secret_key_from_environment_names_key_and_variable_not_value() {
+    Jail::expect_with(|jail| {
+        jail.set_env("SWITCHBOARD_WEBHOOKS__SECRET_KEY", "dG9vLXNob3J0LWtleQ==");
+        let error = load_err(None, &Overrides::default());
+        assert_eq!(error.key(), Some("webhooks.secret_key"));
+        let message = error.to_string();
+        assert!(
+            message.contains("SWITCHBOARD_WEBHOOKS__SECRET_KEY"),
+            "{message}"
+        );
+        assert!(!message.contains("dG9vLXNob3J0LWtleQ=="), "{message}");
+        Ok(())
+    });
+}
+
+#[test]
+fn config_check_masks_the_webhook_secret_key() {
+    Jail::expect_with(|jail| {
+        let key = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+        jail.set_env("SWITCHBOARD_WEBHOOKS__SECRET_KEY", key);
+        let out = jailed(check(&CheckArgs {
+            config: None,
+            overrides: Overrides::default(),
+        }))?;
+        assert!(!out.contains(key), "{out}");
+        assert!(out.contains(&format!("secret_key = \"{MASK}\"")), "{out}");
         Ok(())
     });
 }

@@ -23,6 +23,7 @@ pub mod ratelimit;
 pub mod realtime;
 pub mod state;
 pub mod telemetry;
+pub mod webhooks;
 
 use crate::error::{json_error, path_error, query_error, ApiError};
 use crate::ratelimit::RateLimits;
@@ -45,6 +46,11 @@ use switchboard_protocol::error::ErrorCode;
 /// Replays (session opens from a cursor) that read the log at once per node;
 /// the rest queue. Bounds the memory a resume storm takes at one time.
 const REPLAY_SLOTS: usize = 256;
+
+/// How often each Bay feed records who holds a session on this node
+/// (`GET /agents` `status`); records live three intervals. A constant
+/// until the config crate grows a `timing.presence_interval` setting.
+const PRESENCE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -152,13 +158,17 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
                 recent_max: settings.replay_max_entries,
                 replay_window: settings.replay_window,
                 block: Duration::from_secs(5),
+                presence_interval: PRESENCE_INTERVAL,
             },
             typing_ttl: t.typing_ttl,
             actor_idle_timeout: t.actor_idle_timeout,
             arbiters: 2,
         },
     );
+    let webhooks = webhook_dispatcher(&settings, store.clone());
+    webhooks.start();
     let state = AppState {
+        webhooks,
         // Counted in Redis with the redis engine (cluster-wide), per node otherwise.
         limits: Arc::new(RateLimits::from_settings(&settings).map_err(StartError::Store)?),
         admin_token_hash: settings
@@ -199,7 +209,9 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
                     // Authentication before any extractor reads the body.
                     .wrap(actix_web::middleware::from_fn(auth::agent_gate))
                     .configure(api::agent::routes)
+                    .configure(api::directory::routes)
                     .configure(api::messages::routes)
+                    .configure(api::webhook::routes)
                     .configure(api::polls::routes)
                     .configure(realtime::updates::routes)
                     .configure(realtime::ws::routes),
@@ -292,4 +304,39 @@ async fn wait_for_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// The node's webhook deliveries. Secrets are sealed with
+/// `webhooks.secret_key`; without one, with a key derived from the admin
+/// token (nodes sharing it can open each other's secrets), else with a
+/// key of this process (webhooks set before a restart then fail to sign,
+/// and say so in their status).
+fn webhook_dispatcher(
+    settings: &Settings,
+    store: Arc<dyn Store>,
+) -> webhooks::dispatcher::Dispatcher {
+    use base64::Engine as _;
+    use webhooks::signing::SecretBox;
+    let derived = settings.admin_token.as_ref().map(|t| {
+        let mut h = Sha256::new();
+        h.update(b"switchboard webhook secret key\0");
+        h.update(t.as_bytes());
+        base64::engine::general_purpose::STANDARD.encode(h.finalize())
+    });
+    let secrets = settings
+        .webhooks
+        .secret_key
+        .as_ref()
+        .or(derived.as_ref())
+        .and_then(|key| SecretBox::from_base64(key).ok())
+        .unwrap_or_else(|| {
+            tracing::warn!("no webhooks.secret_key and no admin token: webhook secrets are sealed with a key of this process only");
+            SecretBox::random()
+        });
+    webhooks::dispatcher::Dispatcher::new(
+        store,
+        settings.webhooks.clone(),
+        settings.replay_window,
+        secrets,
+    )
 }

@@ -68,6 +68,8 @@ async fn render(state: web::Data<AppState>) -> HttpResponse {
     let (feeds, conversations) = state.registry.actor_counts();
     metrics::gauge!(ACTORS, "kind" => "feed").set(feeds as f64);
     metrics::gauge!(ACTORS, "kind" => "conversation").set(conversations as f64);
+    metrics::gauge!(crate::webhooks::dispatcher::WEBHOOK_OLDEST_PENDING)
+        .set(state.webhooks.oldest_pending().as_secs_f64());
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(install().render())

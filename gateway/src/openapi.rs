@@ -49,6 +49,8 @@ pub struct ApiDoc;
 #[openapi(paths(
     crate::api::agent::me_route,
     crate::api::agent::conversations,
+    crate::api::directory::list_agents,
+    crate::api::directory::create_agent_chat,
     crate::api::agent::context,
     crate::api::agent::list_messages,
     crate::api::messages::send_message,
@@ -63,6 +65,8 @@ pub struct ApiDoc;
     crate::api::polls::vote,
     crate::api::polls::close_poll,
     crate::api::agent::typing,
+    crate::api::webhook::set_webhook,
+    crate::api::webhook::remove_webhook,
     crate::realtime::updates::updates,
     crate::realtime::ws::upgrade,
 ))]
@@ -79,6 +83,8 @@ struct AgentApi;
     crate::api::admin::add_member,
     crate::api::admin::remove_member,
     crate::api::admin::patch_conversation,
+    crate::api::admin::set_webhook,
+    crate::api::admin::remove_webhook,
 ))]
 struct AdminApi;
 
@@ -176,6 +182,8 @@ mod tests {
             "SendBody" => parse::<crate::api::messages::SendBody>(example),
             "CreatePoll" => parse::<crate::api::polls::CreatePoll>(example),
             "Card" => parse::<switchboard_protocol::card::Card>(example),
+            "PollView" => parse::<switchboard_protocol::poll::PollView>(example),
+            "SetWebhook" => parse::<crate::api::webhook::SetWebhook>(example),
             "Updates" => parse::<schemas::Updates>(example),
             other => Err(format!(
                 "schema {other} has an example but no parse check: add one here"

@@ -30,6 +30,8 @@ pub struct AppState {
     pub admin_token_hash: Option<Arc<String>>,
     /// Set on SIGTERM/SIGINT: `/readyz` answers 503 and new sessions are refused.
     pub draining: Arc<AtomicBool>,
+    /// Webhook deliveries of this node (and the sealing of their secrets).
+    pub webhooks: crate::webhooks::dispatcher::Dispatcher,
 }
 
 impl AppState {

@@ -37,6 +37,14 @@ pub enum ErrorCode {
     PollSingleChoice,
     /// 400: an answer index the poll does not offer (protocol v1.12).
     InvalidOptionIndex,
+    /// 400: a webhook URL that is not an absolute `https://` URL with a host,
+    /// without userinfo or fragment, of at most 2,048 characters (protocol
+    /// §11, `POST /webhook`).
+    InvalidWebhookUrl,
+    /// 400: a webhook URL whose host is or resolves to a loopback, private,
+    /// link-local, CGNAT, multicast, documentation or cloud-metadata address
+    /// (protocol §11, `POST /webhook`; SSRF defence).
+    WebhookDestinationForbidden,
     /// 401: missing, unknown, rotated or revoked token (protocol §2).
     Unauthorized,
     /// 403: not a participant of that conversation (context / messages GET).
@@ -95,7 +103,9 @@ impl ErrorCode {
             | InvalidCardPayload
             | InvalidPoll
             | PollSingleChoice
-            | InvalidOptionIndex => 400,
+            | InvalidOptionIndex
+            | InvalidWebhookUrl
+            | WebhookDestinationForbidden => 400,
             Unauthorized => 401,
             NotParticipant | Forbidden => 403,
             NotFound | PollNotFound => 404,
@@ -127,6 +137,8 @@ impl ErrorCode {
             InvalidPoll => "INVALID_POLL",
             PollSingleChoice => "POLL_SINGLE_CHOICE",
             InvalidOptionIndex => "INVALID_OPTION_INDEX",
+            InvalidWebhookUrl => "INVALID_WEBHOOK_URL",
+            WebhookDestinationForbidden => "WEBHOOK_DESTINATION_FORBIDDEN",
             Unauthorized => "UNAUTHORIZED",
             NotParticipant => "NOT_PARTICIPANT",
             Forbidden => "FORBIDDEN",
@@ -201,7 +213,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 31, "{schema}");
+        assert_eq!(listed.len(), 33, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());
@@ -214,6 +226,8 @@ mod tests {
             ErrorCode::UpdatesRateLimited,
             ErrorCode::NotParticipant,
             ErrorCode::InvalidJson,
+            ErrorCode::InvalidWebhookUrl,
+            ErrorCode::WebhookDestinationForbidden,
         ] {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }

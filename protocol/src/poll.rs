@@ -18,6 +18,7 @@ use crate::model::SenderType;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+use unicode_normalization::UnicodeNormalization;
 
 /// Fewest answers a poll may offer (protocol v1.12: "two to ten answers").
 pub const MIN_OPTIONS: usize = 2;
@@ -44,7 +45,7 @@ pub fn validate_poll(
 ) -> Result<(String, Vec<String>), (ErrorCode, String)> {
     let refuse = |m: String| Err((ErrorCode::InvalidPoll, m));
     let question = question.trim();
-    if question.is_empty() {
+    if is_blank(question) {
         return refuse("question is blank".into());
     }
     if question.chars().count() > MAX_QUESTION_CHARS {
@@ -68,7 +69,7 @@ pub fn validate_poll(
     let mut seen: Vec<String> = Vec::with_capacity(options.len());
     for (i, option) in options.iter().enumerate() {
         let option = option.trim();
-        if option.is_empty() {
+        if is_blank(option) {
             return refuse(format!("options[{i}] is blank"));
         }
         if option.chars().count() > MAX_OPTION_CHARS {
@@ -76,7 +77,11 @@ pub fn validate_poll(
                 "options[{i}] is longer than {MAX_OPTION_CHARS} characters"
             ));
         }
+        // The same word however it is written: composed (NFC), case and
+        // runs of whitespace aside.
         let key = option
+            .nfc()
+            .collect::<String>()
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" ")
@@ -88,6 +93,14 @@ pub fn validate_poll(
         trimmed.push(option.to_owned());
     }
     Ok((question.to_owned(), trimmed))
+}
+
+/// Whether `text` shows nothing: only whitespace and invisible format
+/// characters (zero-width spaces and joiners, word joiner, BOM).
+fn is_blank(text: &str) -> bool {
+    text.chars().all(|c| {
+        c.is_whitespace() || matches!(c, '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}')
+    })
 }
 
 /// One voter's current answers, stored inside [`PollState::votes`].
@@ -426,6 +439,9 @@ mod tests {
             ("q", strings(&["Yes", "yes"]), "options[1] is the same answer as options[0]"),
             ("q", strings(&["Yes", "No", " YES "]), "options[2] is the same answer as options[0]"),
             ("q", strings(&["Ünïcode", "ünïCODE"]), "options[1] is the same"),
+            ("q", strings(&["é", "e\u{301}"]), "options[1] is the same"),
+            ("\u{200B}", strings(&["a", "b"]), "question is blank"),
+            ("q", strings(&["a", "\u{200B}\u{FEFF}"]), "options[1] is blank"),
             ("q", strings(&["new  york", "New York"]), "options[1] is the same"),
         ];
         for (question, options, fragment) in table {

@@ -22,6 +22,10 @@ use switchboard_protocol::error::ErrorCode;
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId};
 use switchboard_protocol::model::Role;
 
+/// Different emoji one message may hold: reactions are a room's quick
+/// answers, not storage.
+pub const MAX_REACTIONS: usize = 50;
+
 /// What to do to a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -218,11 +222,18 @@ fn apply(
             }
         }
         Action::React { emoji } => {
+            let kinds = next.reactions.len();
             let count = match next.reactions.iter_mut().find(|r| &r.emoji == emoji) {
                 Some(r) if r.by.contains(by) => return Ok(None),
                 Some(r) => {
                     r.by.push(by.clone());
                     r.by.len()
+                }
+                None if kinds >= MAX_REACTIONS => {
+                    return Err(AmendOutcome::Refused(
+                        ErrorCode::InvalidReaction,
+                        format!("a message holds at most {MAX_REACTIONS} different reactions"),
+                    ));
                 }
                 None => {
                     next.reactions.push(Reaction {

@@ -178,7 +178,11 @@ impl Store for Instrumented {
         participant: &ParticipantId,
         webhook: Option<(Webhook, LogPosition)>,
     ) -> Result<(), StoreError> {
-        timed("set_webhook", self.inner.set_webhook(bay, participant, webhook)).await
+        timed(
+            "set_webhook",
+            self.inner.set_webhook(bay, participant, webhook),
+        )
+        .await
     }
     async fn webhook(
         &self,
@@ -195,7 +199,11 @@ impl Store for Instrumented {
         bay: &BayId,
         participant: &ParticipantId,
     ) -> Result<Option<LogPosition>, StoreError> {
-        timed("webhook_position", self.inner.webhook_position(bay, participant)).await
+        timed(
+            "webhook_position",
+            self.inner.webhook_position(bay, participant),
+        )
+        .await
     }
     async fn set_webhook_position(
         &self,
@@ -214,7 +222,11 @@ impl Store for Instrumented {
         bay: &BayId,
         participant: &ParticipantId,
     ) -> Result<WebhookStatus, StoreError> {
-        timed("webhook_status", self.inner.webhook_status(bay, participant)).await
+        timed(
+            "webhook_status",
+            self.inner.webhook_status(bay, participant),
+        )
+        .await
     }
     async fn set_webhook_status(
         &self,
@@ -241,7 +253,11 @@ impl Store for Instrumented {
         online: &[ParticipantId],
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        timed("set_presence", self.inner.set_presence(bay, node, online, ttl)).await
+        timed(
+            "set_presence",
+            self.inner.set_presence(bay, node, online, ttl),
+        )
+        .await
     }
     async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
         timed("online", self.inner.online(bay)).await

@@ -204,6 +204,19 @@ impl Change {
         matches!(self, Change::Poll { .. })
     }
 
+    /// Who made the change, when the log knows (a vote's voter is inside
+    /// the poll, not named here).
+    pub fn actor(&self) -> Option<&ParticipantId> {
+        match self {
+            Change::Edited { message } => Some(&message.sender.id),
+            Change::Deleted { by, .. } => Some(by),
+            Change::Reaction { participant, .. } | Change::Read { participant, .. } => {
+                Some(participant)
+            }
+            Change::Poll { .. } => None,
+        }
+    }
+
     /// The message the change is about, if any.
     pub fn message(&self) -> Option<&MessageId> {
         match self {

@@ -64,8 +64,10 @@ struct BayState {
     polls: HashMap<String, (ConversationId, MessageId)>,
     /// Idempotency key → the send it answered, until it expires.
     idempotency: HashMap<String, IdempotentSend>,
-    /// Webhooks by owner, with their delivery position and status.
+    /// Webhooks by owner, with their delivery position.
     webhooks: HashMap<ParticipantId, WebhookState>,
+    /// Delivery status by owner; outlives the webhook.
+    webhook_status: HashMap<ParticipantId, WebhookStatus>,
     /// Node → (participants with a session there, expiry in Unix ms).
     presence: HashMap<String, (Vec<ParticipantId>, u64)>,
 }
@@ -74,7 +76,6 @@ struct BayState {
 struct WebhookState {
     webhook: Webhook,
     position: LogPosition,
-    status: WebhookStatus,
 }
 
 /// A remembered idempotent send.
@@ -288,6 +289,7 @@ impl Store for MemoryStore {
                 polls: HashMap::new(),
                 idempotency: HashMap::new(),
                 webhooks: HashMap::new(),
+                webhook_status: HashMap::new(),
                 presence: HashMap::new(),
             },
         );
@@ -575,6 +577,8 @@ impl Store for MemoryStore {
             })?;
         let mut message = new.message;
         message.seq = conv.last_seq() + 1;
+        // Versions count changes after the append, from 0 on every engine.
+        message.version = 0;
         // Posting reads everything before the post.
         conv.reads
             .insert(message.sender.id.clone(), (message.seq, message.id.clone()));
@@ -730,14 +734,9 @@ impl Store for MemoryStore {
         };
         match webhook {
             Some((webhook, position)) => {
-                b.webhooks.insert(
-                    participant.clone(),
-                    WebhookState {
-                        webhook,
-                        position,
-                        status: WebhookStatus::default(),
-                    },
-                );
+                b.webhooks
+                    .insert(participant.clone(), WebhookState { webhook, position });
+                b.webhook_status.remove(participant);
             }
             None => {
                 b.webhooks.remove(participant);
@@ -793,8 +792,11 @@ impl Store for MemoryStore {
         bay: &BayId,
         participant: &ParticipantId,
     ) -> Result<WebhookStatus, StoreError> {
-        Ok(self
-            .with_webhook(bay, participant, |w| w.status.clone())
+        let st = self.state.lock();
+        Ok(st
+            .bays
+            .get(bay)
+            .and_then(|b| b.webhook_status.get(participant).cloned())
             .unwrap_or_default())
     }
 
@@ -805,12 +807,10 @@ impl Store for MemoryStore {
         status: &WebhookStatus,
     ) -> Result<(), StoreError> {
         let mut st = self.state.lock();
-        if let Some(w) = st
-            .bays
-            .get_mut(bay)
-            .and_then(|b| b.webhooks.get_mut(participant))
-        {
-            w.status = status.clone();
+        if let Some(b) = st.bays.get_mut(bay) {
+            if b.webhooks.contains_key(participant) {
+                b.webhook_status.insert(participant.clone(), status.clone());
+            }
         }
         Ok(())
     }

@@ -630,7 +630,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Sets (`Some`) or removes (`None`) `participant`'s webhook. Setting
     /// also sets its delivery position to `from` (deliveries start after
-    /// it) and clears its status; removing forgets all three.
+    /// it) and clears its status; removing forgets the webhook and its
+    /// position but keeps the last status (why it stopped).
     async fn set_webhook(
         &self,
         bay: &BayId,
@@ -660,7 +661,8 @@ pub trait Store: Send + Sync + 'static {
         participant: &ParticipantId,
         position: &LogPosition,
     ) -> Result<(), StoreError>;
-    /// The delivery status (default when none was recorded).
+    /// The delivery status (default when none was recorded), kept after
+    /// the webhook is removed.
     async fn webhook_status(
         &self,
         bay: &BayId,

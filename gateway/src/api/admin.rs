@@ -8,6 +8,7 @@
 //! answers 404 / 401 whatever the request carries, never a 400 / 413 / 415
 //! that would confirm a route exists or validate input for a stranger.
 
+use crate::api::body::Object;
 use crate::error::ApiError;
 use crate::provision::{self, NewConversation, NewParticipant, PolicyInput};
 use crate::state::AppState;
@@ -15,7 +16,7 @@ use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::AUTHORIZATION;
 use actix_web::middleware::{from_fn, Next};
-use actix_web::{delete, patch, post, web, HttpRequest, HttpResponse};
+use actix_web::{delete, patch, post, put, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -24,7 +25,7 @@ use switchboard_actors::store::Updated;
 use switchboard_actors::token::{self, TokenHash};
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
-use switchboard_protocol::model::Role;
+use switchboard_protocol::model::{ParticipantKind, Role};
 use utoipa::ToSchema;
 
 /// Registers the routes under `/api/admin`.
@@ -39,7 +40,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(create_conversation)
             .service(add_member)
             .service(remove_member)
-            .service(patch_conversation),
+            .service(patch_conversation)
+            .service(set_webhook)
+            .service(remove_webhook),
     );
 }
 
@@ -136,7 +139,7 @@ pub(crate) struct NewBay {
 #[post("/bays")]
 async fn create_bay(
     state: web::Data<AppState>,
-    body: web::Json<NewBay>,
+    body: Object<NewBay>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     let bay = provision::create_bay(&*state.store, body.id, body.name).await?;
@@ -171,7 +174,7 @@ async fn create_bay(
 async fn create_participant(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    body: web::Json<NewParticipant>,
+    body: Object<NewParticipant>,
 ) -> Result<HttpResponse, ApiError> {
     let mut input = body.into_inner();
     if input.token.is_some() {
@@ -228,6 +231,76 @@ async fn rotate_token(
         Updated::Updated(()) => Ok(HttpResponse::Created().json(json!({ "token": token }))),
         Updated::NotFound => Err(ApiError::not_found()),
     }
+}
+
+/// An agent of `bay`, or 404.
+async fn agent_of(state: &AppState, bay: &BayId, pid: &ParticipantId) -> Result<(), ApiError> {
+    match state.store.participant(bay, pid).await? {
+        Some(p) if p.kind == ParticipantKind::Agent => Ok(()),
+        _ => Err(ApiError::not_found()),
+    }
+}
+
+/// `PUT /bays/{bay}/participants/{pid}/webhook` `{url}` → 200 `{url,
+/// secret, setAt}`: the agent's `POST /webhook`, for operators.
+#[utoipa::path(
+    operation_id = "adminSetWebhook",
+    tag = "admin",
+    summary = "Set an agent's webhook",
+    description = "The same as the agent's own `POST /api/agent-api/webhook`: checks the URL, rotates the signing secret (shown only here) and delivers from now on.",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+        ("pid" = String, Path, description = "An agent's participant id"),
+    ),
+    request_body = super::webhook::SetWebhook,
+    responses(
+        (status = 200, description = "Set; the signing secret is shown only here", body = super::webhook::WebhookSet),
+        (status = 400, description = "INVALID_JSON, INVALID_WEBHOOK_URL or WEBHOOK_DESTINATION_FORBIDDEN", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay, or no such agent, or the admin API is disabled", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
+#[put("/bays/{bay}/participants/{pid}/webhook")]
+async fn set_webhook(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: Object<super::webhook::SetWebhook>,
+) -> Result<HttpResponse, ApiError> {
+    let (bay, pid) = path.into_inner();
+    let (bay, pid) = (BayId(bay), ParticipantId(pid));
+    agent_of(&state, &bay, &pid).await?;
+    super::webhook::install(&state, &bay, &pid, &body.url).await
+}
+
+/// `DELETE /bays/{bay}/participants/{pid}/webhook` → 204.
+#[utoipa::path(
+    operation_id = "adminRemoveWebhook",
+    tag = "admin",
+    summary = "Remove an agent's webhook",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+        ("pid" = String, Path, description = "An agent's participant id"),
+    ),
+    responses(
+        (status = 204, description = "Removed (or none was set)"),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay, or no such agent, or the admin API is disabled", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
+#[delete("/bays/{bay}/participants/{pid}/webhook")]
+async fn remove_webhook(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (bay, pid) = path.into_inner();
+    let (bay, pid) = (BayId(bay), ParticipantId(pid));
+    agent_of(&state, &bay, &pid).await?;
+    state.store.set_webhook(&bay, &pid, None).await?;
+    Ok(HttpResponse::NoContent().finish())
 }
 
 /// `DELETE /bays/{bay}/participants/{pid}/token` → 204. Same effects as a
@@ -293,7 +366,7 @@ async fn revoke_token(
 async fn create_conversation(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    body: web::Json<NewConversation>,
+    body: Object<NewConversation>,
 ) -> Result<HttpResponse, ApiError> {
     let bay = BayId(path.into_inner());
     let c = provision::create_conversation(&*state.store, &bay, body.into_inner()).await?;
@@ -339,7 +412,7 @@ pub(crate) struct NewMember {
 async fn add_member(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    body: web::Json<NewMember>,
+    body: Object<NewMember>,
 ) -> Result<HttpResponse, ApiError> {
     let (bay, cid) = path.into_inner();
     let bay = BayId(bay);
@@ -459,7 +532,7 @@ mod double_option {
 async fn patch_conversation(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    body: web::Json<ConversationPatch>,
+    body: Object<ConversationPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let (bay, cid) = path.into_inner();
     let (bay, cid) = (BayId(bay), ConversationId(cid));

@@ -5,6 +5,7 @@
 use super::views::Room;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::openapi::schemas::{Me, MeStatus, WebhookStatusView};
 use crate::state::AppState;
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
@@ -31,14 +32,15 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(typing);
 }
 
-/// `GET /me` → `{ id, name, kind, status, webhookUrl, protocolVersion, bayId }` (protocol §2, §11).
+/// `GET /me` → `{ id, name, kind, status, webhookUrl, webhookStatus,
+/// protocolVersion, bayId }` (protocol §2, §11).
 #[utoipa::path(
     operation_id = "me",
     tag = "agent",
     summary = "The caller's identity and the protocol version",
     description = "Works with agent (`bay_…`) and user (`bay_u_…`) tokens alike. `protocolVersion` is the protocol's `major.minor`.",
     responses(
-        (status = 200, description = "The caller", body = crate::openapi::schemas::Me),
+        (status = 200, description = "The caller", body = Me),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED: the agent request budget (60/min by default) is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 500, description = "INTERNAL", body = ErrorBody),
@@ -49,16 +51,20 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 #[get("/me")]
 async fn me_route(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
-    let p = &caller.principal.participant;
-    Ok(HttpResponse::Ok().json(json!({
-        "id": p.id,
-        "name": p.name,
-        "kind": p.kind,
-        "status": "active",
-        "webhookUrl": null,
-        "protocolVersion": PROTOCOL_VERSION,
-        "bayId": caller.principal.bay,
-    })))
+    let (bay, p) = (&caller.principal.bay, &caller.principal.participant);
+    let webhook = state.store.webhook(bay, &p.id).await?;
+    let status = state.store.webhook_status(bay, &p.id).await?;
+    let status = (status != Default::default()).then(|| WebhookStatusView::of(&status));
+    Ok(HttpResponse::Ok().json(Me {
+        id: p.id.clone(),
+        name: p.name.clone(),
+        kind: p.kind,
+        status: MeStatus::Active,
+        webhook_url: webhook.map(|w| w.url),
+        webhook_status: status,
+        protocol_version: PROTOCOL_VERSION.to_owned(),
+        bay_id: bay.clone(),
+    }))
 }
 
 /// `GET /conversations` → `{ conversations: [{ id, type, title, role,
@@ -265,6 +271,8 @@ async fn list_messages(
             (page, next)
         }
     };
+    let mut messages = messages;
+    super::views::refresh_previews(&*state.store, bay, &id, &mut messages).await?;
     let reader = &caller.principal.participant.id;
     let messages: Vec<_> = messages
         .iter()

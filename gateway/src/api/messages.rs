@@ -6,6 +6,7 @@
 //! `/updates` and replay like a message does.
 
 use super::views::{reactions_for, ReactionView, RestMessage};
+use crate::api::body::Object;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -100,25 +101,31 @@ pub(crate) fn checked_content(content: serde_json::Value, max: usize) -> Result<
 }
 
 /// The send's idempotency key from the `Idempotency-Key` header (a plain
-/// token or a quoted structured-field string, per the IETF httpapi draft)
-/// or `clientId`: 1–255 printable ASCII characters.
-fn idempotency_key(
+/// token, or a structured-field string as the IETF httpapi draft defines
+/// it: `"..."` with `\"` and `\\` escapes, no parameters) or `clientId`:
+/// 1–255 printable ASCII characters. Two headers, or a header and a
+/// `clientId` that differ, are refused.
+pub(crate) fn idempotency_key(
     req: &HttpRequest,
     client_id: Option<String>,
 ) -> Result<Option<String>, ApiError> {
     let invalid = |why: &str| ApiError::new(ErrorCode::InvalidIdempotencyKey, why.to_owned());
-    let header = match req.headers().get("idempotency-key") {
-        None => None,
-        Some(v) => {
+    let mut values = req.headers().get_all("idempotency-key");
+    let header = match (values.next(), values.next()) {
+        (None, _) => None,
+        (Some(_), Some(_)) => return Err(invalid("send one Idempotency-Key header, not several")),
+        (Some(v), None) => {
             let raw = v
                 .to_str()
                 .map_err(|_| invalid("Idempotency-Key must be printable ascii"))?
                 .trim();
-            let unquoted = raw
-                .strip_prefix('"')
-                .and_then(|r| r.strip_suffix('"'))
-                .unwrap_or(raw);
-            Some(unquoted.to_owned())
+            Some(if raw.starts_with('"') {
+                sf_string(raw).ok_or_else(|| {
+                    invalid("Idempotency-Key is a malformed quoted string (or has parameters)")
+                })?
+            } else {
+                raw.to_owned()
+            })
         }
     };
     let key = match (header, client_id) {
@@ -137,6 +144,24 @@ fn idempotency_key(
         ));
     }
     Ok(Some(key))
+}
+
+/// The value of a structured-field string (RFC 8941 §3.3.3): `raw` is
+/// `"` … `"`, with `\"` and `\\` as the only escapes and nothing after
+/// the closing quote.
+fn sf_string(raw: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut chars = raw.strip_prefix('"')?.chars();
+    loop {
+        match chars.next()? {
+            '\\' => match chars.next()? {
+                c @ ('"' | '\\') => out.push(c),
+                _ => return None,
+            },
+            '"' => return chars.next().is_none().then_some(out),
+            c => out.push(c),
+        }
+    }
 }
 
 /// SHA-256 (hex) of the parts, each length-prefixed so no two lists of
@@ -271,7 +296,7 @@ async fn send_message(
     caller: Caller,
     req: HttpRequest,
     path: web::Path<String>,
-    body: web::Json<SendBody>,
+    body: Object<SendBody>,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let body = body.into_inner();
@@ -316,15 +341,24 @@ async fn send_message(
 }
 
 /// Metadata keys only the server writes (protocol §4: `addressedAgents` is
-/// the server's resolution of plain-name addressing; `type` names a card).
-/// A sender's own value is dropped, so no one can plant a routing hint or
-/// pass a message off as a card.
-const SERVER_METADATA_FIELDS: [&str; 2] = ["addressedAgents", "type"];
+/// the server's resolution of plain-name addressing). A sender's own value
+/// is dropped, so no one can plant a routing hint.
+const SERVER_METADATA_FIELDS: [&str; 1] = ["addressedAgents"];
 
+/// Drops what only the server writes: [`SERVER_METADATA_FIELDS`], and a
+/// `type` naming a card (`card.…`), so no message passes itself off as a
+/// card or poll it does not carry. Other `type` values are the sender's.
 pub(crate) fn strip_server_fields(mut metadata: serde_json::Value) -> serde_json::Value {
     if let Some(map) = metadata.as_object_mut() {
         for key in SERVER_METADATA_FIELDS {
             map.remove(key);
+        }
+        if map
+            .get("type")
+            .and_then(|t| t.as_str())
+            .is_some_and(|t| t.starts_with("card."))
+        {
+            map.remove("type");
         }
     }
     metadata
@@ -407,7 +441,7 @@ async fn edit_message(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<(String, String)>,
-    body: web::Json<EditBody>,
+    body: Object<EditBody>,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let (id, mid) = path.into_inner();
@@ -488,11 +522,18 @@ pub(crate) struct Reactions {
 }
 
 /// `emoji` when it is exactly one emoji (Unicode's emoji list, through the
-/// `emojis` crate, skin tones and all).
+/// `emojis` crate, skin tones and all), in its fully-qualified form: `❤`
+/// and `❤️` (with or without the variation selector) are one reaction.
 fn checked_emoji(emoji: &str) -> Result<String, ApiError> {
     let emoji = emoji.trim();
-    match emojis::get(emoji) {
-        Some(_) => Ok(emoji.to_owned()),
+    let found = emojis::get(emoji).or_else(|| {
+        // Unqualified and minimally-qualified forms: look again without
+        // variation selectors, and with one at the end.
+        let bare = emoji.replace('\u{FE0F}', "");
+        emojis::get(&bare).or_else(|| emojis::get(&format!("{bare}\u{FE0F}")))
+    });
+    match found {
+        Some(e) => Ok(e.as_str().to_owned()),
         None => Err(ApiError::new(
             ErrorCode::InvalidReaction,
             "emoji must be exactly one emoji, e.g. 👍",
@@ -528,7 +569,7 @@ async fn add_reaction(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<(String, String)>,
-    body: web::Json<ReactionBody>,
+    body: Object<ReactionBody>,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let (id, mid) = path.into_inner();
@@ -653,7 +694,7 @@ async fn mark_read(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
-    body: web::Json<ReadBody>,
+    body: Object<ReadBody>,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let bay = &caller.principal.bay;
@@ -864,9 +905,44 @@ async fn wait_for_message(
             rx = register().await?;
         }
     };
+    let mut found: Vec<StoredMessage> = found.into_iter().collect();
+    super::views::refresh_previews(&*state.store, bay, &id, &mut found).await?;
     let messages = found
-        .map(|m| RestMessage::of(&m, me, m.sender.clone()))
-        .into_iter()
+        .iter()
+        .map(|m| RestMessage::of(m, me, m.sender.clone()))
         .collect();
     Ok(HttpResponse::Ok().json(WaitAnswer { messages }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{checked_emoji, sf_string};
+
+    #[test]
+    fn look_alike_emoji_are_one_reaction() {
+        let table = [
+            ("👍", "👍\u{FE0F}"),
+            ("❤", "❤\u{FE0F}"),
+            ("🤷\u{200D}♂", "🤷\u{200D}♂\u{FE0F}"),
+            ("😶\u{200D}🌫", "😶\u{200D}🌫\u{FE0F}"),
+        ];
+        for (a, b) in table {
+            let (a, b) = (checked_emoji(a).unwrap(), checked_emoji(b).unwrap());
+            assert_eq!(a, b);
+        }
+        assert_ne!(checked_emoji("👍").unwrap(), checked_emoji("👍🏽").unwrap());
+        for bad in ["", "a", "👍👍", "\u{200D}", "thumbs up"] {
+            assert!(checked_emoji(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn structured_field_strings_are_parsed_strictly() {
+        assert_eq!(sf_string(r#""k-1""#).as_deref(), Some("k-1"));
+        assert_eq!(sf_string(r#""a\"b""#).as_deref(), Some("a\"b"));
+        assert_eq!(sf_string(r#""a\\b""#).as_deref(), Some("a\\b"));
+        for bad in [r#""unterminated"#, r#""x";param=1"#, r#""a\nb""#, r#""a" "#] {
+            assert_eq!(sf_string(bad), None, "{bad}");
+        }
+    }
 }

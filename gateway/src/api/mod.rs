@@ -2,6 +2,9 @@
 
 pub mod admin;
 pub mod agent;
+pub mod body;
+pub mod directory;
 pub mod messages;
 pub mod polls;
 pub mod views;
+pub mod webhook;

@@ -6,6 +6,7 @@
 //! exactly like a poll that does not exist.
 
 use super::messages::{post_and_answer, Send};
+use crate::api::body::Object;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -40,6 +41,9 @@ pub(crate) struct CreatePoll {
     /// Whether a voter may hold several answers (default false).
     #[serde(default)]
     allow_multiple: bool,
+    /// The idempotency key, as an alternative to the `Idempotency-Key`
+    /// header: a retried creation returns the first poll.
+    client_id: Option<String>,
 }
 
 /// Body of `POST /polls/{id}/vote` (protocol v1.12, `vote_in_poll`).
@@ -89,11 +93,18 @@ fn poll_not_found() -> ApiError {
     operation_id = "createPoll",
     tag = "agent",
     summary = "Put a poll in a conversation",
-    description = "Posts a `card.poll` message: `content` is the plain-text fallback (the question, then the answers numbered from one), `cardPayload` holds `{pollId, question, options, askedBy, allowMultiple}` and `poll` the tally. The message is routed like any other (its text's @mentions wake agents).",
+    description = "Posts a `card.poll` message: `content` is the plain-text fallback (the question, then the answers numbered from one), `cardPayload` holds `{pollId, question, options, askedBy, allowMultiple}` and `poll` the tally. The message is routed like any other (its text's @mentions wake agents). An `Idempotency-Key` header (or `clientId`) makes retries safe exactly as for `POST …/messages`.",
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "1–255 printable ASCII characters"),
+    ),
     request_body = CreatePoll,
     responses(
         (status = 201, description = "The poll's message", body = super::views::RestMessage),
-        (status = 400, description = "INVALID_JSON, or INVALID_POLL (fewer than two answers, more than ten, two the same word, blank or too long)", body = ErrorBody),
+        (status = 400, description = "INVALID_JSON, INVALID_IDEMPOTENCY_KEY, or INVALID_POLL (fewer than two answers, more than ten, two the same word, blank or too long)", body = ErrorBody),
+        (status = 409, description = "IDEMPOTENCY_KEY_REUSED", body = ErrorBody),
+        (status = 410, description = "MESSAGE_DELETED: the key's poll was deleted since", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown conversation or not a member", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -105,10 +116,12 @@ fn poll_not_found() -> ApiError {
 async fn create_poll(
     state: web::Data<AppState>,
     caller: Caller,
-    body: web::Json<CreatePoll>,
+    req: actix_web::HttpRequest,
+    body: Object<CreatePoll>,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let body = body.into_inner();
+    let key = super::messages::idempotency_key(&req, body.client_id)?;
     let (question, options) =
         validate_poll(&body.question, &body.options).map_err(|(c, m)| ApiError::new(c, m))?;
     let poll = PollState::new(
@@ -128,7 +141,7 @@ async fn create_poll(
         metadata: None,
         card: None,
         poll: Some(poll),
-        key: None,
+        key,
     };
     post_and_answer(&state, &caller, send).await
 }
@@ -245,7 +258,7 @@ async fn vote(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
-    body: web::Json<VoteBody>,
+    body: Object<VoteBody>,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let indexes = body.into_inner().option_indexes;

@@ -2,10 +2,13 @@
 //! context envelope (protocol §3) and enriched REST messages (protocol §5).
 
 use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 use switchboard_actors::model::{roster, Conversation, Participant, StoredMessage};
+use switchboard_actors::store::{Store, StoreError};
 use switchboard_protocol::context::{ContextEnvelope, ParticipantView, YouView};
+use switchboard_protocol::event::REPLY_PREVIEW_CHARS;
 use switchboard_protocol::event::{MessageView, SenderView};
-use switchboard_protocol::ids::{ConversationId, ParticipantId};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 use switchboard_protocol::model::{ParticipantKind, RosterMember};
 use switchboard_protocol::poll::PollView;
 use switchboard_protocol::routing::{instructions, is_orchestrator, policy_view};
@@ -169,4 +172,43 @@ pub fn reactions_for(message: &StoredMessage, reader: &ParticipantId) -> Vec<Rea
             mine: r.by.contains(reader),
         })
         .collect()
+}
+
+/// Sets each `replyTo.preview` in `messages` to the quoted message's
+/// current text (its first 80 characters, `""` once deleted, protocol §11
+/// v1.6): the preview stored with a reply must not show text its author
+/// has since edited or deleted. Quoted messages outside `messages` are
+/// read from the store, each once.
+///
+/// # Errors
+///
+/// Store failures reading a quoted message.
+pub async fn refresh_previews(
+    store: &dyn Store,
+    bay: &BayId,
+    conversation: &ConversationId,
+    messages: &mut [StoredMessage],
+) -> Result<(), StoreError> {
+    let mut current: HashMap<MessageId, String> = messages
+        .iter()
+        .map(|m| (m.id.clone(), m.content.clone()))
+        .collect();
+    let missing: HashSet<MessageId> = messages
+        .iter()
+        .filter_map(|m| m.reply_to.as_ref().map(|r| r.id.clone()))
+        .filter(|id| !current.contains_key(id))
+        .collect();
+    for id in missing {
+        if let Some(quoted) = store.message(bay, conversation, &id).await? {
+            current.insert(id, quoted.content);
+        }
+    }
+    for m in messages.iter_mut() {
+        if let Some(reply) = &mut m.reply_to {
+            if let Some(text) = current.get(&reply.id) {
+                reply.preview = text.chars().take(REPLY_PREVIEW_CHARS).collect();
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,8 +1,9 @@
 //! Schemas of the JSON answers that handlers build with `json!` or from
-//! records of other crates (`switchboard_actors::model`). Documentation
-//! only: no handler serializes these types. `tests/openapi.rs` checks real
-//! answers against them, and the unit tests in `openapi.rs` compare the
-//! mirrors of typed answers with the types they mirror.
+//! records of other crates (`switchboard_actors::model`). [`Me`] is what
+//! `GET /me` serializes; the others are documentation only, mirrors that
+//! `tests/openapi.rs` checks real answers against (the unit tests in
+//! `openapi.rs` compare the mirrors of typed answers with the types they
+//! mirror).
 
 use crate::api::views::RestMessage;
 use serde::{Deserialize, Serialize};
@@ -24,13 +25,47 @@ pub struct Me {
     pub kind: ParticipantKind,
     /// Always `active`: a revoked token cannot call `/me` at all (401).
     pub status: MeStatus,
-    /// Always `null`: this gateway calls no webhooks.
+    /// The caller's webhook (`POST /webhook`), or `null`.
     #[schema(required = true, value_type = Option<String>)]
     pub webhook_url: Option<String>,
+    /// How webhook deliveries are going, or `null` before the first
+    /// attempt. Kept after the receiver disabled the webhook with a 410,
+    /// so the owner can see why deliveries stopped.
+    #[schema(required = true)]
+    pub webhook_status: Option<WebhookStatusView>,
     /// `"major.minor"` (`1.12`).
     pub protocol_version: String,
     /// The caller's Bay. A Switchboard addition, not in protocol §11.
     pub bay_id: BayId,
+}
+
+/// `webhookStatus` of `GET /me`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookStatusView {
+    /// When the receiver last answered 2xx (RFC 3339 UTC), or `null`.
+    #[schema(required = true)]
+    pub last_delivered_at: Option<String>,
+    /// The last failure (`"HTTP 500"`, `"timed out"`, …), or `null`.
+    #[schema(required = true)]
+    pub last_error: Option<String>,
+    /// Since when deliveries have failed without a success, or `null`.
+    #[schema(required = true)]
+    pub failing_since: Option<String>,
+}
+
+impl WebhookStatusView {
+    /// The wire view of a stored status.
+    pub fn of(status: &switchboard_actors::store::WebhookStatus) -> Self {
+        let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
+            t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        };
+        WebhookStatusView {
+            last_delivered_at: time(status.last_delivered_at),
+            last_error: status.last_error.clone(),
+            failing_since: time(status.failing_since),
+        }
+    }
 }
 
 /// `status` of `GET /me`.

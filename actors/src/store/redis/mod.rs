@@ -657,10 +657,13 @@ impl Store for RedisStore {
     async fn append_message(
         &self,
         bay: &BayId,
-        new: NewMessage,
+        mut new: NewMessage,
         sender_kind: ParticipantKind,
     ) -> Result<AppendOutcome, StoreError> {
         let doing = "appending a message";
+        // Versions count changes after the append, from 0 (the versions
+        // hash starts empty).
+        new.message.version = 0;
         let k = BayKeys::new(bay);
         let cid = &new.conversation.id;
         let idempotency = new.idempotency.as_ref();
@@ -993,7 +996,12 @@ impl Store for RedisStore {
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
         let key = keys::lease(name);
         let _: i64 = self
-            .invoke("releasing a lease", &scripts::RELEASE_LEASE, &[&key], &[holder])
+            .invoke(
+                "releasing a lease",
+                &scripts::RELEASE_LEASE,
+                &[&key],
+                &[holder],
+            )
             .await?;
         Ok(())
     }
@@ -1008,10 +1016,14 @@ impl Store for RedisStore {
         let doing = "recording presence";
         let key = BayKeys::new(bay).presence();
         let until = Utc::now().timestamp_millis() + ttl.as_millis() as i64;
-        let value = encode(doing, &key, &Presence {
-            until,
-            online: online.to_vec(),
-        })?;
+        let value = encode(
+            doing,
+            &key,
+            &Presence {
+                until,
+                online: online.to_vec(),
+            },
+        )?;
         let _: i64 = self
             .query(doing, &key, cmd("HSET").arg(&key).arg(node).arg(value))
             .await?;
@@ -1066,6 +1078,7 @@ impl Store for RedisStore {
             k.epoch(),
             k.log_meta(),
             k.rosters(),
+            k.conversations(),
         ];
         let event = to_text(
             doing,
@@ -1091,6 +1104,7 @@ impl Store for RedisStore {
                     &message.seq.to_string(),
                     message.id.as_str(),
                     &event,
+                    conversation.id.as_str(),
                     &epoch_candidate(),
                     &self.window_ms(),
                     &self.max_entries(),
@@ -1104,7 +1118,7 @@ impl Store for RedisStore {
                     .ok_or_else(|| corrupt(doing, &keys[1], "no log id"))?;
                 Some(entry_id(doing, &keys[1], entry)?)
             }
-            ScriptStatus::Exists => None,
+            ScriptStatus::Exists | ScriptStatus::Missing => None,
             other => return Err(corrupt(doing, &keys[0], format!("script said {other:?}"))),
         })
     }

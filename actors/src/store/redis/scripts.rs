@@ -277,21 +277,23 @@ return {'ok', id}
     ))
 });
 
-/// KEYS: 1 reads, 2 log, 3 epoch, 4 log-meta, 5 rosters. ARGV: 1
-/// participant id, 2 the message's seq, 3 its id, 4 the `read.updated`
-/// log event JSON, 5 epoch candidate, 6 window ms, 7 maxlen.
-/// → `{'ok', log id}`, or `{'exists'}` when the marker already was at or
-/// past that message (nothing logged).
+/// KEYS: 1 reads, 2 log, 3 epoch, 4 log-meta, 5 rosters, 6 convs. ARGV:
+/// 1 participant id, 2 the message's seq, 3 its id, 4 the `read.updated`
+/// log event JSON, 5 conversation id, 6 epoch candidate, 7 window ms,
+/// 8 maxlen. → `{'ok', log id}`, `{'missing'}` (no such conversation), or
+/// `{'exists'}` when the marker already was at or past that message
+/// (nothing logged).
 pub static MARK_READ: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         lib!(),
         r#"
+if redis.call('HEXISTS', KEYS[6], ARGV[5]) == 0 then return {'missing'} end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur and tonumber(string.match(cur, '^(%d+)')) >= tonumber(ARGV[2]) then
   return {'exists'}
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3])
-local id = append_log(KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[6], ARGV[7], ARGV[4])
+local id = append_log(KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[6], ARGV[7], ARGV[8], ARGV[4])
 return {'ok', id}
 "#
     ))
@@ -321,15 +323,16 @@ return 1
 });
 
 /// KEYS: webhooks, webhook-positions, webhook-status. ARGV: participant
-/// id, webhook JSON (`''` removes it), the delivery position to start at.
+/// id, webhook JSON (`''` removes it, keeping its last status so the
+/// owner can see why it stopped), the delivery position to start at.
 pub static SET_WEBHOOK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
-redis.call('HDEL', KEYS[3], ARGV[1])
 if ARGV[2] == '' then
   redis.call('HDEL', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[2], ARGV[1])
 else
+  redis.call('HDEL', KEYS[3], ARGV[1])
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 end
@@ -340,7 +343,9 @@ return 1
 
 /// KEYS: webhooks, and the hash to write (positions or status). ARGV:
 /// participant id, value. Writes only while the webhook is set, so a
-/// worker finishing late never resurrects a removed webhook's state.
+/// worker finishing late never resurrects a removed webhook's state
+/// (the status of a webhook disabled by its receiver is written before
+/// the removal).
 pub static SET_IF_WEBHOOK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"

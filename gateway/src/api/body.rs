@@ -1,0 +1,55 @@
+//! The JSON body extractor of every route: [`Object`], which is
+//! `web::Json` (the app's size limit and content-type rule, and its errors
+//! mapped by `error::json_error`) plus one rule of its own: the body must
+//! be a JSON **object**. serde would otherwise fill a struct from a JSON
+//! array by position (`["hello"]` as `{content: "hello"}`), accepting
+//! bodies no client meant to send.
+
+use crate::error::ApiError;
+use actix_web::dev::Payload;
+use actix_web::{web, FromRequest, HttpRequest};
+use futures_util::future::LocalBoxFuture;
+use serde::de::DeserializeOwned;
+use switchboard_protocol::error::ErrorCode;
+
+/// A request body that is a JSON object decoding into `T`; anything else
+/// is 400 `INVALID_JSON` (413 / 415 as `web::Json` answers them).
+#[derive(Debug)]
+pub struct Object<T>(pub T);
+
+impl<T> Object<T> {
+    /// The decoded body.
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<T> std::ops::Deref for Object<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: DeserializeOwned + 'static> FromRequest for Object<T> {
+    type Error = actix_web::Error;
+    type Future = LocalBoxFuture<'static, Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let json = web::Json::<serde_json::Value>::from_request(req, payload);
+        Box::pin(async move {
+            let web::Json(value) = json.await?;
+            if !value.is_object() {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidJson,
+                    "the body must be a JSON object",
+                )
+                .into());
+            }
+            serde_json::from_value(value).map(Object).map_err(|e| {
+                ApiError::new(ErrorCode::InvalidJson, format!("invalid json body: {e}")).into()
+            })
+        })
+    }
+}

@@ -1,0 +1,251 @@
+//! The Bay directory of the agent API (protocol §9, §11): `GET /agents`,
+//! the other agents of the caller's Bay with whether they are connected,
+//! and `POST /conversations`, an agent opening an AGENT_CHAT with one user.
+//! Both draw on the caller's agent budget like every agent API call.
+
+use crate::api::body::Object;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::provision;
+use crate::state::AppState;
+use actix_web::{get, post, web, HttpResponse};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use switchboard_actors::model::{Conversation, Member};
+use switchboard_actors::store::Created;
+use switchboard_protocol::error::{ErrorBody, ErrorCode};
+use switchboard_protocol::ids::{ConversationId, ParticipantId};
+use switchboard_protocol::model::{ConversationType, ParticipantKind, Policy, Role};
+use utoipa::ToSchema;
+
+/// Registers the routes under `/api/agent-api`.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(list_agents).service(create_agent_chat);
+}
+
+/// `GET /agents`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct AgentDirectory {
+    /// Every agent of the caller's Bay except the caller, sorted by id.
+    agents: Vec<DirectoryAgent>,
+}
+
+/// One agent of the caller's Bay (protocol §11: `{ id, name, description,
+/// avatar, status, capabilities }`).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct DirectoryAgent {
+    /// Participant id: what `@mentions` resolve to and `senderId` shows.
+    id: ParticipantId,
+    /// Display name.
+    name: String,
+    /// What the agent is for (its operator's one-liner); `null` when unset.
+    #[schema(required = true)]
+    description: Option<String>,
+    /// Always `null`: this gateway stores no avatars.
+    #[schema(required = true, value_type = Option<String>)]
+    avatar: Option<String>,
+    /// `online` while the agent holds a `/ws` or `/updates` session on any
+    /// node (an `/updates` client stays online between its polls), else
+    /// `offline`. Going offline can take up to about 15 s to show.
+    status: AgentStatus,
+    /// Always `[]`: this gateway stores no capabilities.
+    capabilities: Vec<String>,
+}
+
+/// `status` of a [`DirectoryAgent`].
+#[derive(Serialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum AgentStatus {
+    /// Holds a `/ws` or `/updates` session on some node.
+    Online,
+    /// Holds none.
+    Offline,
+}
+
+/// `GET /agents` → `{ agents: [{ id, name, description, avatar, status,
+/// capabilities }] }` (protocol §9, §11).
+#[utoipa::path(
+    operation_id = "listAgents",
+    tag = "agent",
+    summary = "The other agents of the caller's Bay",
+    description = "Every agent of the caller's Bay except the caller, sorted by id, whether or not it shares a conversation with the caller. `status` is `online` while the agent holds a `/ws` or `/updates` session on any node (an `/updates` client stays online between its polls), else `offline`; going offline can take up to about 15 s to show. `avatar` is always `null` and `capabilities` always `[]`: this gateway stores neither. Works with user tokens too.",
+    responses(
+        (status = 200, description = "The other agents of the Bay", body = AgentDirectory),
+        (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED: the agent request budget (60/min by default) is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE: the store or node cannot serve now", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("agent_token" = [])),
+)]
+#[get("/agents")]
+async fn list_agents(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ApiError> {
+    state.limits.check_agent(&caller.principal.token).await?;
+    let bay = &caller.principal.bay;
+    let me = &caller.principal.participant.id;
+    let (participants, online) =
+        futures_util::try_join!(state.store.participants(bay), state.store.online(bay))?;
+    let online: HashSet<ParticipantId> = online.into_iter().collect();
+    let mut agents: Vec<DirectoryAgent> = participants
+        .into_iter()
+        .filter(|p| p.kind == ParticipantKind::Agent && &p.id != me)
+        .map(|p| DirectoryAgent {
+            status: if online.contains(&p.id) {
+                AgentStatus::Online
+            } else {
+                AgentStatus::Offline
+            },
+            id: p.id,
+            name: p.name,
+            description: p.description,
+            avatar: None,
+            capabilities: Vec::new(),
+        })
+        .collect();
+    agents.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(HttpResponse::Ok().json(AgentDirectory { agents }))
+}
+
+/// Body of `POST /conversations` (protocol §11).
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NewAgentChat {
+    /// Up to 200 characters, no line breaks; `null` or absent for none.
+    title: Option<String>,
+    /// Exactly one id: a user of the caller's Bay.
+    #[schema(min_items = 1, max_items = 1)]
+    user_ids: Vec<String>,
+}
+
+/// `POST /conversations` → 201.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct AgentChat {
+    /// Conversation id, minted as `c_` + a lowercase ULID.
+    id: ConversationId,
+    /// Always `AGENT_CHAT`.
+    #[serde(rename = "type")]
+    kind: ConversationType,
+    /// The title given; `null` when none was.
+    #[schema(required = true)]
+    title: Option<String>,
+    /// The caller, then the user, both `member`.
+    members: Vec<AgentChatMember>,
+}
+
+/// A member of a new [`AgentChat`].
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AgentChatMember {
+    /// A participant of the caller's Bay.
+    participant_id: ParticipantId,
+    /// Always `member`.
+    role: Role,
+}
+
+impl From<&Conversation> for AgentChat {
+    fn from(c: &Conversation) -> Self {
+        AgentChat {
+            id: c.id.clone(),
+            kind: c.kind,
+            title: c.title.clone(),
+            members: c
+                .members
+                .iter()
+                .map(|m| AgentChatMember {
+                    participant_id: m.participant.clone(),
+                    role: m.role,
+                })
+                .collect(),
+        }
+    }
+}
+
+fn invalid(message: &str) -> ApiError {
+    ApiError::new(ErrorCode::InvalidRequest, message)
+}
+
+/// `POST /conversations` `{title?, userIds: [one]}` → 201 `{id, type,
+/// title, members}`: an AGENT_CHAT of the calling agent and one user of
+/// its Bay (protocol §11). It reaches both members' `/ws` and `/updates`
+/// like any conversation, with its first message.
+#[utoipa::path(
+    operation_id = "createAgentChat",
+    tag = "agent",
+    summary = "Open an AGENT_CHAT with one user",
+    description = "Agents only. Creates an AGENT_CHAT whose members are the caller and the one user named in `userIds` (a user of the caller's Bay), both with the role `member`. Each call creates a new conversation. Its messages reach both members' `/ws` and `/updates` like any conversation's.",
+    request_body = NewAgentChat,
+    responses(
+        (status = 201, description = "The conversation", body = AgentChat),
+        (status = 400, description = "INVALID_JSON (not JSON, `userIds` missing, a field mistyped) or INVALID_REQUEST (`userIds` does not hold exactly one id of a user of the caller's Bay, or `title` is too long or holds a line break)", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the caller is a user; only agents open AGENT_CHATs", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED: the agent request budget (60/min by default) is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE: the store or node cannot serve now", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("agent_token" = [])),
+)]
+#[post("/conversations")]
+async fn create_agent_chat(
+    state: web::Data<AppState>,
+    caller: Caller,
+    body: Object<NewAgentChat>,
+) -> Result<HttpResponse, ApiError> {
+    state.limits.check_agent(&caller.principal.token).await?;
+    let me = &caller.principal.participant;
+    if me.kind != ParticipantKind::Agent {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "only agents open AGENT_CHAT conversations",
+        ));
+    }
+    let body = body.into_inner();
+    if let Some(title) = &body.title {
+        provision::check_text("title", title, provision::MAX_NAME_CHARS, false)?;
+    }
+    let [user_id] = body.user_ids.as_slice() else {
+        return Err(invalid("userIds must hold exactly one user id"));
+    };
+    let bay = &caller.principal.bay;
+    // Unknown ids and other Bays' ids get the same answer.
+    let user = state
+        .store
+        .participant(bay, &ParticipantId(user_id.clone()))
+        .await?
+        .ok_or_else(|| invalid("userIds[0] is not a user of your bay"))?;
+    if user.kind != ParticipantKind::User {
+        return Err(invalid(
+            "userIds[0] is an agent; an AGENT_CHAT pairs you with one user",
+        ));
+    }
+    let members = vec![
+        Member {
+            participant: me.id.clone(),
+            role: Role::Member,
+        },
+        Member {
+            participant: user.id.clone(),
+            role: Role::Member,
+        },
+    ];
+    let policy = Policy::default();
+    let kind = ConversationType::AgentChat;
+    provision::check_shape(kind, &members, &[me.clone(), user], &policy)?;
+    let conversation = Conversation {
+        id: ConversationId(provision::id_or_new(None, "c_")?),
+        kind,
+        title: body.title,
+        policy,
+        members,
+    };
+    match state.store.create_conversation(bay, conversation).await? {
+        Created::Created(c) => Ok(HttpResponse::Created().json(AgentChat::from(&c))),
+        // A freshly minted ULID: practically never.
+        Created::AlreadyExists => Err(ApiError::new(
+            ErrorCode::Internal,
+            "the minted conversation id is taken; retry",
+        )),
+    }
+}

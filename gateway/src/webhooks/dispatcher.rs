@@ -1,0 +1,554 @@
+//! Webhook delivery: the gateway's third transport (protocol §11, webhook
+//! contract v2).
+//!
+//! Each agent with a webhook has a delivery position in its Bay's log,
+//! kept in the store. A [`Dispatcher`] per node scans the store's webhook
+//! owners every second and runs a worker for each agent whose lease it can
+//! take (`webhook:<bay>:<agent>`, renewed every third of `lease_ttl`):
+//! one node at a time delivers for an agent, and when it dies another
+//! takes over once the lease lapses, from the stored position.
+//!
+//! A worker reads the log from its position and projects each record for
+//! its agent exactly as `/ws` does (same recipients as of the record, same
+//! verdicts; the agent's own messages and changes are skipped). Records go
+//! one at a time, in log order — at-least-once, one request in flight per
+//! agent, so a slow receiver delays only its own agent:
+//!
+//! - 2xx: delivered; the position moves past the record.
+//! - 410: the receiver asked to stop; the webhook is removed and its status
+//!   says why.
+//! - 429 / 503: retried after `Retry-After` (capped at `retry_max`).
+//! - anything else, a timeout or a refused connection: retried with
+//!   exponential backoff and full jitter, `retry_initial` doubling to
+//!   `retry_max`, until the record leaves the replay window; then it is
+//!   given up, counted, and the position moves on.
+//!
+//! Every attempt resolves the destination again and refuses private
+//! addresses (unless allowed), then connects to exactly the addresses it
+//! checked: a DNS answer that changes between the check and the connection
+//! (rebinding) cannot reach an internal address. Redirects are not
+//! followed, and at most `max_response_bytes` of a response are read.
+
+use super::body::{event_id, render};
+use super::destination::{check_url, resolve};
+use super::signing::{headers, SecretBox};
+use crate::realtime::open::project;
+use parking_lot::Mutex;
+use rand::Rng;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use switchboard_actors::model::Participant;
+use switchboard_actors::replay::memberships_at;
+use switchboard_actors::store::log::{LogEvent, LogRecord};
+use switchboard_actors::store::{Replay, Store, StoreError, Webhook, WebhookStatus};
+use switchboard_config::WebhookSettings;
+use switchboard_protocol::cursor::LogPosition;
+use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
+use tokio::sync::Semaphore;
+
+/// Deliveries by outcome (counter), label `outcome` = `delivered` |
+/// `failed` (one attempt) | `gave_up` | `disabled`.
+pub const WEBHOOK_DELIVERIES: &str = "switchboard_webhook_deliveries_total";
+/// Duration of one delivery attempt (histogram, seconds).
+pub const WEBHOOK_ATTEMPT_SECONDS: &str = "switchboard_webhook_attempt_duration_seconds";
+/// Age of the oldest record a worker on this node is still trying to
+/// deliver (gauge, seconds; 0 when nothing is pending).
+pub const WEBHOOK_OLDEST_PENDING: &str = "switchboard_webhook_oldest_undelivered_seconds";
+
+/// How often the dispatcher looks for webhooks to deliver.
+const SCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// Log records read per store call.
+const READ_BATCH: usize = 100;
+/// How long one log read waits for new records.
+const READ_BLOCK: Duration = Duration::from_secs(1);
+
+/// What workers share.
+struct Shared {
+    store: Arc<dyn Store>,
+    settings: WebhookSettings,
+    replay_window: Duration,
+    secrets: SecretBox,
+    /// Deliveries in flight on this node (`max_concurrent`).
+    in_flight: Semaphore,
+    /// Agent → when its oldest pending record was logged (Unix ms).
+    pending_since: Mutex<HashMap<(BayId, ParticipantId), i64>>,
+}
+
+/// The node's webhook deliveries. Cheap to clone.
+#[derive(Clone)]
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+}
+
+impl Dispatcher {
+    /// A dispatcher over `store`; nothing runs until [`Dispatcher::start`].
+    pub fn new(
+        store: Arc<dyn Store>,
+        settings: WebhookSettings,
+        replay_window: Duration,
+        secrets: SecretBox,
+    ) -> Self {
+        Dispatcher {
+            shared: Arc::new(Shared {
+                store,
+                in_flight: Semaphore::new(settings.max_concurrent.max(1)),
+                settings,
+                replay_window,
+                secrets,
+                pending_since: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Seals a new webhook secret for storage.
+    pub fn seal(&self, secret: &str) -> String {
+        self.shared.secrets.seal(secret)
+    }
+
+    /// Starts the scan loop on the current tokio runtime.
+    pub fn start(&self) {
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            let mut running: HashMap<(BayId, ParticipantId), tokio::task::JoinHandle<()>> =
+                HashMap::new();
+            loop {
+                running.retain(|_, task| !task.is_finished());
+                match shared.store.webhook_owners().await {
+                    Ok(owners) => {
+                        for owner in owners {
+                            if running.contains_key(&owner) {
+                                continue;
+                            }
+                            let worker =
+                                Worker::new(shared.clone(), owner.0.clone(), owner.1.clone());
+                            running.insert(owner, tokio::spawn(worker.run()));
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "cannot list webhooks"),
+                }
+                tokio::time::sleep(SCAN_INTERVAL).await;
+            }
+        });
+    }
+
+    /// Age of the oldest record still being retried on this node.
+    pub fn oldest_pending(&self) -> Duration {
+        let now = chrono::Utc::now().timestamp_millis();
+        let oldest = self.shared.pending_since.lock().values().copied().min();
+        oldest.map_or(Duration::ZERO, |ms| {
+            Duration::from_millis(now.saturating_sub(ms).max(0) as u64)
+        })
+    }
+}
+
+/// Why a worker stops.
+enum Stop {
+    /// Another node holds the lease (or this one lost it).
+    NotOurs,
+    /// The webhook was removed (by its owner, or by a 410).
+    Removed,
+}
+
+/// Outcome of delivering one record.
+enum Delivered {
+    /// Done with the record (delivered or given up): move past it.
+    Done,
+    /// Stop the worker.
+    Stop(Stop),
+}
+
+/// The delivery loop of one agent.
+struct Worker {
+    shared: Arc<Shared>,
+    bay: BayId,
+    agent: ParticipantId,
+    lease: String,
+    renewed: Instant,
+    /// The HTTP client pinned to the addresses last checked, and those.
+    client: Option<(Vec<SocketAddr>, reqwest::Client)>,
+}
+
+impl Worker {
+    fn new(shared: Arc<Shared>, bay: BayId, agent: ParticipantId) -> Self {
+        let lease = format!("webhook:{bay}:{agent}");
+        Worker {
+            shared,
+            bay,
+            agent,
+            lease,
+            renewed: Instant::now(),
+            client: None,
+        }
+    }
+
+    async fn run(mut self) {
+        match self.deliver_all().await {
+            Ok(Stop::NotOurs) => {}
+            Ok(Stop::Removed) => self.release().await,
+            Err(e) => {
+                tracing::warn!(bay = %self.bay, agent = %self.agent, error = %e, "webhook worker stopped");
+                self.release().await;
+            }
+        }
+        self.shared
+            .pending_since
+            .lock()
+            .remove(&(self.bay.clone(), self.agent.clone()));
+    }
+
+    async fn release(&self) {
+        let _ = self
+            .shared
+            .store
+            .release_lease(&self.lease, switchboard_actors::node::id())
+            .await;
+    }
+
+    /// Takes or renews the lease; `false` when another node has it.
+    async fn hold(&mut self, force: bool) -> Result<bool, StoreError> {
+        let ttl = self.shared.settings.lease_ttl;
+        if !force && self.renewed.elapsed() < ttl / 3 {
+            return Ok(true);
+        }
+        let held = self
+            .shared
+            .store
+            .lease(&self.lease, switchboard_actors::node::id(), ttl)
+            .await?;
+        self.renewed = Instant::now();
+        Ok(held)
+    }
+
+    /// The memberships of the agent right after `position`.
+    async fn memberships_at(
+        &self,
+        position: &LogPosition,
+    ) -> Result<HashSet<ConversationId>, StoreError> {
+        let store = &self.shared.store;
+        let head = store.log_head(&self.bay).await?;
+        let now: HashSet<ConversationId> = store
+            .conversations_of(&self.bay, &self.agent)
+            .await?
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        if head.epoch != position.epoch {
+            return Ok(now);
+        }
+        let since = LogPosition {
+            epoch: position.epoch.clone(),
+            entry: position.entry.min(head.entry),
+        };
+        let changes = store.roster_changes(&self.bay, &since).await?;
+        Ok(memberships_at(
+            &self.agent,
+            position.entry,
+            head.entry,
+            now,
+            &changes,
+        ))
+    }
+
+    async fn deliver_all(&mut self) -> Result<Stop, StoreError> {
+        if !self.hold(true).await? {
+            return Ok(Stop::NotOurs);
+        }
+        tracing::info!(bay = %self.bay, agent = %self.agent, node = switchboard_actors::node::id(), "delivering webhooks");
+        let store = self.shared.store.clone();
+        let Some(agent) = store.participant(&self.bay, &self.agent).await? else {
+            return Ok(Stop::Removed);
+        };
+        let Some(mut position) = store.webhook_position(&self.bay, &self.agent).await? else {
+            return Ok(Stop::Removed);
+        };
+        let mut memberships = self.memberships_at(&position).await?;
+        loop {
+            if !self.hold(false).await? {
+                return Ok(Stop::NotOurs);
+            }
+            if store.webhook(&self.bay, &self.agent).await?.is_none() {
+                return Ok(Stop::Removed);
+            }
+            let replay = store
+                .read_log(&self.bay, &position, READ_BATCH, Some(READ_BLOCK))
+                .await?;
+            let (records, through) = match replay {
+                Replay::Records { records, through } => (records, through),
+                Replay::Expired | Replay::EpochChanged => {
+                    // Records were lost before delivery (the log was
+                    // trimmed or reset): count it and go on from the head.
+                    metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => "gave_up").increment(1);
+                    tracing::warn!(bay = %self.bay, agent = %self.agent, "webhook position expired; resuming at the log head");
+                    position = store.log_head(&self.bay).await?;
+                    store
+                        .set_webhook_position(&self.bay, &self.agent, &position)
+                        .await?;
+                    memberships = self.memberships_at(&position).await?;
+                    continue;
+                }
+            };
+            for record in &records {
+                let event = project(record, &agent.id, &mut memberships);
+                if let Some(event) = event.filter(|_| !made_by(record, &agent.id)) {
+                    match self.deliver(&agent, &position, record, &event).await? {
+                        Delivered::Done => {}
+                        Delivered::Stop(stop) => return Ok(stop),
+                    }
+                }
+                position.entry = record.id;
+                store
+                    .set_webhook_position(&self.bay, &self.agent, &position)
+                    .await?;
+            }
+            if through > position.entry {
+                position.entry = through;
+                store
+                    .set_webhook_position(&self.bay, &self.agent, &position)
+                    .await?;
+            }
+        }
+    }
+
+    /// Delivers one record, retrying until it is delivered, given up, or
+    /// the worker must stop.
+    async fn deliver(
+        &mut self,
+        agent: &Participant,
+        position: &LogPosition,
+        record: &LogRecord,
+        event: &switchboard_protocol::event::Event,
+    ) -> Result<Delivered, StoreError> {
+        let store = self.shared.store.clone();
+        let id = event_id(&self.bay, &agent.id, &position.epoch, record);
+        let Some(body) = render(&*store, &self.bay, agent, event, &id).await? else {
+            return Ok(Delivered::Done);
+        };
+        let key = (self.bay.clone(), self.agent.clone());
+        self.shared
+            .pending_since
+            .lock()
+            .insert(key.clone(), record.id.ms as i64);
+        let mut backoff = self.shared.settings.retry_initial;
+        let result = loop {
+            if !self.hold(false).await? {
+                break Delivered::Stop(Stop::NotOurs);
+            }
+            let Some(webhook) = store.webhook(&self.bay, &self.agent).await? else {
+                break Delivered::Stop(Stop::Removed);
+            };
+            let started = Instant::now();
+            let outcome = self.attempt(&webhook, &id, &body).await;
+            metrics::histogram!(WEBHOOK_ATTEMPT_SECONDS).record(started.elapsed().as_secs_f64());
+            let wait = match outcome {
+                Attempt::Delivered => {
+                    metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => "delivered").increment(1);
+                    self.record_status(None).await?;
+                    break Delivered::Done;
+                }
+                Attempt::Gone => {
+                    metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => "disabled").increment(1);
+                    self.record_status(Some(
+                        "the receiver answered 410 Gone: webhook removed".into(),
+                    ))
+                    .await?;
+                    store.set_webhook(&self.bay, &self.agent, None).await?;
+                    tracing::info!(bay = %self.bay, agent = %self.agent, "webhook disabled by a 410");
+                    break Delivered::Stop(Stop::Removed);
+                }
+                Attempt::RetryAfter(wait, why) => {
+                    self.record_status(Some(why)).await?;
+                    wait.min(self.shared.settings.retry_max)
+                }
+                Attempt::Failed(why) => {
+                    self.record_status(Some(why)).await?;
+                    let jittered = rand::rng().random_range(0..=backoff.as_millis() as u64);
+                    backoff = (backoff * 2).min(self.shared.settings.retry_max);
+                    Duration::from_millis(jittered)
+                }
+            };
+            metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => "failed").increment(1);
+            let expires_ms = record.id.ms + self.shared.replay_window.as_millis() as u64;
+            let now_ms = chrono::Utc::now().timestamp_millis().max(0) as u64;
+            if now_ms + wait.as_millis() as u64 >= expires_ms {
+                metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => "gave_up").increment(1);
+                tracing::warn!(bay = %self.bay, agent = %self.agent, entry = %record.id, "webhook delivery given up: the record left the replay window");
+                break Delivered::Done;
+            }
+            self.pause(wait).await?;
+        };
+        self.shared.pending_since.lock().remove(&key);
+        Ok(result)
+    }
+
+    /// Sleeps `wait`, renewing the lease meanwhile.
+    async fn pause(&mut self, wait: Duration) -> Result<(), StoreError> {
+        let until = Instant::now() + wait;
+        let step = (self.shared.settings.lease_ttl / 3).max(Duration::from_millis(100));
+        while Instant::now() < until {
+            tokio::time::sleep(step.min(until - Instant::now())).await;
+            self.hold(false).await?;
+        }
+        Ok(())
+    }
+
+    /// Records the outcome of an attempt (`None`: delivered).
+    async fn record_status(&self, error: Option<String>) -> Result<(), StoreError> {
+        let store = &self.shared.store;
+        let mut status: WebhookStatus = store.webhook_status(&self.bay, &self.agent).await?;
+        let now = chrono::Utc::now();
+        match error {
+            None => {
+                status.last_delivered_at = Some(now);
+                status.failing_since = None;
+            }
+            Some(why) => {
+                status.last_error = Some(why);
+                status.failing_since.get_or_insert(now);
+            }
+        }
+        store
+            .set_webhook_status(&self.bay, &self.agent, &status)
+            .await
+    }
+
+    /// One POST of `body` to the webhook.
+    async fn attempt(&mut self, webhook: &Webhook, id: &str, body: &[u8]) -> Attempt {
+        let shared = self.shared.clone();
+        let settings = &shared.settings;
+        let url = match check_url(&webhook.url, settings.allow_http) {
+            Ok(url) => url,
+            Err(e) => return Attempt::Failed(e.to_string()),
+        };
+        let addrs = match resolve(&url, settings.allow_private_destinations).await {
+            Ok(addrs) => addrs,
+            Err(e) => return Attempt::Failed(e.to_string()),
+        };
+        let secret = match self.shared.secrets.open(&webhook.sealed_secret) {
+            Ok(secret) => secret,
+            Err(e) => return Attempt::Failed(format!("cannot open the webhook secret: {e}")),
+        };
+        let client = match self.client_for(&url, &addrs) {
+            Ok(client) => client,
+            Err(e) => return Attempt::Failed(format!("http client: {e}")),
+        };
+        let timestamp = chrono::Utc::now().timestamp();
+        let signed = match headers(&secret, id, timestamp, body) {
+            Ok(h) => h,
+            Err(e) => return Attempt::Failed(format!("cannot sign: {e}")),
+        };
+        let mut request = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header(
+                "user-agent",
+                concat!("Switchboard-Webhooks/", env!("CARGO_PKG_VERSION")),
+            )
+            .body(body.to_vec());
+        for (name, value) in signed {
+            request = request.header(name, value);
+        }
+        let _permit = self.shared.in_flight.acquire().await;
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => return Attempt::Failed("timed out".into()),
+            Err(e) => return Attempt::Failed(format!("request failed: {e}")),
+        };
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        drain(response, settings.max_response_bytes).await;
+        match status {
+            200..=299 => Attempt::Delivered,
+            410 => Attempt::Gone,
+            429 | 503 => Attempt::RetryAfter(
+                retry_after.unwrap_or(settings.retry_initial),
+                format!("HTTP {status}"),
+            ),
+            _ => Attempt::Failed(format!("HTTP {status}")),
+        }
+    }
+
+    /// A client that connects to `url`'s host only at `addrs`, follows no
+    /// redirects and times out after `attempt_timeout`.
+    fn client_for(
+        &mut self,
+        url: &url::Url,
+        addrs: &[SocketAddr],
+    ) -> reqwest::Result<reqwest::Client> {
+        if let Some((pinned, client)) = &self.client {
+            if pinned == addrs {
+                return Ok(client.clone());
+            }
+        }
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(self.shared.settings.attempt_timeout)
+            .connect_timeout(self.shared.settings.attempt_timeout);
+        if let Some(host) = url.host_str() {
+            builder = builder.resolve_to_addrs(host, addrs);
+        }
+        let client = builder.build()?;
+        self.client = Some((addrs.to_vec(), client.clone()));
+        Ok(client)
+    }
+}
+
+/// Outcome of one attempt.
+enum Attempt {
+    Delivered,
+    Gone,
+    RetryAfter(Duration, String),
+    Failed(String),
+}
+
+/// Whether `agent` made the change or sent the message `record` logs: an
+/// agent is not told of its own doings (protocol §11: its own messages
+/// are excluded).
+fn made_by(record: &LogRecord, agent: &ParticipantId) -> bool {
+    match &record.event {
+        LogEvent::Message { message, .. } => &message.sender.id == agent,
+        LogEvent::Change { change, .. } => change.actor() == Some(agent),
+        _ => false,
+    }
+}
+
+/// `Retry-After` as seconds or an HTTP date.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    if let Ok(secs) = value.trim().parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value.trim()).ok()?;
+    let wait = at.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    Some(wait.to_std().unwrap_or_default())
+}
+
+/// Reads and drops at most `cap` bytes of the response, so the connection
+/// can be reused without trusting the receiver's size.
+async fn drain(mut response: reqwest::Response, cap: usize) {
+    let mut read = 0;
+    while read < cap {
+        match response.chunk().await {
+            Ok(Some(chunk)) => read += chunk.len(),
+            _ => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_retry_after;
+    use std::time::Duration;
+
+    #[test]
+    fn retry_after_takes_seconds_and_dates() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        assert_eq!(parse_retry_after("soon"), None);
+        let past = "Tue, 01 Dec 1998 00:00:00 GMT";
+        assert_eq!(parse_retry_after(past), Some(Duration::ZERO));
+    }
+}

@@ -1,0 +1,491 @@
+//! Webhook delivery end to end: a real gateway POSTs to a real HTTP
+//! receiver (axum) that fails, throttles, stalls and finally accepts or
+//! disables; signatures are checked with the independent `standardwebhooks`
+//! crate, never with the gateway's own signing code.
+
+mod common;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use common::{assert_error, Gateway, Opts, RedisServer, World};
+use serde_json::{json, Value};
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the receiver does with one request.
+#[derive(Clone, Copy, Debug)]
+enum Plan {
+    Status(u16),
+    /// 429 with `Retry-After: 1`.
+    Throttle,
+    /// Sleeps past the gateway's attempt timeout, then answers 200.
+    Stall,
+}
+
+/// One request the receiver got.
+#[derive(Clone, Debug)]
+struct Received {
+    headers: HeaderMap,
+    body: Vec<u8>,
+    answered: u16,
+}
+
+#[derive(Default)]
+struct Receiver {
+    /// Answers for the next requests; 200 once empty (or `then`).
+    plan: Mutex<VecDeque<Plan>>,
+    then: Mutex<Option<u16>>,
+    /// How long every answer takes.
+    delay: Mutex<Duration>,
+    got: Mutex<Vec<Received>>,
+}
+
+async fn receive(
+    State(r): State<Arc<Receiver>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let plan = r.plan.lock().unwrap().pop_front();
+    let then = *r.then.lock().unwrap();
+    let answered = match plan {
+        Some(Plan::Status(s)) => s,
+        Some(Plan::Throttle) => 429,
+        Some(Plan::Stall) => 200,
+        None => then.unwrap_or(200),
+    };
+    // Recorded on arrival, so the order is the order of attempts.
+    r.got.lock().unwrap().push(Received {
+        headers,
+        body: body.to_vec(),
+        answered,
+    });
+    if matches!(plan, Some(Plan::Stall)) {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    let delay = *r.delay.lock().unwrap();
+    tokio::time::sleep(delay).await;
+    let status = StatusCode::from_u16(answered).unwrap();
+    if answered == 429 {
+        return (status, [("retry-after", "1")], "slow down").into_response();
+    }
+    (status, "ok").into_response()
+}
+
+/// Starts a receiver on a free port; returns it and its URL.
+async fn start_receiver(plan: Vec<Plan>, then: Option<u16>) -> (Arc<Receiver>, String) {
+    let r = Arc::new(Receiver::default());
+    *r.plan.lock().unwrap() = plan.into();
+    *r.then.lock().unwrap() = then;
+    let app = axum::Router::new()
+        .route("/hook", axum::routing::post(receive))
+        .with_state(r.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (r, url)
+}
+
+/// Settings that let a test deliver to a local receiver quickly.
+fn opts() -> Opts {
+    Opts::default()
+        .env("SWITCHBOARD_WEBHOOKS__ALLOW_HTTP", "true")
+        .env("SWITCHBOARD_WEBHOOKS__ALLOW_PRIVATE_DESTINATIONS", "true")
+        .env("SWITCHBOARD_WEBHOOKS__ATTEMPT_TIMEOUT", "1s")
+        .env("SWITCHBOARD_WEBHOOKS__RETRY_INITIAL", "100ms")
+        .env("SWITCHBOARD_WEBHOOKS__RETRY_MAX", "1s")
+        .env("SWITCHBOARD_WEBHOOKS__LEASE_TTL", "2s")
+}
+
+/// Sets `token`'s webhook to `url`; returns the signing secret.
+async fn set_webhook(gw: &Gateway, token: &str, url: &str) -> String {
+    let (s, b) = gw.post_json(token, "/webhook", json!({ "url": url })).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["url"], url);
+    b["secret"].as_str().unwrap().to_owned()
+}
+
+/// The accepted (2xx) deliveries' bodies, in arrival order.
+fn accepted(r: &Receiver) -> Vec<Value> {
+    r.got
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|g| (200..300).contains(&g.answered))
+        .map(|g| serde_json::from_slice(&g.body).unwrap())
+        .collect()
+}
+
+/// Message ids of accepted `message.created` deliveries, deduped by
+/// `eventId`, in first-arrival order.
+fn delivered_messages(r: &Receiver) -> Vec<String> {
+    let mut seen = HashSet::new();
+    accepted(r)
+        .into_iter()
+        .filter(|b| b["event"] == "message.created")
+        .filter(|b| seen.insert(b["eventId"].as_str().unwrap().to_owned()))
+        .map(|b| b["message"]["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn deliveries_survive_failures_in_order_signed_and_deduped_to_exactly_once() {
+    let (receiver, url) = start_receiver(
+        vec![
+            Plan::Status(500),
+            Plan::Status(502),
+            Plan::Throttle,
+            Plan::Stall,
+        ],
+        None,
+    )
+    .await;
+    let gw = Gateway::spawn_with(opts()).await;
+    let w = World::create(&gw, "hooks").await;
+    let secret = set_webhook(&gw, &w.rex, &url).await;
+
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        let text = if i % 2 == 0 {
+            format!("@Rex task {i}")
+        } else {
+            format!("note {i}")
+        };
+        let (s, b) = gw.post_message(&w.ana, "group", &text).await;
+        assert_eq!(s, 201, "{b}");
+        sent.push(b["id"].as_str().unwrap().to_owned());
+    }
+    // Rex's own message is not delivered to Rex.
+    let (s, own) = gw.post_message(&w.rex, "group", "my own").await;
+    assert_eq!(s, 201, "{own}");
+    let (s, last) = gw.post_message(&w.ana, "group", "last").await;
+    assert_eq!(s, 201, "{last}");
+    sent.push(last["id"].as_str().unwrap().to_owned());
+
+    let all_in = common::eventually(Duration::from_secs(40), || async {
+        delivered_messages(&receiver).len() >= sent.len()
+    })
+    .await;
+    assert!(all_in, "delivered: {:?}", delivered_messages(&receiver));
+    assert_eq!(
+        delivered_messages(&receiver),
+        sent,
+        "every message once, in log order"
+    );
+
+    // The failures really happened, and were retried with the same eventId.
+    let got = receiver.got.lock().unwrap().clone();
+    let answers: Vec<u16> = got.iter().take(5).map(|g| g.answered).collect();
+    assert_eq!(answers, [500, 502, 429, 200, 200], "{answers:?}");
+    let first_id = |g: &Received| g.headers["webhook-id"].to_str().unwrap().to_owned();
+    for g in &got[1..5] {
+        assert_eq!(first_id(g), first_id(&got[0]), "retries keep their eventId");
+    }
+
+    // Every request verifies with the independent implementation, and a
+    // tampered body does not.
+    let verifier = standardwebhooks::Webhook::new(&secret).unwrap();
+    for g in &got {
+        verifier.verify(&g.body, &g.headers).unwrap();
+        let body: Value = serde_json::from_slice(&g.body).unwrap();
+        assert_eq!(g.headers["webhook-id"].to_str().unwrap(), body["eventId"]);
+    }
+    let mut tampered = got[0].body.clone();
+    tampered[1] ^= 1;
+    assert!(verifier.verify(&tampered, &got[0].headers).is_err());
+
+    // The body is exactly the v2 table.
+    let bodies = accepted(&receiver);
+    let first = bodies
+        .iter()
+        .find(|b| b["message"]["id"] == sent[0].as_str())
+        .unwrap();
+    let mut keys: Vec<&str> = first
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "conversation",
+            "conversationId",
+            "event",
+            "eventId",
+            "history",
+            "instructions",
+            "mentions",
+            "message",
+            "participants",
+            "policy",
+            "schemaVersion",
+            "sender",
+            "you",
+        ]
+    );
+    assert_eq!(first["schemaVersion"], 2);
+    assert_eq!(first["conversationId"], "group");
+    assert_eq!(
+        first["you"],
+        json!({"agentId": "rex", "isOrchestrator": false, "shouldRespond": true})
+    );
+    assert_eq!(first["message"]["shouldRespond"], true);
+    assert_eq!(first["mentions"], json!(["rex"]));
+    assert_eq!(first["history"], json!([]));
+    assert!(
+        first["participants"][0].get("description").is_some(),
+        "{first}"
+    );
+    assert!(first["policy"]["effectiveRule"].is_string(), "{first}");
+    let second = bodies
+        .iter()
+        .find(|b| b["message"]["id"] == sent[1].as_str())
+        .unwrap();
+    assert_eq!(
+        second["you"]["shouldRespond"], false,
+        "a note without a mention"
+    );
+    assert_eq!(
+        second["history"][0]["id"],
+        sent[0].as_str(),
+        "prior turns, oldest first"
+    );
+    let mut turn_keys: Vec<&str> = second["history"][0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    turn_keys.sort_unstable();
+    assert_eq!(
+        turn_keys,
+        [
+            "content",
+            "createdAt",
+            "id",
+            "replyTo",
+            "senderId",
+            "senderName",
+            "senderType"
+        ]
+    );
+    assert!(!delivered_messages(&receiver).contains(&own["id"].as_str().unwrap().to_owned()));
+
+    // /me shows the webhook and its health.
+    let (s, me) = gw.get(&w.rex, "/me").await;
+    assert_eq!(s, 200, "{me}");
+    assert_eq!(me["webhookUrl"], url.as_str());
+    assert!(me["webhookStatus"]["lastDeliveredAt"].is_string(), "{me}");
+    assert_eq!(me["webhookStatus"]["failingSince"], Value::Null, "{me}");
+}
+
+#[tokio::test]
+async fn lifecycle_events_are_delivered_too() {
+    let (receiver, url) = start_receiver(vec![], None).await;
+    let gw = Gateway::spawn_with(opts()).await;
+    let w = World::create(&gw, "hookevents").await;
+    set_webhook(&gw, &w.rex, &url).await;
+    let (_, m) = gw.post_message(&w.ana, "group", "hello").await;
+    let id = m["id"].as_str().unwrap();
+    let (s, b) = gw
+        .post_json(
+            &w.ben,
+            &format!("/conversations/group/messages/{id}/reactions"),
+            json!({"emoji": "👍"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let arrived = common::eventually(Duration::from_secs(20), || async {
+        accepted(&receiver).len() >= 2
+    })
+    .await;
+    assert!(arrived, "{:?}", accepted(&receiver));
+    let bodies = accepted(&receiver);
+    assert_eq!(bodies[0]["event"], "message.created");
+    assert_eq!(bodies[1]["event"], "reaction.added");
+    assert_eq!(bodies[1]["schemaVersion"], 2);
+    assert_eq!(bodies[1]["messageId"], id);
+    assert_eq!(bodies[1]["participantId"], "ben");
+    assert!(bodies[1]["eventId"].is_string());
+}
+
+#[tokio::test]
+async fn a_410_disables_the_webhook_and_me_says_why() {
+    let (receiver, url) = start_receiver(vec![], Some(410)).await;
+    let gw = Gateway::spawn_with(opts()).await;
+    let w = World::create(&gw, "hookgone").await;
+    set_webhook(&gw, &w.rex, &url).await;
+    let (s, _) = gw.post_message(&w.ana, "group", "@Rex ping").await;
+    assert_eq!(s, 201);
+    let disabled = common::eventually(Duration::from_secs(20), || async {
+        let (_, me) = gw.get(&w.rex, "/me").await;
+        me["webhookUrl"].is_null()
+            && me["webhookStatus"]["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("410"))
+    })
+    .await;
+    let (_, me) = gw.get(&w.rex, "/me").await;
+    assert!(disabled, "{me}");
+    // Nothing more is sent once disabled.
+    let before = receiver.got.lock().unwrap().len();
+    assert_eq!(before, 1);
+    let (s, _) = gw.post_message(&w.ana, "group", "@Rex again").await;
+    assert_eq!(s, 201);
+    let (s, _) = gw.post_message(&w.ana, "group", "@Rex and again").await;
+    assert_eq!(s, 201);
+    // A later message to another agent's working webhook proves the
+    // dispatcher kept running while Rex's got nothing.
+    let (other, other_url) = start_receiver(vec![], None).await;
+    set_webhook(&gw, &w.scout, &other_url).await;
+    let (s, _) = gw.post_message(&w.ana, "group", "@Scout hi").await;
+    assert_eq!(s, 201);
+    assert!(
+        common::eventually(Duration::from_secs(20), || async {
+            !accepted(&other).is_empty()
+        })
+        .await
+    );
+    assert_eq!(
+        receiver.got.lock().unwrap().len(),
+        1,
+        "nothing after the 410"
+    );
+}
+
+#[tokio::test]
+async fn webhook_urls_are_checked() {
+    let strict = Gateway::spawn().await;
+    let w = World::create(&strict, "hookurls").await;
+    let long = format!("https://example.com/{}", "a".repeat(2100));
+    let table: Vec<(&str, u16, &str)> = vec![
+        ("not a url", 400, "INVALID_WEBHOOK_URL"),
+        ("ftp://example.com/x", 400, "INVALID_WEBHOOK_URL"),
+        ("http://example.com/x", 400, "INVALID_WEBHOOK_URL"),
+        ("https://user:pw@example.com/x", 400, "INVALID_WEBHOOK_URL"),
+        (&long, 400, "INVALID_WEBHOOK_URL"),
+        ("https://127.0.0.1/x", 400, "WEBHOOK_DESTINATION_FORBIDDEN"),
+        ("https://10.1.2.3/x", 400, "WEBHOOK_DESTINATION_FORBIDDEN"),
+        (
+            "https://169.254.169.254/latest",
+            400,
+            "WEBHOOK_DESTINATION_FORBIDDEN",
+        ),
+        ("https://[::1]/x", 400, "WEBHOOK_DESTINATION_FORBIDDEN"),
+        ("https://localhost/x", 400, "WEBHOOK_DESTINATION_FORBIDDEN"),
+    ];
+    for (url, status, code) in table {
+        let (s, b) = strict
+            .post_json(&w.rex, "/webhook", json!({ "url": url }))
+            .await;
+        assert_error(s, &b, status, code);
+    }
+    let (s, b) = strict
+        .post_json(&w.ana, "/webhook", json!({"url": "https://example.com/x"}))
+        .await;
+    assert_error(s, &b, 403, "FORBIDDEN");
+    let (s, me) = strict.get(&w.rex, "/me").await;
+    assert_eq!(s, 200);
+    assert_eq!(me["webhookUrl"], Value::Null, "refusals stored nothing");
+    assert_eq!(me["webhookStatus"], Value::Null);
+}
+
+#[tokio::test]
+async fn the_admin_api_sets_and_removes_webhooks() {
+    let (_receiver, url) = start_receiver(vec![], None).await;
+    let gw = Gateway::spawn_with(opts()).await;
+    let w = World::create(&gw, "hookadmin").await;
+    let (s, b) = gw
+        .admin(
+            reqwest::Method::PUT,
+            "/bays/hookadmin/participants/rex/webhook",
+            Some(json!({ "url": url })),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    assert!(b["secret"].as_str().unwrap().starts_with("whsec_"), "{b}");
+    let (_, me) = gw.get(&w.rex, "/me").await;
+    assert_eq!(me["webhookUrl"], url.as_str());
+    let (s, b) = gw
+        .admin(
+            reqwest::Method::PUT,
+            "/bays/hookadmin/participants/ana/webhook",
+            Some(json!({ "url": url })),
+        )
+        .await;
+    assert_error(s, &b, 404, "NOT_FOUND");
+    let (s, _) = gw
+        .admin(
+            reqwest::Method::DELETE,
+            "/bays/hookadmin/participants/rex/webhook",
+            None,
+        )
+        .await;
+    assert_eq!(s, 204);
+    let (_, me) = gw.get(&w.rex, "/me").await;
+    assert_eq!(me["webhookUrl"], Value::Null);
+}
+
+/// Posts `@Rex <i>` as `token`; returns the message id.
+async fn post_rex(gw: &Gateway, token: &str, i: usize) -> String {
+    let (s, b) = gw.post_message(token, "group", &format!("@Rex {i}")).await;
+    assert_eq!(s, 201, "{b}");
+    b["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn another_node_takes_over_when_the_delivering_node_dies() {
+    let (receiver, url) = start_receiver(vec![], None).await;
+    let redis = RedisServer::start(false);
+    let mut nodes = [
+        Gateway::spawn_with(opts().redis(&redis.url())).await,
+        Gateway::spawn_with(opts().redis(&redis.url())).await,
+    ];
+    let w = World::create(&nodes[0], "hookfail").await;
+    set_webhook(&nodes[0], &w.rex, &url).await;
+    // Slow answers, so the kill lands while deliveries are in progress.
+    *receiver.delay.lock().unwrap() = Duration::from_millis(150);
+    let mut sent = Vec::new();
+    for i in 0..12 {
+        sent.push(post_rex(&nodes[0], &w.ana, i).await);
+    }
+    assert!(
+        common::eventually(Duration::from_secs(20), || async {
+            delivered_messages(&receiver).len() >= 3
+        })
+        .await
+    );
+    // Whichever node holds the lease says so in its log; kill it (SIGKILL).
+    let holder = nodes
+        .iter()
+        .position(|n| n.logs().contains("delivering webhooks"))
+        .expect("a node announced its lease");
+    nodes[holder].kill_now();
+    let cut_at = delivered_messages(&receiver).len();
+    assert!(
+        cut_at < sent.len(),
+        "killed mid-stream ({cut_at} of {} delivered)",
+        sent.len()
+    );
+    let survivor = &nodes[1 - holder];
+    for i in 12..17 {
+        sent.push(post_rex(survivor, &w.ana, i).await);
+    }
+    let all = common::eventually(Duration::from_secs(30), || async {
+        delivered_messages(&receiver).len() >= sent.len()
+    })
+    .await;
+    assert!(all, "{:?}", delivered_messages(&receiver));
+    assert_eq!(
+        delivered_messages(&receiver),
+        sent,
+        "at least once, in order, exactly once after dedupe"
+    );
+    assert!(
+        survivor.logs().contains("delivering webhooks"),
+        "the survivor took over"
+    );
+}

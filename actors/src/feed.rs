@@ -119,6 +119,8 @@ pub struct BayFeed {
     waiters: HashMap<ConversationId, Vec<Waiter>>,
     /// Presence publishing; see the module docs.
     presence: Presence,
+    /// The last entry the tail handed out, for [`WatchHead`] subscribers.
+    head: tokio::sync::watch::Sender<EntryId>,
 }
 
 /// The feed's presence bookkeeping (see the module docs).
@@ -178,6 +180,7 @@ impl BayFeed {
             by_token: HashMap::new(),
             waiters: HashMap::new(),
             presence: Presence::default(),
+            head: tokio::sync::watch::channel(EntryId::ZERO).0,
         }
     }
 
@@ -676,6 +679,21 @@ impl Handler<WaitForMessage> for BayFeed {
     }
 }
 
+/// Subscribes to the feed's head: the id of the last log entry it has
+/// read, moved after each batch. Readers of the store that must not hold a
+/// blocking read each (webhook workers) wait on it instead.
+#[derive(Message)]
+#[rtype(result = "tokio::sync::watch::Receiver<EntryId>")]
+pub struct WatchHead;
+
+impl Handler<WatchHead> for BayFeed {
+    type Result = MessageResult<WatchHead>;
+
+    fn handle(&mut self, _: WatchHead, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.head.subscribe())
+    }
+}
+
 /// Unregisters a session (its connection ended).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -783,6 +801,7 @@ impl Handler<Batch> for BayFeed {
         if let Some(pos) = &mut self.position {
             pos.entry = msg.through;
         }
+        self.head.send_replace(msg.through);
     }
 }
 

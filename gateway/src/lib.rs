@@ -165,7 +165,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             arbiters: 2,
         },
     );
-    let webhooks = webhook_dispatcher(&settings, store.clone());
+    let webhooks = webhook_dispatcher(&settings, store.clone(), registry.clone());
     webhooks.start();
     let state = AppState {
         webhooks,
@@ -314,6 +314,7 @@ async fn wait_for_signal() {
 fn webhook_dispatcher(
     settings: &Settings,
     store: Arc<dyn Store>,
+    registry: Registry,
 ) -> webhooks::dispatcher::Dispatcher {
     use base64::Engine as _;
     use webhooks::signing::SecretBox;
@@ -335,6 +336,7 @@ fn webhook_dispatcher(
         });
     webhooks::dispatcher::Dispatcher::new(
         store,
+        registry,
         settings.webhooks.clone(),
         settings.replay_window,
         secrets,

@@ -39,12 +39,14 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use switchboard_actors::feed::WatchHead;
 use switchboard_actors::model::Participant;
+use switchboard_actors::registry::Registry;
 use switchboard_actors::replay::memberships_at;
 use switchboard_actors::store::log::{LogEvent, LogRecord};
 use switchboard_actors::store::{Replay, Store, StoreError, Webhook, WebhookStatus};
 use switchboard_config::WebhookSettings;
-use switchboard_protocol::cursor::LogPosition;
+use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
 use tokio::sync::Semaphore;
 
@@ -61,12 +63,17 @@ pub const WEBHOOK_OLDEST_PENDING: &str = "switchboard_webhook_oldest_undelivered
 const SCAN_INTERVAL: Duration = Duration::from_secs(1);
 /// Log records read per store call.
 const READ_BATCH: usize = 100;
-/// How long one log read waits for new records.
-const READ_BLOCK: Duration = Duration::from_secs(1);
+/// Longest wait for new records between two reads: the worker also renews
+/// its lease and notices a removed webhook at this pace.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
 
 /// What workers share.
 struct Shared {
     store: Arc<dyn Store>,
+    /// The node's feeds: a worker waits on its Bay feed's head instead of
+    /// holding a blocking read of its own (one per agent would be one Redis
+    /// connection per agent).
+    registry: Registry,
     settings: WebhookSettings,
     replay_window: Duration,
     secrets: SecretBox,
@@ -86,6 +93,7 @@ impl Dispatcher {
     /// A dispatcher over `store`; nothing runs until [`Dispatcher::start`].
     pub fn new(
         store: Arc<dyn Store>,
+        registry: Registry,
         settings: WebhookSettings,
         replay_window: Duration,
         secrets: SecretBox,
@@ -93,6 +101,7 @@ impl Dispatcher {
         Dispatcher {
             shared: Arc::new(Shared {
                 store,
+                registry,
                 in_flight: Semaphore::new(settings.max_concurrent.max(1)),
                 settings,
                 replay_window,
@@ -264,6 +273,7 @@ impl Worker {
             return Ok(Stop::Removed);
         };
         let mut memberships = self.memberships_at(&position).await?;
+        let mut head = self.watch_head().await;
         loop {
             if !self.hold(false).await? {
                 return Ok(Stop::NotOurs);
@@ -272,7 +282,7 @@ impl Worker {
                 return Ok(Stop::Removed);
             }
             let replay = store
-                .read_log(&self.bay, &position, READ_BATCH, Some(READ_BLOCK))
+                .read_log(&self.bay, &position, READ_BATCH, None)
                 .await?;
             let (records, through) = match replay {
                 Replay::Records { records, through } => (records, through),
@@ -308,7 +318,31 @@ impl Worker {
                     .set_webhook_position(&self.bay, &self.agent, &position)
                     .await?;
             }
+            if records.is_empty() {
+                // Caught up: wait until the Bay's feed reads past us.
+                match &mut head {
+                    Some(rx) => {
+                        if let Ok(Err(_)) = tokio::time::timeout(IDLE_WAIT, rx.changed()).await {
+                            head = self.watch_head().await;
+                        }
+                    }
+                    None => {
+                        tokio::time::sleep(IDLE_WAIT).await;
+                        head = self.watch_head().await;
+                    }
+                }
+            }
         }
+    }
+
+    /// The head of this Bay's feed on this node, as it moves.
+    async fn watch_head(&self) -> Option<tokio::sync::watch::Receiver<EntryId>> {
+        self.shared
+            .registry
+            .feed(&self.bay)
+            .send(WatchHead)
+            .await
+            .ok()
     }
 
     /// Delivers one record, retrying until it is delivered, given up, or

@@ -208,3 +208,106 @@ async fn metrics_move_after_traffic() {
     assert!(metric(&gw, "switchboard_messages_accepted_total").await >= 1.0);
     assert!(metric(&gw, "switchboard_events_delivered_total{transport=\"ws\"}").await >= 1.0);
 }
+
+/// A message at the content limit is accepted in every valid JSON
+/// encoding: 32,000 emoji written ASCII-only (`\ud83d\ude00`, 12 bytes
+/// each, the default of most JSON encoders) as well as raw UTF-8; one more
+/// character is 400 `INVALID_CONTENT`, never 413.
+#[tokio::test]
+async fn content_at_the_limit_is_accepted_however_it_is_escaped() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "escaped").await;
+    let send = |body: String| {
+        let gw = &gw;
+        let token = w.rex.clone();
+        async move {
+            let res = gw
+                .http
+                .post(gw.url("/api/agent-api/conversations/group/messages"))
+                .bearer_auth(token)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = res.status().as_u16();
+            (status, res.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let escaped = |n: usize| format!("{{\"content\":\"{}\"}}", "\\ud83d\\ude00".repeat(n));
+    let body = escaped(32_000);
+    assert!(body.len() > 384_000, "{}", body.len());
+    let (s, b) = send(body).await;
+    assert_eq!(s, 201, "{b}");
+    assert_eq!(b["content"].as_str().unwrap().chars().count(), 32_000);
+    let (s, b) = send(escaped(32_001)).await;
+    common::assert_error(s, &b, 400, "INVALID_CONTENT");
+    assert!(
+        b["message"]
+            .as_str()
+            .unwrap()
+            .contains("unicode scalar values"),
+        "{b}"
+    );
+    let raw = format!("{{\"content\":\"{}\"}}", "😀".repeat(32_000));
+    let (s, b) = send(raw).await;
+    assert_eq!(s, 201, "{b}");
+}
+
+/// Invented methods, random paths and random ids never add metric series:
+/// every label value comes from a fixed set.
+#[tokio::test]
+async fn metrics_labels_stay_bounded_under_invented_methods_and_paths() {
+    let gw = Gateway::spawn().await;
+    let series = |text: &str| text.lines().filter(|l| !l.starts_with('#')).count();
+    let scrape = || async {
+        gw.http
+            .get(gw.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let hit = |i: usize| {
+        let gw = &gw;
+        async move {
+            let method = reqwest::Method::from_bytes(format!("XM{i:04}").as_bytes()).unwrap();
+            gw.http
+                .request(method, gw.url("/api/agent-api/me"))
+                .send()
+                .await
+                .unwrap();
+            gw.http
+                .get(gw.url(&format!("/random/{i}")))
+                .send()
+                .await
+                .unwrap();
+            gw.http
+                .get(gw.url(&format!("/api/agent-api/conversations/c{i}/context")))
+                .send()
+                .await
+                .unwrap();
+        }
+    };
+    for i in 0..20 {
+        hit(i).await;
+    }
+    // The first scrape adds the series of the `/metrics` route itself.
+    scrape().await;
+    let before = series(&scrape().await);
+    for i in 20..200 {
+        hit(i).await;
+    }
+    let text = scrape().await;
+    assert_eq!(series(&text), before, "new series appeared");
+    assert!(!text.contains("XM0"), "an invented method became a label");
+    assert!(!text.contains("/random/"), "a raw path became a label");
+    assert!(text.contains("method=\"other\""), "{text}");
+    assert!(text.contains("route=\"unmatched\""), "{text}");
+    assert!(
+        text.contains("route=\"/api/agent-api/conversations/{id}/context\""),
+        "the matched pattern is the label"
+    );
+}

@@ -258,14 +258,38 @@ async fn every_listed_route_is_served_with_its_method() {
             "{method} {template} is not served: {status} {body}"
         );
     }
-    // And the default service really answers unknown routes that way.
-    let res = gw.http.delete(gw.url("/healthz")).send().await.unwrap();
+    // And the default service really answers that way: a served path with
+    // another method is 405 with `Allow`; an unknown path is 404.
+    for (method, path, allow) in [
+        (Method::DELETE, "/healthz", "GET"),
+        (
+            Method::PUT,
+            "/api/agent-api/conversations/c/messages",
+            "GET, POST",
+        ),
+        (Method::POST, "/api/agent-api/me", "GET"),
+        (Method::GET, "/api/agent-api/polls", "POST"),
+    ] {
+        let res = gw
+            .http
+            .request(method.clone(), gw.url(path))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let allowed = res
+            .headers()
+            .get("allow")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body: Value = res.json().await.unwrap_or(Value::Null);
+        common::assert_error(status, &body, 405, "METHOD_NOT_ALLOWED");
+        assert_eq!(allowed.as_deref(), Some(allow), "{method} {path}");
+    }
+    let res = gw.http.get(gw.url("/nope")).send().await.unwrap();
     let status = res.status().as_u16();
     let body: Value = res.json().await.unwrap_or(Value::Null);
-    assert!(
-        status == 405 || (status == 404 && body["message"] == "no such route"),
-        "{status} {body}"
-    );
+    common::assert_error(status, &body, 404, "NOT_FOUND");
 }
 
 // ---- real answers against the documented schemas ----

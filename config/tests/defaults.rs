@@ -37,7 +37,7 @@ fn defaults_equal_the_protocol_values() {
             updates_per_minute: 20,        // protocol §11: /updates bucket 20/min
             agent_requests_per_minute: 60, // protocol §11: 60 req/min agent budget
             max_content_chars: 32_000,
-            max_body_bytes: 262_144,
+            max_body_bytes: 524_288,
             max_ws_frame_bytes: 65_536,
             max_connections_per_ip: 1000,
             max_connections: 100_000,

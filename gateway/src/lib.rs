@@ -15,6 +15,7 @@ pub mod bootstrap;
 pub mod connections;
 pub mod error;
 pub mod health;
+pub mod method_not_allowed;
 pub mod metrics;
 pub mod middleware;
 pub mod openapi;
@@ -25,10 +26,10 @@ pub mod state;
 pub mod telemetry;
 pub mod webhooks;
 
-use crate::error::{json_error, path_error, query_error, ApiError};
+use crate::error::{json_error, path_error, query_error};
 use crate::ratelimit::RateLimits;
 use crate::state::AppState;
-use actix_web::{web, App, HttpResponse, HttpServer};
+use actix_web::{web, App, HttpServer};
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,7 +42,6 @@ use switchboard_actors::store::memory::{MemoryLimits, MemoryStore};
 use switchboard_actors::store::redis::Target as RedisTarget;
 use switchboard_actors::store::Store;
 use switchboard_config::{Settings, StoreKind};
-use switchboard_protocol::error::ErrorCode;
 
 /// Replays (session opens from a cursor) that read the log at once per node;
 /// the rest queue. Bounds the memory a resume storm takes at one time.
@@ -220,9 +220,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             .configure(health::routes)
             .configure(metrics::routes)
             .configure(openapi::routes)
-            .default_service(web::to(|| async {
-                ApiError::new(ErrorCode::NotFound, "no such route").into_response()
-            }))
+            .default_service(web::to(method_not_allowed::fallback))
     })
     .disable_signals()
     .shutdown_timeout(settings.timing.drain_timeout.as_secs().max(1));
@@ -272,16 +270,6 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     server.await?;
     tracing::info!("stopped");
     Ok(())
-}
-
-trait IntoResponse {
-    fn into_response(self) -> HttpResponse;
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> HttpResponse {
-        actix_web::ResponseError::error_response(&self)
-    }
 }
 
 async fn wait_for_signal() {

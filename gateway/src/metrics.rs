@@ -2,8 +2,9 @@
 //! the `metrics` facade and `metrics-exporter-prometheus`.
 //!
 //! Names carry the `switchboard_` prefix and the standard unit suffixes;
-//! labels stay low-cardinality (transport, op, bucket, reason; the Bay id
-//! only on per-Bay feed gauges).
+//! every label value comes from a fixed set (transport, op, bucket, reason,
+//! outcome, a standard method or `other`, a route pattern or `unmatched`),
+//! so no request can add a series.
 
 use crate::state::AppState;
 use actix_web::{get, web, HttpResponse};
@@ -25,9 +26,10 @@ pub const CURSOR_EXPIRED: &str = "switchboard_cursor_expirations_total";
 pub const RATE_LIMITED: &str = "switchboard_rate_limited_total";
 /// Messages accepted (counter).
 pub const MESSAGES_ACCEPTED: &str = "switchboard_messages_accepted_total";
-/// HTTP requests (counter), labels `method`, `status`.
+/// HTTP requests (counter), labels `method` (a standard method or
+/// `other`), `route` (the matched route pattern, or `unmatched`) and `status`.
 pub const HTTP_REQUESTS: &str = "switchboard_http_requests_total";
-/// HTTP request duration (histogram, seconds), label `method`.
+/// HTTP request duration (histogram, seconds), labels `method` and `route`.
 pub const HTTP_SECONDS: &str = "switchboard_http_request_duration_seconds";
 /// Sessions detached for falling too far behind (counter); counted by the feed.
 pub use switchboard_actors::feed::SLOW_CONSUMERS;

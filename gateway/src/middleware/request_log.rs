@@ -39,6 +39,25 @@ fn is_secret_name(name: &str) -> bool {
     n.contains("token") || n.contains("secret") || n.contains("key") || n.contains("password")
 }
 
+/// The `route` label of a request no route matched.
+pub const UNMATCHED: &str = "unmatched";
+
+/// The `method` label: a standard method's name, else `other`.
+pub fn method_label(method: &actix_web::http::Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        "TRACE" => "TRACE",
+        "CONNECT" => "CONNECT",
+        _ => "other",
+    }
+}
+
 fn client_request_id(req: &ServiceRequest) -> Option<String> {
     let v = req.headers().get(REQUEST_ID)?.to_str().ok()?;
     (v.len() <= 64
@@ -71,8 +90,15 @@ pub async fn request_log(
                     .insert(HeaderName::from_static(REQUEST_ID), v);
             }
             let status = res.status().as_u16();
-            metrics::counter!(crate::metrics::HTTP_REQUESTS, "method" => method.clone(), "status" => status.to_string()).increment(1);
-            metrics::histogram!(crate::metrics::HTTP_SECONDS, "method" => method.clone())
+            // Labels from fixed sets only: an invented method or a random
+            // path must not add a series (`/metrics` would grow unbounded).
+            let method_label = method_label(res.request().method());
+            let route = res
+                .request()
+                .match_pattern()
+                .unwrap_or_else(|| UNMATCHED.to_owned());
+            metrics::counter!(crate::metrics::HTTP_REQUESTS, "method" => method_label, "route" => route.clone(), "status" => status.to_string()).increment(1);
+            metrics::histogram!(crate::metrics::HTTP_SECONDS, "method" => method_label, "route" => route)
                 .record(started.elapsed().as_secs_f64());
             tracing::info!(
                 status,
@@ -91,7 +117,18 @@ pub async fn request_log(
 
 #[cfg(test)]
 mod tests {
-    use super::redact_query;
+    use super::{method_label, redact_query};
+    use actix_web::http::Method;
+
+    #[test]
+    fn invented_methods_share_one_label() {
+        assert_eq!(method_label(&Method::GET), "GET");
+        assert_eq!(
+            method_label(&Method::from_bytes(b"XM0001").unwrap()),
+            "other"
+        );
+        assert_eq!(method_label(&Method::from_bytes(b"get").unwrap()), "other");
+    }
 
     #[test]
     fn token_values_are_masked() {

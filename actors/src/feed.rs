@@ -124,13 +124,14 @@ pub struct BayFeed {
 }
 
 /// The feed's presence bookkeeping (see the module docs).
-#[derive(Default)]
 struct Presence {
     /// When each participant's last session on this node ended: it stays
     /// online for one `presence_interval` after that. Pruned at each write.
     ended: HashMap<ParticipantId, Instant>,
     /// What the last write issued (in flight or done) said is online
-    /// here; `None` before the first and after a failed one.
+    /// here; `None` after a failed one. Starts empty: node ids are new at
+    /// every start, so the store holds nothing of this node yet, and a
+    /// feed without sessions (one a webhook worker keeps) never writes.
     published: Option<HashSet<ParticipantId>>,
     /// A write is in flight. Writes are serialized, so an older set never
     /// lands after a newer one.
@@ -139,6 +140,18 @@ struct Presence {
     again: bool,
     /// The last write failed (so the next failure logs at debug only).
     failing: bool,
+}
+
+impl Default for Presence {
+    fn default() -> Self {
+        Presence {
+            ended: HashMap::new(),
+            published: Some(HashSet::new()),
+            writing: false,
+            again: false,
+            failing: false,
+        }
+    }
 }
 
 /// One [`WaitForMessage`] still waiting.

@@ -858,7 +858,10 @@ impl Store for MemoryStore {
 
     async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
         let now = now_ms();
-        let st = self.state.lock();
+        let mut st = self.state.lock();
+        if let Some(b) = st.bays.get_mut(bay) {
+            b.presence.retain(|_, (_, until)| *until > now);
+        }
         let mut out: Vec<ParticipantId> = st
             .bays
             .get(bay)

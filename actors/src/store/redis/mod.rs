@@ -1036,11 +1036,21 @@ impl Store for RedisStore {
         let raw: Vec<(String, Vec<u8>)> = self.query(doing, &key, cmd("HGETALL").arg(&key)).await?;
         let now = Utc::now().timestamp_millis();
         let mut out = Vec::new();
-        for (_, value) in raw {
+        let mut expired = Vec::new();
+        for (node, value) in raw {
             let p: Presence = decode(doing, &key, &value)?;
             if p.until > now {
                 out.extend(p.online);
+            } else {
+                expired.push(node);
             }
+        }
+        // Node ids are new at every start: drop the records of nodes gone
+        // for good, so the hash does not grow with every restart.
+        if !expired.is_empty() {
+            let _: i64 = self
+                .query(doing, &key, cmd("HDEL").arg(&key).arg(&expired))
+                .await?;
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out.dedup();

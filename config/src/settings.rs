@@ -200,6 +200,12 @@ pub struct Timing {
     /// Grace period for open connections on shutdown; zero is allowed (close at once).
     #[serde(with = "humantime_serde")]
     pub drain_timeout: Duration,
+    /// On shutdown, how long the node keeps listening while draining:
+    /// `/readyz` answers 503 and new sessions get 503 with `Retry-After`,
+    /// so a load balancer removing the node meanwhile drops nothing. Zero
+    /// stops listening at once.
+    #[serde(with = "humantime_serde")]
+    pub drain_grace: Duration,
     /// Idle conversation / feed actors stop after this long.
     #[serde(with = "humantime_serde")]
     pub actor_idle_timeout: Duration,

@@ -55,6 +55,7 @@ fn defaults_equal_the_protocol_values() {
             feed_linger: Duration::ZERO,
             typing_ttl: secs(5), // protocol §11: typing has a 5s TTL
             drain_timeout: secs(10),
+            drain_grace: secs(3),
             actor_idle_timeout: secs(60),
         },
         webhooks: WebhookSettings {

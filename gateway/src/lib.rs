@@ -227,6 +227,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     if let Some(workers) = settings.workers {
         server = server.workers(workers);
     }
+    let mut signals = ShutdownSignals::install();
     let server = server
         .bind(&settings.bind)
         .map_err(|cause| StartError::Bind {
@@ -256,41 +257,79 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         }
     });
     let drain_state = state.clone();
+    let grace = settings.timing.drain_grace;
     actix_rt::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("shutdown signal received; draining");
+        signals.next().await;
+        tracing::info!(
+            grace_ms = grace.as_millis() as u64,
+            "shutdown signal received; draining"
+        );
         drain_state.draining.store(true, Ordering::Relaxed);
         drain_state
             .registry
             .close_all_sessions(CloseReason::Draining);
-        // Give the close frames a moment to flush before listeners stop.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        handle.stop(true).await;
+        // Keep answering (503 on /readyz and new sessions) while load
+        // balancers notice; a second signal cuts the grace short. The close
+        // frames flush meanwhile (at least 200 ms).
+        let graceful = tokio::select! {
+            _ = tokio::time::sleep(grace.max(Duration::from_millis(200))) => true,
+            _ = signals.next() => {
+                tracing::info!("second signal: stopping at once");
+                false
+            }
+        };
+        handle.stop(graceful).await;
     });
     server.await?;
     tracing::info!("stopped");
     Ok(())
 }
 
-async fn wait_for_signal() {
+/// SIGTERM and SIGINT (Ctrl-C), listened for from the moment this is
+/// made: installed before the node starts listening, so a signal that
+/// arrives right after start-up drains the node instead of killing it.
+struct ShutdownSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl ShutdownSignals {
+    fn install() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            ShutdownSignals {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
             }
         }
+        #[cfg(not(unix))]
+        ShutdownSignals {}
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    /// The next SIGTERM or SIGINT.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
+            tokio::select! {
+                _ = recv(&mut self.term) => {}
+                _ = recv(&mut self.int) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

@@ -1,0 +1,77 @@
+//! The drain grace (`timing.drain_grace`): after SIGTERM the node keeps
+//! listening a while, answering instead of refusing, so a load balancer
+//! that takes a moment to notice drops no connection; a second signal
+//! stops it at once.
+
+mod common;
+
+use common::{assert_error, Gateway, Opts, World};
+use std::time::Duration;
+
+#[tokio::test]
+async fn while_draining_the_node_answers_503_instead_of_refusing() {
+    let mut gw =
+        Gateway::spawn_with(Opts::default().env("SWITCHBOARD_TIMING__DRAIN_GRACE", "4s")).await;
+    let w = World::create(&gw, "grace").await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    gw.send_signal("-TERM");
+
+    // The open session is told to go elsewhere.
+    let (code, frames) = ws.expect_close(Duration::from_secs(10)).await;
+    assert_eq!(code, Some(4003), "{frames:?}");
+
+    // The listener still answers: readiness says no, new sessions are
+    // refused with a reason and a retry hint.
+    let ready = gw
+        .http
+        .get(gw.url("/readyz"))
+        .send()
+        .await
+        .expect("still listening");
+    assert_eq!(ready.status().as_u16(), 503);
+    let res = gw
+        .http
+        .get(gw.url("/api/agent-api/updates?wait=1"))
+        .bearer_auth(&w.brain)
+        .send()
+        .await
+        .expect("still listening");
+    let status = res.status().as_u16();
+    assert!(
+        res.headers().contains_key("retry-after"),
+        "{:?}",
+        res.headers()
+    );
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_error(status, &body, 503, "UNAVAILABLE");
+
+    // Then it stops by itself.
+    assert!(
+        gw.wait_for_exit(Duration::from_secs(30)).is_some(),
+        "still running"
+    );
+}
+
+#[tokio::test]
+async fn a_second_signal_cuts_the_grace_short() {
+    let mut gw =
+        Gateway::spawn_with(Opts::default().env("SWITCHBOARD_TIMING__DRAIN_GRACE", "10m")).await;
+    gw.send_signal("-TERM");
+    // Draining has begun once readiness turns 503.
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            gw.http
+                .get(gw.url("/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().as_u16() == 503)
+        })
+        .await
+    );
+    gw.send_signal("-INT");
+    // Far sooner than the 10-minute grace.
+    assert!(
+        gw.wait_for_exit(Duration::from_secs(30)).is_some(),
+        "the second signal did not stop it"
+    );
+}

@@ -356,6 +356,45 @@ async fn a_410_disables_the_webhook_and_me_says_why() {
     );
 }
 
+/// A 410 that arrives after the webhook was replaced removes nothing: the
+/// new webhook keeps delivering, and the old one's retries stop at once.
+#[tokio::test]
+async fn a_late_410_from_a_replaced_url_leaves_its_successor_alone() {
+    let (old, old_url) = start_receiver(vec![], Some(410)).await;
+    *old.delay.lock().unwrap() = Duration::from_millis(1500);
+    let (new, new_url) = start_receiver(vec![], None).await;
+    let gw = Gateway::spawn_with(opts()).await;
+    let w = World::create(&gw, "hookrace").await;
+    set_webhook(&gw, &w.rex, &old_url).await;
+    let (s, _) = gw.post_message(&w.ana, "group", "@Rex first").await;
+    assert_eq!(s, 201);
+    // Replace the webhook while the old URL is still answering.
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            !old.got.lock().unwrap().is_empty()
+        })
+        .await
+    );
+    set_webhook(&gw, &w.rex, &new_url).await;
+    let (s, second) = gw.post_message(&w.ana, "group", "@Rex second").await;
+    assert_eq!(s, 201);
+    let id = second["id"].as_str().unwrap().to_owned();
+    assert!(
+        common::eventually(Duration::from_secs(20), || async {
+            delivered_messages(&new).contains(&id)
+        })
+        .await,
+        "the new webhook got nothing"
+    );
+    let (_, me) = gw.get(&w.rex, "/me").await;
+    assert_eq!(me["webhookUrl"], new_url.as_str(), "{me}");
+    assert_eq!(
+        old.got.lock().unwrap().len(),
+        1,
+        "the old URL was not retried"
+    );
+}
+
 #[tokio::test]
 async fn webhook_urls_are_checked() {
     let strict = Gateway::spawn().await;
@@ -376,6 +415,7 @@ async fn webhook_urls_are_checked() {
         ),
         ("https://[::1]/x", 400, "WEBHOOK_DESTINATION_FORBIDDEN"),
         ("https://localhost/x", 400, "WEBHOOK_DESTINATION_FORBIDDEN"),
+        ("https://8.8.8.8:0/x", 400, "INVALID_WEBHOOK_URL"),
     ];
     for (url, status, code) in table {
         let (s, b) = strict
@@ -413,6 +453,14 @@ async fn the_admin_api_sets_and_removes_webhooks() {
         .admin(
             reqwest::Method::PUT,
             "/bays/hookadmin/participants/ana/webhook",
+            Some(json!({ "url": url })),
+        )
+        .await;
+    assert_error(s, &b, 400, "INVALID_REQUEST");
+    let (s, b) = gw
+        .admin(
+            reqwest::Method::PUT,
+            "/bays/hookadmin/participants/nobody/webhook",
             Some(json!({ "url": url })),
         )
         .await;

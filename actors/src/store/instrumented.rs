@@ -209,11 +209,13 @@ impl Store for Instrumented {
         &self,
         bay: &BayId,
         participant: &ParticipantId,
+        of: &Webhook,
         position: &LogPosition,
     ) -> Result<(), StoreError> {
         timed(
             "set_webhook_position",
-            self.inner.set_webhook_position(bay, participant, position),
+            self.inner
+                .set_webhook_position(bay, participant, of, position),
         )
         .await
     }
@@ -232,11 +234,25 @@ impl Store for Instrumented {
         &self,
         bay: &BayId,
         participant: &ParticipantId,
+        of: &Webhook,
         status: &WebhookStatus,
     ) -> Result<(), StoreError> {
         timed(
             "set_webhook_status",
-            self.inner.set_webhook_status(bay, participant, status),
+            self.inner.set_webhook_status(bay, participant, of, status),
+        )
+        .await
+    }
+    async fn disable_webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        of: &Webhook,
+        status: &WebhookStatus,
+    ) -> Result<(), StoreError> {
+        timed(
+            "disable_webhook",
+            self.inner.disable_webhook(bay, participant, of, status),
         )
         .await
     }

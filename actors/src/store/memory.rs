@@ -774,6 +774,7 @@ impl Store for MemoryStore {
         &self,
         bay: &BayId,
         participant: &ParticipantId,
+        of: &Webhook,
         position: &LogPosition,
     ) -> Result<(), StoreError> {
         let mut st = self.state.lock();
@@ -781,6 +782,7 @@ impl Store for MemoryStore {
             .bays
             .get_mut(bay)
             .and_then(|b| b.webhooks.get_mut(participant))
+            .filter(|w| &w.webhook == of)
         {
             w.position = position.clone();
         }
@@ -804,11 +806,35 @@ impl Store for MemoryStore {
         &self,
         bay: &BayId,
         participant: &ParticipantId,
+        of: &Webhook,
         status: &WebhookStatus,
     ) -> Result<(), StoreError> {
         let mut st = self.state.lock();
         if let Some(b) = st.bays.get_mut(bay) {
-            if b.webhooks.contains_key(participant) {
+            if b.webhooks
+                .get(participant)
+                .is_some_and(|w| &w.webhook == of)
+            {
+                b.webhook_status.insert(participant.clone(), status.clone());
+            }
+        }
+        Ok(())
+    }
+
+    async fn disable_webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        of: &Webhook,
+        status: &WebhookStatus,
+    ) -> Result<(), StoreError> {
+        let mut st = self.state.lock();
+        if let Some(b) = st.bays.get_mut(bay) {
+            if b.webhooks
+                .get(participant)
+                .is_some_and(|w| &w.webhook == of)
+            {
+                b.webhooks.remove(participant);
                 b.webhook_status.insert(participant.clone(), status.clone());
             }
         }

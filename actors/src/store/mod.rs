@@ -654,11 +654,14 @@ pub trait Store: Send + Sync + 'static {
         bay: &BayId,
         participant: &ParticipantId,
     ) -> Result<Option<LogPosition>, StoreError>;
-    /// Moves the delivery position; a no-op when the webhook was removed.
+    /// Moves the delivery position of the webhook `of`; a no-op when the
+    /// participant's webhook is no longer `of` (removed or replaced: the
+    /// new one starts from its own position).
     async fn set_webhook_position(
         &self,
         bay: &BayId,
         participant: &ParticipantId,
+        of: &Webhook,
         position: &LogPosition,
     ) -> Result<(), StoreError>;
     /// The delivery status (default when none was recorded), kept after
@@ -668,11 +671,23 @@ pub trait Store: Send + Sync + 'static {
         bay: &BayId,
         participant: &ParticipantId,
     ) -> Result<WebhookStatus, StoreError>;
-    /// Records the delivery status; a no-op when the webhook was removed.
+    /// Records the delivery status of the webhook `of`; a no-op when the
+    /// participant's webhook is no longer `of`.
     async fn set_webhook_status(
         &self,
         bay: &BayId,
         participant: &ParticipantId,
+        of: &Webhook,
+        status: &WebhookStatus,
+    ) -> Result<(), StoreError>;
+    /// Removes the webhook `of` (its receiver answered 410), recording
+    /// `status`; a no-op when the participant's webhook is no longer `of`,
+    /// so a late 410 from a replaced URL never removes its successor.
+    async fn disable_webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        of: &Webhook,
         status: &WebhookStatus,
     ) -> Result<(), StoreError>;
     /// Takes the lease `name` for `holder` for `ttl`, or renews it when

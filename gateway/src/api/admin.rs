@@ -233,11 +233,16 @@ async fn rotate_token(
     }
 }
 
-/// An agent of `bay`, or 404.
+/// An agent of `bay`: 404 when there is no such participant, 400 when it
+/// is a user (webhooks are for agents).
 async fn agent_of(state: &AppState, bay: &BayId, pid: &ParticipantId) -> Result<(), ApiError> {
     match state.store.participant(bay, pid).await? {
         Some(p) if p.kind == ParticipantKind::Agent => Ok(()),
-        _ => Err(ApiError::not_found()),
+        Some(_) => Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("{pid} is a user; webhooks are for agents"),
+        )),
+        None => Err(ApiError::not_found()),
     }
 }
 
@@ -255,7 +260,7 @@ async fn agent_of(state: &AppState, bay: &BayId, pid: &ParticipantId) -> Result<
     request_body = super::webhook::SetWebhook,
     responses(
         (status = 200, description = "Set; the signing secret is shown only here", body = super::webhook::WebhookSet),
-        (status = 400, description = "INVALID_JSON, INVALID_WEBHOOK_URL or WEBHOOK_DESTINATION_FORBIDDEN", body = ErrorBody),
+        (status = 400, description = "INVALID_JSON, INVALID_WEBHOOK_URL, WEBHOOK_DESTINATION_FORBIDDEN, or INVALID_REQUEST (the participant is a user)", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown bay, or no such agent, or the admin API is disabled", body = ErrorBody),
         (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -286,6 +291,7 @@ async fn set_webhook(
     responses(
         (status = 204, description = "Removed (or none was set)"),
         (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 400, description = "INVALID_REQUEST: the participant is a user", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown bay, or no such agent, or the admin API is disabled", body = ErrorBody),
         (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),

@@ -102,6 +102,8 @@ fn agents_only(caller: &Caller) -> Result<(), ApiError> {
         (status = 400, description = "INVALID_JSON, INVALID_WEBHOOK_URL (not an absolute https URL, userinfo, longer than 2,048, or the host does not resolve) or WEBHOOK_DESTINATION_FORBIDDEN (resolves to a loopback, private, link-local or metadata address)", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: a user token", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),

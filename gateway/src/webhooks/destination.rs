@@ -62,6 +62,9 @@ pub enum DestinationError {
     /// A user name or password in the URL (`https://user:pw@host/`).
     #[error("webhook url must not contain a user name or password")]
     Userinfo,
+    /// Port 0, which nothing can listen on.
+    #[error("webhook url has port 0")]
+    PortZero,
     /// A fragment (`#…`), which is never sent to the server.
     #[error("webhook url must not contain a fragment (#...)")]
     Fragment,
@@ -134,6 +137,9 @@ pub fn check_url(raw: &str, allow_http: bool) -> Result<Url, DestinationError> {
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(DestinationError::Userinfo);
+    }
+    if url.port() == Some(0) {
+        return Err(DestinationError::PortZero);
     }
     if url.fragment().is_some() {
         return Err(DestinationError::Fragment);

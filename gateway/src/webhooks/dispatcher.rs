@@ -156,7 +156,8 @@ impl Dispatcher {
 enum Stop {
     /// Another node holds the lease (or this one lost it).
     NotOurs,
-    /// The webhook was removed (by its owner, or by a 410).
+    /// The webhook was removed (by its owner, or by a 410), or replaced by
+    /// a new one, which starts from its own position (a new worker takes it).
     Removed,
 }
 
@@ -269,6 +270,9 @@ impl Worker {
         let Some(agent) = store.participant(&self.bay, &self.agent).await? else {
             return Ok(Stop::Removed);
         };
+        let Some(webhook) = store.webhook(&self.bay, &self.agent).await? else {
+            return Ok(Stop::Removed);
+        };
         let Some(mut position) = store.webhook_position(&self.bay, &self.agent).await? else {
             return Ok(Stop::Removed);
         };
@@ -278,7 +282,7 @@ impl Worker {
             if !self.hold(false).await? {
                 return Ok(Stop::NotOurs);
             }
-            if store.webhook(&self.bay, &self.agent).await?.is_none() {
+            if store.webhook(&self.bay, &self.agent).await?.as_ref() != Some(&webhook) {
                 return Ok(Stop::Removed);
             }
             let replay = store
@@ -293,7 +297,7 @@ impl Worker {
                     tracing::warn!(bay = %self.bay, agent = %self.agent, "webhook position expired; resuming at the log head");
                     position = store.log_head(&self.bay).await?;
                     store
-                        .set_webhook_position(&self.bay, &self.agent, &position)
+                        .set_webhook_position(&self.bay, &self.agent, &webhook, &position)
                         .await?;
                     memberships = self.memberships_at(&position).await?;
                     continue;
@@ -302,20 +306,23 @@ impl Worker {
             for record in &records {
                 let event = project(record, &agent.id, &mut memberships);
                 if let Some(event) = event.filter(|_| !made_by(record, &agent.id)) {
-                    match self.deliver(&agent, &position, record, &event).await? {
+                    match self
+                        .deliver(&agent, &webhook, &position, record, &event)
+                        .await?
+                    {
                         Delivered::Done => {}
                         Delivered::Stop(stop) => return Ok(stop),
                     }
                 }
                 position.entry = record.id;
                 store
-                    .set_webhook_position(&self.bay, &self.agent, &position)
+                    .set_webhook_position(&self.bay, &self.agent, &webhook, &position)
                     .await?;
             }
             if through > position.entry {
                 position.entry = through;
                 store
-                    .set_webhook_position(&self.bay, &self.agent, &position)
+                    .set_webhook_position(&self.bay, &self.agent, &webhook, &position)
                     .await?;
             }
             if records.is_empty() {
@@ -350,6 +357,7 @@ impl Worker {
     async fn deliver(
         &mut self,
         agent: &Participant,
+        webhook: &Webhook,
         position: &LogPosition,
         record: &LogRecord,
         event: &switchboard_protocol::event::Event,
@@ -369,34 +377,37 @@ impl Worker {
             if !self.hold(false).await? {
                 break Delivered::Stop(Stop::NotOurs);
             }
-            let Some(webhook) = store.webhook(&self.bay, &self.agent).await? else {
+            if store.webhook(&self.bay, &self.agent).await?.as_ref() != Some(webhook) {
                 break Delivered::Stop(Stop::Removed);
-            };
+            }
             let started = Instant::now();
-            let outcome = self.attempt(&webhook, &id, &body).await;
+            let outcome = self.attempt(webhook, &id, &body).await;
             metrics::histogram!(WEBHOOK_ATTEMPT_SECONDS).record(started.elapsed().as_secs_f64());
             let wait = match outcome {
                 Attempt::Delivered => {
                     metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => "delivered").increment(1);
-                    self.record_status(None).await?;
+                    self.record_status(webhook, None).await?;
                     break Delivered::Done;
                 }
                 Attempt::Gone => {
                     metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => "disabled").increment(1);
-                    self.record_status(Some(
-                        "the receiver answered 410 Gone: webhook removed".into(),
-                    ))
-                    .await?;
-                    store.set_webhook(&self.bay, &self.agent, None).await?;
+                    let status = self
+                        .next_status(Some(
+                            "the receiver answered 410 Gone: webhook removed".into(),
+                        ))
+                        .await?;
+                    store
+                        .disable_webhook(&self.bay, &self.agent, webhook, &status)
+                        .await?;
                     tracing::info!(bay = %self.bay, agent = %self.agent, "webhook disabled by a 410");
                     break Delivered::Stop(Stop::Removed);
                 }
                 Attempt::RetryAfter(wait, why) => {
-                    self.record_status(Some(why)).await?;
+                    self.record_status(webhook, Some(why)).await?;
                     wait.min(self.shared.settings.retry_max)
                 }
                 Attempt::Failed(why) => {
-                    self.record_status(Some(why)).await?;
+                    self.record_status(webhook, Some(why)).await?;
                     let jittered = rand::rng().random_range(0..=backoff.as_millis() as u64);
                     backoff = (backoff * 2).min(self.shared.settings.retry_max);
                     Duration::from_millis(jittered)
@@ -410,25 +421,48 @@ impl Worker {
                 tracing::warn!(bay = %self.bay, agent = %self.agent, entry = %record.id, "webhook delivery given up: the record left the replay window");
                 break Delivered::Done;
             }
-            self.pause(wait).await?;
+            if !self.pause(wait, webhook).await? {
+                break Delivered::Stop(Stop::Removed);
+            }
         };
         self.shared.pending_since.lock().remove(&key);
         Ok(result)
     }
 
-    /// Sleeps `wait`, renewing the lease meanwhile.
-    async fn pause(&mut self, wait: Duration) -> Result<(), StoreError> {
+    /// Sleeps `wait` between attempts, renewing the lease; `false` (at
+    /// once) when the webhook was removed or replaced meanwhile, so a fixed
+    /// URL is not kept waiting out the old one's backoff.
+    async fn pause(&mut self, wait: Duration, webhook: &Webhook) -> Result<bool, StoreError> {
         let until = Instant::now() + wait;
-        let step = (self.shared.settings.lease_ttl / 3).max(Duration::from_millis(100));
+        let step =
+            (self.shared.settings.lease_ttl / 3).clamp(Duration::from_millis(100), IDLE_WAIT);
         while Instant::now() < until {
             tokio::time::sleep(step.min(until - Instant::now())).await;
             self.hold(false).await?;
+            let current = self.shared.store.webhook(&self.bay, &self.agent).await?;
+            if current.as_ref() != Some(webhook) {
+                return Ok(false);
+            }
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// Records the outcome of an attempt (`None`: delivered).
-    async fn record_status(&self, error: Option<String>) -> Result<(), StoreError> {
+    /// Records the outcome of an attempt on `webhook` (`None`: delivered).
+    async fn record_status(
+        &self,
+        webhook: &Webhook,
+        error: Option<String>,
+    ) -> Result<(), StoreError> {
+        let status = self.next_status(error).await?;
+        self.shared
+            .store
+            .set_webhook_status(&self.bay, &self.agent, webhook, &status)
+            .await
+    }
+
+    /// The status after an attempt (`None`: delivered): `lastError` keeps
+    /// the last failure even after a success, `failingSince` clears.
+    async fn next_status(&self, error: Option<String>) -> Result<WebhookStatus, StoreError> {
         let store = &self.shared.store;
         let mut status: WebhookStatus = store.webhook_status(&self.bay, &self.agent).await?;
         let now = chrono::Utc::now();
@@ -442,9 +476,7 @@ impl Worker {
                 status.failing_since.get_or_insert(now);
             }
         }
-        store
-            .set_webhook_status(&self.bay, &self.agent, &status)
-            .await
+        Ok(status)
     }
 
     /// One POST of `body` to the webhook.

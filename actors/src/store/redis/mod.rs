@@ -929,16 +929,22 @@ impl Store for RedisStore {
         &self,
         bay: &BayId,
         participant: &ParticipantId,
+        of: &Webhook,
         position: &LogPosition,
     ) -> Result<(), StoreError> {
+        let doing = "moving a webhook position";
         let k = BayKeys::new(bay);
         let (hooks, positions) = (k.webhooks(), k.webhook_positions());
         let _: i64 = self
             .invoke(
-                "moving a webhook position",
+                doing,
                 &scripts::SET_IF_WEBHOOK,
                 &[&hooks, &positions],
-                &[participant.as_str(), &position.encode()],
+                &[
+                    participant.as_str(),
+                    &encode(doing, &hooks, of)?,
+                    &position.encode(),
+                ],
             )
             .await?;
         Ok(())
@@ -964,6 +970,7 @@ impl Store for RedisStore {
         &self,
         bay: &BayId,
         participant: &ParticipantId,
+        of: &Webhook,
         status: &WebhookStatus,
     ) -> Result<(), StoreError> {
         let doing = "recording a webhook status";
@@ -974,9 +981,48 @@ impl Store for RedisStore {
                 doing,
                 &scripts::SET_IF_WEBHOOK,
                 &[&hooks, &key],
-                &[participant.as_str(), &encode(doing, &key, status)?],
+                &[
+                    participant.as_str(),
+                    &encode(doing, &hooks, of)?,
+                    &encode(doing, &key, status)?,
+                ],
             )
             .await?;
+        Ok(())
+    }
+
+    async fn disable_webhook(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        of: &Webhook,
+        status: &WebhookStatus,
+    ) -> Result<(), StoreError> {
+        let doing = "disabling a webhook";
+        let k = BayKeys::new(bay);
+        let (hooks, positions, key) = (k.webhooks(), k.webhook_positions(), k.webhook_status());
+        let removed: i64 = self
+            .invoke(
+                doing,
+                &scripts::DISABLE_WEBHOOK,
+                &[&hooks, &positions, &key],
+                &[
+                    participant.as_str(),
+                    &encode(doing, &hooks, of)?,
+                    &encode(doing, &key, status)?,
+                ],
+            )
+            .await?;
+        if removed == 1 {
+            let owners = keys::webhook_owners();
+            let _: i64 = self
+                .query(
+                    doing,
+                    &owners,
+                    cmd("SREM").arg(&owners).arg(format!("{bay} {participant}")),
+                )
+                .await?;
+        }
         Ok(())
     }
 

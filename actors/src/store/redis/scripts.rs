@@ -342,15 +342,30 @@ return 1
 });
 
 /// KEYS: webhooks, and the hash to write (positions or status). ARGV:
-/// participant id, value. Writes only while the webhook is set, so a
-/// worker finishing late never resurrects a removed webhook's state
-/// (the status of a webhook disabled by its receiver is written before
-/// the removal).
+/// participant id, the webhook JSON the writer works for, value. Writes
+/// only while that webhook is still the participant's, so a worker
+/// finishing late never touches a removed or replaced webhook's state.
 pub static SET_IF_WEBHOOK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return 1
+"#,
+    )
+});
+
+/// KEYS: webhooks, webhook-positions, webhook-status. ARGV: participant
+/// id, the webhook JSON to remove, the status JSON to record. Removes the
+/// webhook only while it is still that one (a 410 from a replaced URL
+/// must not remove its successor).
+pub static DISABLE_WEBHOOK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
 return 1
 "#,
     )

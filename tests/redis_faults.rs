@@ -1,0 +1,169 @@
+//! Redis faults between a gateway and a real redis-server: a TCP proxy in
+//! the middle adds latency or cuts every connection. A send must either
+//! succeed or answer 503 `STORE_UNAVAILABLE` within a bound, never hang,
+//! and an open session must not be closed for the store's trouble.
+
+mod common;
+
+use common::{assert_error, Gateway, Opts, RedisServer, World};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The longest a send may take whatever Redis does: the store's 5 s
+/// command bound, twice (a retried read of the write path's cache
+/// included), plus margin for a loaded machine.
+const SEND_BOUND: Duration = Duration::from_secs(15);
+
+/// A TCP proxy to Redis that can delay every chunk or cut every connection.
+struct FaultProxy {
+    port: u16,
+    delay_ms: Arc<AtomicU64>,
+    cut: Arc<AtomicBool>,
+    links: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl FaultProxy {
+    async fn start(upstream: u16) -> FaultProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let delay_ms = Arc::new(AtomicU64::new(0));
+        let cut = Arc::new(AtomicBool::new(false));
+        let links: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let (d, c, l) = (delay_ms.clone(), cut.clone(), links.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                if c.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await else {
+                    continue;
+                };
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                let mut links = l.lock().unwrap();
+                links.push(tokio::spawn(pump(cr, sw, d.clone())));
+                links.push(tokio::spawn(pump(sr, cw, d.clone())));
+            }
+        });
+        FaultProxy {
+            port,
+            delay_ms,
+            cut,
+            links,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn delay(&self, by: Duration) {
+        self.delay_ms.store(by.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Drops every open connection and refuses new ones until `heal`.
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for link in self.links.lock().unwrap().drain(..) {
+            link.abort();
+        }
+    }
+
+    fn heal(&self) {
+        self.delay(Duration::ZERO);
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay_ms: Arc<AtomicU64>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let delay = delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Posts and returns (status, body, how long it took).
+async fn timed_post(gw: &Gateway, token: &str, text: &str) -> (u16, serde_json::Value, Duration) {
+    let started = Instant::now();
+    let (s, b) = gw.post_message(token, "group", text).await;
+    (s, b, started.elapsed())
+}
+
+// Multi-threaded: the proxy must keep running while the test blocks on
+// the gateway's start-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_succeed_or_answer_503_within_a_bound_and_sessions_stay_open() {
+    let redis = RedisServer::start(false);
+    let proxy = FaultProxy::start(redis.port()).await;
+    let gw = Gateway::spawn_with(Opts::default().redis(&proxy.url())).await;
+    let w = World::create(&gw, "faults").await;
+    let (s, b, _) = timed_post(&gw, &w.ana, "before").await;
+    assert_eq!(s, 201, "{b}");
+    let mut rex = gw.ws_ready(&w.rex, None).await;
+    let (events, _) = rex.read_batch().await;
+    assert_eq!(events.len(), 0, "nothing yet: {events:?}");
+
+    // Slow Redis (300 ms each way): sends are slow but succeed.
+    proxy.delay(Duration::from_millis(300));
+    let (s, b, took) = timed_post(&gw, &w.ana, "slow").await;
+    assert_eq!(s, 201, "{b}");
+    assert!(took < SEND_BOUND, "{took:?}");
+
+    // Very slow Redis (past the 5 s command bound): 503, within the bound.
+    proxy.delay(Duration::from_secs(8));
+    let (s, b, took) = timed_post(&gw, &w.ana, "stalled").await;
+    assert!(took < SEND_BOUND, "a send hung for {took:?}");
+    if s != 201 {
+        assert_error(s, &b, 503, "STORE_UNAVAILABLE");
+    }
+
+    // Redis unreachable: 503 within the bound, every time.
+    proxy.cut();
+    for i in 0..3 {
+        let (s, b, took) = timed_post(&gw, &w.ana, &format!("cut {i}")).await;
+        assert!(took < SEND_BOUND, "a send hung for {took:?}");
+        assert_error(s, &b, 503, "STORE_UNAVAILABLE");
+    }
+
+    // Healed: sends work again, and the session that waited through it all
+    // is still open and receives them.
+    proxy.heal();
+    let healed = common::eventually(Duration::from_secs(20), || async {
+        gw.post_message(&w.ana, "group", "after").await.0 == 201
+    })
+    .await;
+    assert!(healed, "sends did not recover");
+    let mut got = Vec::new();
+    while !got
+        .iter()
+        .any(|e: &serde_json::Value| e["message"]["content"] == "after")
+    {
+        match rex.next_within(Duration::from_secs(15)).await {
+            common::WsNext::Json(f) if f["t"] == "event" => got.push(f["event"].clone()),
+            common::WsNext::Json(_) => {}
+            other => panic!("the session ended or went silent: {other:?}; got {got:?}"),
+        }
+    }
+    rex.close().await;
+}

@@ -108,8 +108,15 @@ fn spawn_poll(
 #[tokio::test]
 async fn first_call_without_cursor_starts_at_now_with_no_history() {
     let (gw, w) = world().await;
+    // Ana's socket shows when this node's Bay feed has the message: "now"
+    // is the feed's position, and a message accepted a moment ago may not
+    // have reached it yet on a loaded machine.
+    let mut ana = gw.ws_ready(&w.ana, None).await;
+    ana.read_batch().await;
     let (s, old) = gw.post_message(&w.ana, "dm", "history").await;
     assert_eq!(s, 201, "{old}");
+    let (events, _) = ana.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], old["id"]);
     let started = Instant::now();
     let (s, body) = gw.updates(&w.rex, None, "1").await;
     assert_eq!(s, 200, "{body}");

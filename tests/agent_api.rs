@@ -7,6 +7,7 @@ use common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 const API: &str = "/api/agent-api";
 
@@ -849,7 +850,7 @@ async fn another_bays_conversations_behave_exactly_like_unknown_ids() {
 }
 
 #[tokio::test]
-async fn typing_answers_ok_with_a_5_second_ttl() {
+async fn typing_answers_ok_with_the_configured_ttl_for_members_only() {
     let gw = Gateway::spawn().await;
     let w = World::create(&gw, "b1").await;
     for (token, conversation) in [(&w.rex, "group"), (&w.rex, "dm"), (&w.ana, "dm")] {
@@ -861,6 +862,81 @@ async fn typing_answers_ok_with_a_5_second_ttl() {
         assert_eq!(s, 200, "{b}");
         assert_eq!(b, json!({"ok": true, "ttlMs": 5000}));
     }
+    // Scout is not in the DM: no indicator, and the id is not confirmed.
+    let (s, b) = gw
+        .post_json(&w.scout, "/conversations/dm/typing", json!({}))
+        .await;
+    assert_error(s, &b, 404, "NOT_FOUND");
+    // The TTL is the setting's, not a constant.
+    let gw =
+        Gateway::spawn_with(Opts::default().env("SWITCHBOARD_TIMING__TYPING_TTL", "1500ms")).await;
+    let w = World::create(&gw, "b1").await;
+    let (s, b) = gw
+        .post_json(&w.rex, "/conversations/dm/typing", json!({}))
+        .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b, json!({"ok": true, "ttlMs": 1500}));
+}
+
+/// A typing indicator lives for its TTL and then expires on its own (no
+/// stop call, protocol §11). Indicators are not fanned out; what shows one
+/// is that it keeps its conversation's actor alive past the actor's idle
+/// timeout (`switchboard_actors{kind="conversation"}`) until it expires.
+#[tokio::test]
+async fn a_typing_indicator_keeps_its_conversation_until_its_ttl_expires() {
+    let ttl = Duration::from_secs(6);
+    let gw = Gateway::spawn_with(
+        Opts::default()
+            .env("SWITCHBOARD_TIMING__ACTOR_IDLE_TIMEOUT", "1s")
+            .env("SWITCHBOARD_TIMING__TYPING_TTL", "6s"),
+    )
+    .await;
+    let w = World::create(&gw, "b1").await;
+    let gauge = "switchboard_actors{kind=\"conversation\"}";
+    // Start from no conversation actor at all: they stop after 1 s idle.
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            gw.metric(gauge).await == 0.0
+        })
+        .await,
+        "conversation actors did not go idle"
+    );
+    // Control: a post alone keeps the actor only for the idle timeout.
+    let started = Instant::now();
+    post_ok(&gw, &w.ana, "group", "no typing here").await;
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            gw.metric(gauge).await == 0.0
+        })
+        .await,
+        "the idle conversation actor did not stop"
+    );
+    assert!(
+        started.elapsed() < ttl,
+        "idle stop took {:?}",
+        started.elapsed()
+    );
+
+    let started = Instant::now();
+    let (s, b) = gw
+        .post_json(&w.rex, "/conversations/dm/typing", json!({}))
+        .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(gw.metric(gauge).await, 1.0);
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            gw.metric(gauge).await == 0.0
+        })
+        .await,
+        "the typing indicator never expired"
+    );
+    // Timed from before the request: the indicator cannot have started
+    // earlier, so this lower bound holds on any machine.
+    assert!(
+        started.elapsed() >= ttl,
+        "the conversation stopped {:?} after typing, before the {ttl:?} TTL",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -903,6 +979,66 @@ async fn the_agent_budget_answers_429_with_retry_after() {
     // The budget is per token.
     let (s, b) = gw.get(&w.brain, "/me").await;
     assert_eq!(s, 200, "{b}");
+}
+
+/// Human (`bay_u_`) tokens have the same two buckets as agents, per token:
+/// the `/updates` bucket (which WebSocket connects also draw on) and the
+/// budget every other agent API call draws on.
+#[tokio::test]
+async fn human_tokens_are_rate_limited_like_agents_per_token() {
+    let gw = Gateway::spawn_with(
+        Opts::default()
+            .env("SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE", "3")
+            .env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "2"),
+    )
+    .await;
+    let w = World::create(&gw, "b1").await;
+    assert!(w.ana.starts_with("bay_u_") && w.ben.starts_with("bay_u_"));
+    post_ok(&gw, &w.ana, "group", "one").await;
+    let (s, b) = gw.get(&w.ana, "/me").await;
+    assert_eq!(s, 200, "{b}");
+    post_ok(&gw, &w.ana, "group", "three").await;
+    for attempt in 0..2 {
+        let req = gw
+            .http
+            .post(gw.url(&format!("{API}/conversations/group/messages")))
+            .bearer_auth(&w.ana)
+            .json(&json!({"content": "four"}));
+        let (s, headers, b) = gw.send_raw(req).await;
+        assert_error(s, &b, 429, "RATE_LIMITED");
+        let retry: u64 = headers
+            .get("retry-after")
+            .unwrap_or_else(|| panic!("attempt {attempt}: no Retry-After"))
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        // 3 a minute: the next call is at most 20 s away.
+        assert!((1..=20).contains(&retry), "Retry-After {retry}");
+    }
+    // Per token: the other human still posts.
+    post_ok(&gw, &w.ben, "group", "ben is fine").await;
+
+    // The /updates bucket, shared with WebSocket connects.
+    let (s, b, _) = gw.updates_full(&w.ben, None, Some("1")).await;
+    assert_eq!(s, 200, "{b}");
+    let mut ws = gw
+        .ws_try(WsAuth::Header(&w.ben))
+        .await
+        .unwrap_or_else(|e| panic!("second connect refused: {e:?}"));
+    ws.hello(None).await;
+    assert_eq!(ws.next_json().await["t"], "ready");
+    ws.close().await;
+    let (s, b, headers) = gw.updates_full(&w.ben, None, Some("1")).await;
+    assert_error(s, &b, 429, "UPDATES_RATE_LIMITED");
+    assert!(headers.contains_key("retry-after"), "{headers:?}");
+    match gw.ws_try_full(WsAuth::Header(&w.ben)).await {
+        Ok(_) => panic!("a third connect in a minute was upgraded"),
+        Err((s, retry, b)) => {
+            assert_error(s, &b, 429, "UPDATES_RATE_LIMITED");
+            assert!(retry.is_some(), "no Retry-After");
+        }
+    }
 }
 
 // ---------------------------------------------------------------- routing

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_protocol::cursor::{EntryId, LogPosition};
+use switchboard_protocol::error::WsClose;
 
 const BAY: &str = "b1";
 
@@ -62,7 +63,7 @@ async fn a_message_posted_on_one_node_reaches_the_others_and_cursors_work_on_eve
     let (s, first) = n3.updates(&w.brain, None, "1").await;
     assert_eq!(s, 200, "{first}");
     let held = spawn_poll(&n3.addr, &w.brain, first["cursor"].as_str(), "20");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    n3.until_held(1).await;
 
     let (s, posted) = n1
         .post_message(&w.ana, "group", "hello from node 1, @Rex")
@@ -120,8 +121,8 @@ async fn a_newer_connection_on_another_node_displaces_the_older_one() {
     let (_, _) = old.read_batch().await;
     let mut new = n2.ws_ready(&w.rex, None).await;
     let (_, _) = new.read_batch().await;
-    let (code, frames) = old.expect_close(Duration::from_secs(10)).await;
-    assert_eq!(code, Some(4000), "{frames:?}");
+    old.expect_server_close(WsClose::Displaced, Duration::from_secs(10))
+        .await;
     // The newer one streams on.
     let (s, m) = n3.post_message(&w.ana, "group", "still there?").await;
     assert_eq!(s, 201, "{m}");
@@ -134,7 +135,7 @@ async fn a_newer_connection_on_another_node_displaces_the_older_one() {
     assert_eq!(s, 200, "{b}");
     let cursor = b["cursor"].as_str().unwrap().to_owned();
     let held = spawn_poll(&n1.addr, &w.brain, Some(&cursor), "25");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    n1.until_held(1).await;
     let newer = spawn_poll(&n2.addr, &w.brain, Some(&cursor), "3");
     let (s, b, held_for) = held.await.unwrap();
     assert_eq!(s, 200, "{b}");
@@ -149,8 +150,8 @@ async fn a_newer_connection_on_another_node_displaces_the_older_one() {
     // A /updates on node 3 displaces the socket on node 2 as well.
     let (s, b) = n3.updates(&w.rex, None, "1").await;
     assert_eq!(s, 200, "{b}");
-    let (code, frames) = new.expect_close(Duration::from_secs(10)).await;
-    assert_eq!(code, Some(4000), "{frames:?}");
+    new.expect_server_close(WsClose::Displaced, Duration::from_secs(10))
+        .await;
 }
 
 // ---------------------------------------------------------------- revocation
@@ -164,8 +165,8 @@ async fn rotating_a_token_on_one_node_ends_its_connections_on_the_others() {
     let mut ws = n2.ws_ready(&w.rex, None).await;
     let (_, _) = ws.read_batch().await;
     let new_rex = n1.rotate_token(BAY, "rex").await;
-    let (code, frames) = ws.expect_close(Duration::from_secs(10)).await;
-    assert_eq!(code, Some(4001), "{frames:?}");
+    ws.expect_server_close(WsClose::CredentialRevoked, Duration::from_secs(10))
+        .await;
     for node in &c.nodes {
         let (s, b) = node.get(&w.rex, "/me").await;
         assert_error(s, &b, 401, "UNAUTHORIZED");
@@ -176,7 +177,7 @@ async fn rotating_a_token_on_one_node_ends_its_connections_on_the_others() {
     let (s, b) = n3.updates(&w.brain, None, "1").await;
     assert_eq!(s, 200, "{b}");
     let held = spawn_poll(&n3.addr, &w.brain, b["cursor"].as_str(), "25");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    n3.until_held(1).await;
     let new_brain = n1.rotate_token(BAY, "brain").await;
     let (s, b, held_for) = held.await.unwrap();
     assert_error(s, &b, 401, "UNAUTHORIZED");
@@ -395,6 +396,9 @@ async fn a_redis_restart_with_aof_loses_no_accepted_message() {
 
     let mut accepted = Vec::new();
     let mut unavailable = 0;
+    // Contents of the posts answered 503: the only messages that may exist
+    // without having been accepted (the write may land as Redis goes away).
+    let mut refused: HashSet<String> = HashSet::new();
     let post = |i: usize| {
         let node = &c.nodes[i % 3];
         let req = node
@@ -410,16 +414,17 @@ async fn a_redis_restart_with_aof_loses_no_accepted_message() {
             (status, retry, body)
         }
     };
-    let mut record = |(status, retry, body): (u16, bool, Value)| match status {
+    let mut record = |i: usize, (status, retry, body): (u16, bool, Value)| match status {
         201 => accepted.push(id_of(&body)),
         _ => {
             assert_error(status, &body, 503, "STORE_UNAVAILABLE");
             assert!(retry, "503 without Retry-After: {body}");
             unavailable += 1;
+            refused.insert(format!("through the outage {i}"));
         }
     };
     for i in 0..30 {
-        record(post(i).await);
+        record(i, post(i).await);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     c.redis.kill();
@@ -427,7 +432,7 @@ async fn a_redis_restart_with_aof_loses_no_accepted_message() {
         assert_eq!(node.readyz().await, 503, "readyz with Redis down");
     }
     for i in 30..60 {
-        record(post(i).await);
+        record(i, post(i).await);
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
     c.redis.restart();
@@ -441,7 +446,7 @@ async fn a_redis_restart_with_aof_loses_no_accepted_message() {
         );
     }
     for i in 60..100 {
-        record(post(i).await);
+        record(i, post(i).await);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
@@ -456,16 +461,40 @@ async fn a_redis_restart_with_aof_loses_no_accepted_message() {
     assert_eq!(by_ws.sessions(), 1);
     // Polls made during the outage were refused with 503 and retried.
     assert!(by_poll.retried.lock().unwrap().contains(&503));
-    // Nothing the clients received is outside what was posted (no ghost).
-    let history: HashSet<String> = accepted.iter().cloned().collect();
-    let extra: Vec<String> = by_ws
-        .ids
-        .lock()
+    // No ghost: everything the clients received is in the conversation's
+    // history, and whatever there was not accepted is one of the posts
+    // that were answered 503.
+    let (s, page) = c.nodes[0]
+        .get(
+            &w.ana,
+            "/conversations/group/messages?since=1970-01-01T00:00:00Z&limit=200",
+        )
+        .await;
+    assert_eq!(s, 200, "{page}");
+    let history: std::collections::HashMap<String, String> = page["messages"]
+        .as_array()
         .unwrap()
-        .difference(&history)
-        .cloned()
+        .iter()
+        .map(|m| (id_of(m), m["content"].as_str().unwrap().to_owned()))
         .collect();
-    assert!(extra.len() <= unavailable, "{extra:?}");
+    let accepted_set: HashSet<&String> = accepted.iter().collect();
+    for (who, reader) in [("ws", &by_ws), ("poll", &by_poll)] {
+        for id in reader.ids.lock().unwrap().iter() {
+            let content = history
+                .get(id)
+                .unwrap_or_else(|| panic!("{who} got {id}, which is in no history"));
+            assert!(
+                accepted_set.contains(id) || refused.contains(content),
+                "{who} got {id} ({content:?}): neither accepted nor answered 503"
+            );
+        }
+    }
+    for (id, content) in &history {
+        assert!(
+            accepted_set.contains(id) || refused.contains(content),
+            "history holds {id} ({content:?}): neither accepted nor answered 503"
+        );
+    }
 }
 
 const RESTART_BOOTSTRAP: &str = r#"
@@ -530,17 +559,21 @@ async fn a_redis_restart_without_persistence_expires_every_old_cursor() {
     assert_eq!(s, 200, "{b}");
     let held = spawn_poll(&n3.addr, BRAIN, b["cursor"].as_str(), "25");
     old.push(b["cursor"].as_str().unwrap().to_owned());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    n3.until_held(1).await;
 
     c.redis.restart_empty();
     // Everything is gone, tokens included.
     let (s, b) = n1.get(REX, "/me").await;
     assert_error(s, &b, 401, "UNAUTHORIZED");
-    // The live sessions are told their position is gone.
-    let (code, frames) = ws.expect_close(Duration::from_secs(15)).await;
-    assert!(
-        frames.contains(&json!({"t": "reset"})),
-        "{frames:?} {code:?}"
+    // The live sessions are told their position is gone: `reset`, then
+    // the LOG_RESET close.
+    let frames = ws
+        .expect_server_close(WsClose::LogReset, Duration::from_secs(15))
+        .await;
+    assert_eq!(
+        frames[frames.len() - 2],
+        json!({"t": "reset"}),
+        "{frames:?}"
     );
     let (s, b, _) = held.await.unwrap();
     assert_error(s, &b, 409, "CURSOR_EXPIRED");
@@ -906,8 +939,9 @@ async fn draining_a_node_moves_its_clients_to_another_with_nothing_lost() {
     }
     // Drain node 0: the socket gets a final cursor frame, then 4003.
     c.nodes[0].send_signal("-TERM");
-    let (code, frames) = ws.expect_close(Duration::from_secs(5)).await;
-    assert_eq!(code, Some(4003), "{frames:?}");
+    let frames = ws
+        .expect_server_close(WsClose::GoingAway, Duration::from_secs(10))
+        .await;
     for f in &frames {
         if f["t"] == "cursor" {
             cursor = f["cursor"].as_str().unwrap().to_owned();

@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::time::Duration;
+use switchboard_protocol::error::WsClose;
 
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -42,14 +43,17 @@ async fn connections_beyond_the_per_ip_cap_get_429_and_a_freed_slot_is_reusable(
     let w = World::create(&gw, "ip").await;
     let a = gw.ws_ready(&w.rex, None).await;
     let _b = gw.ws_ready(&w.brain, None).await;
-    match gw.ws_try(WsAuth::Header(&w.scout)).await {
-        Err((429, body)) => assert_eq!(body["code"], "RATE_LIMITED", "{body}"),
-        Err(other) => panic!("expected 429, got {other:?}"),
+    match gw.ws_try_full(WsAuth::Header(&w.scout)).await {
+        Err((s, retry, body)) => {
+            assert_error(s, &body, 429, "RATE_LIMITED");
+            assert!(retry.is_some(), "per-IP 429 without Retry-After: {body}");
+        }
         Ok(_) => panic!("a third connection from one address was admitted"),
     }
-    // A held /updates counts too.
-    let (s, body) = gw.updates(&w.scout, None, "1").await;
-    assert_eq!(s, 429, "{body}");
+    // A held /updates counts too, and is refused the same way.
+    let (s, body, headers) = gw.updates_full(&w.scout, None, Some("1")).await;
+    assert_error(s, &body, 429, "RATE_LIMITED");
+    assert!(headers.contains_key("retry-after"), "{headers:?}");
     a.close().await;
     let freed = eventually(Duration::from_secs(5), || async {
         gw.ws_try(WsAuth::Header(&w.scout)).await.is_ok()
@@ -114,20 +118,17 @@ async fn a_consumer_too_slow_to_keep_up_is_disconnected_and_resumes_without_loss
         "slow consumer: {} messages of 30 KB posted before the disconnect; server RSS {before} KiB → {after} KiB",
         posted.len()
     );
-    // Once the client reads again, what the socket held arrives and then the
-    // connection ends (no more frames were queued for it).
-    let mut closed = false;
-    for _ in 0..10_000 {
-        match slow.next_within(Duration::from_secs(10)).await {
-            WsNext::Json(_) => continue,
-            WsNext::Closed(_) => {
-                closed = true;
-                break;
-            }
-            WsNext::Timeout => break,
-        }
-    }
-    assert!(closed, "the abandoned connection was not ended");
+    // Once the client reads again, what the socket held arrives, then the
+    // SLOW_CONSUMER error frame and its close.
+    let frames = slow
+        .expect_server_close(WsClose::SlowConsumer, Duration::from_secs(10))
+        .await;
+    assert!(
+        frames[..frames.len() - 1]
+            .iter()
+            .all(|f| f["t"] == "event" || f["t"] == "cursor"),
+        "only what was queued comes before the close"
+    );
     // Everything posted is still there for the client's last cursor.
     let mut got = Vec::new();
     let mut c = cursor;
@@ -181,9 +182,26 @@ async fn metrics_move_after_traffic() {
     assert_eq!(s, 201);
     let (events, _) = ws.read_batch().await;
     assert_eq!(events.len(), 1);
-    let (_, first) = gw.updates(&w.brain, None, "1").await;
-    gw.updates(&w.brain, Some("garbage"), "1").await;
-    let _ = first;
+    let expired = "switchboard_cursor_expirations_total{transport=\"updates\"}";
+    assert_eq!(metric(&gw, expired).await, 0.0);
+    let (s, first) = gw.updates(&w.brain, None, "1").await;
+    assert_eq!(s, 200, "{first}");
+    let (s, garbage) = gw.updates(&w.brain, Some("garbage"), "1").await;
+    assert_error(s, &garbage, 409, "CURSOR_EXPIRED");
+    assert_eq!(metric(&gw, expired).await, 1.0, "one 409, counted once");
+    // A reset over the socket counts on its own transport.
+    let mut reset = gw.ws(&w.scout).await;
+    reset.hello(Some("garbage")).await;
+    assert_eq!(reset.next_json().await["t"], "ready");
+    assert_eq!(reset.next_json().await, serde_json::json!({"t": "reset"}));
+    assert_eq!(
+        metric(
+            &gw,
+            "switchboard_cursor_expirations_total{transport=\"ws\"}"
+        )
+        .await,
+        1.0
+    );
     let text = gw
         .http
         .get(gw.url("/metrics"))
@@ -205,8 +223,14 @@ async fn metrics_move_after_traffic() {
     ] {
         assert!(text.contains(name), "missing {name} in:\n{text}");
     }
-    assert!(metric(&gw, "switchboard_messages_accepted_total").await >= 1.0);
-    assert!(metric(&gw, "switchboard_events_delivered_total{transport=\"ws\"}").await >= 1.0);
+    assert_eq!(
+        metric(&gw, "switchboard_messages_accepted_total").await,
+        1.0
+    );
+    assert_eq!(
+        metric(&gw, "switchboard_events_delivered_total{transport=\"ws\"}").await,
+        1.0
+    );
 }
 
 /// A message at the content limit is accepted in every valid JSON

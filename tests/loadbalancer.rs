@@ -166,6 +166,21 @@ struct Deployment {
 }
 
 impl Deployment {
+    /// Waits until `n` `/updates` calls are held across the nodes.
+    async fn until_held(&self, n: usize) {
+        let held = eventually(Duration::from_secs(20), || async {
+            let mut sum = 0.0;
+            for node in &self.nodes {
+                sum += node.metric("switchboard_held_polls").await;
+            }
+            sum == n as f64
+        })
+        .await;
+        assert!(held, "expected {n} held polls behind the proxy");
+    }
+}
+
+impl Deployment {
     async fn start() -> Deployment {
         let redis = RedisServer::start(false);
         let opts = Opts::default()
@@ -295,7 +310,7 @@ async fn websockets_and_held_long_polls_pass_through_nginx() {
     let (s, b, _) = poll_at(&http, &lb, &w.brain, None, "1").await.unwrap();
     assert_eq!(s, 200, "{b}");
     let quick = spawn_poll(&lb, &w.brain, b["cursor"].as_str(), "25");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    d.until_held(1).await;
     let started = Instant::now();
     let (s, g) = post_via(&http, &d.lb, &w.ben, "group", "hello all")
         .await
@@ -315,7 +330,7 @@ async fn websockets_and_held_long_polls_pass_through_nginx() {
     let (s, b, _) = poll_at(&http, &lb, &w.scout, None, "1").await.unwrap();
     assert_eq!(s, 200, "{b}");
     let long_hold = spawn_poll(&lb, &w.scout, b["cursor"].as_str(), "30");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    d.until_held(1).await;
     let (s, m2) = post_via(&http, &d.lb, &w.ana, "dm", "one more")
         .await
         .unwrap();

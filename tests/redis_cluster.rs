@@ -38,7 +38,7 @@ async fn a_message_posted_on_one_node_reaches_the_other_through_a_redis_cluster(
     let (s, first) = n2.updates(&w.brain, None, "1").await;
     assert_eq!(s, 200, "{first}");
     let held = spawn_poll(&n2.addr, &w.brain, first["cursor"].as_str(), "20");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    n2.until_held(1).await;
 
     let (s, posted) = n1
         .post_message(&w.ana, "group", "hello across the cluster, @Rex")

@@ -33,10 +33,14 @@ fn verdicts(events: &[Value]) -> HashMap<String, bool> {
 }
 
 async fn set_policy(gw: &Gateway, bay: &str, policy: Value) {
+    set_policy_of(gw, bay, "group", policy).await
+}
+
+async fn set_policy_of(gw: &Gateway, bay: &str, conversation: &str, policy: Value) {
     let (s, b) = gw
         .admin(
             Method::PATCH,
-            &format!("/bays/{bay}/conversations/group"),
+            &format!("/bays/{bay}/conversations/{conversation}"),
             Some(json!({ "policy": policy })),
         )
         .await;
@@ -285,11 +289,26 @@ fn policy_json(policy: &str, cap: u8) -> Value {
     p
 }
 
+/// `message.id` → `shouldRespond` of the events of `conversation`.
+fn verdicts_in(events: &[Value], conversation: &str) -> HashMap<String, bool> {
+    events
+        .iter()
+        .filter(|e| e["conversationId"] == conversation)
+        .map(|e| {
+            (
+                e["message"]["id"].as_str().unwrap().to_owned(),
+                e["message"]["shouldRespond"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn verdicts_survive_replay_for_random_scripts() {
     // Property: for random message scripts and a random policy change after
     // them, replaying from a pre-script cursor gives every agent exactly the
-    // verdicts it saw before the change.
+    // verdicts it saw before the change. Each case has a GROUP of its own,
+    // so no round count carries over from an earlier case.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let gw = rt.block_on(Gateway::spawn());
     let w = rt.block_on(World::create(&gw, "prop"));
@@ -309,8 +328,9 @@ fn verdicts_survive_replay_for_random_scripts() {
         "bay brain, any idea",
     ];
     let policies = ["MENTIONS", "DEDICATED", "ORCHESTRATOR", "ROUTER", "OPEN"];
+    let case = std::cell::Cell::new(0usize);
     let mut runner = TestRunner::new(Config {
-        cases: 6,
+        cases: 32,
         ..Config::default()
     });
     runner
@@ -322,19 +342,33 @@ fn verdicts_survive_replay_for_random_scripts() {
                 0u8..=5,
             ),
             |(script, before, after, cap)| {
+                case.set(case.get() + 1);
+                let room = format!("case-{}", case.get());
                 rt.block_on(async {
-                    set_policy(&gw, "prop", policy_json(policies[before], cap)).await;
-                    let mut cursors = Vec::new();
-                    for t in [&w.rex, &w.brain, &w.scout] {
-                        let (_, b) = gw.updates(t, None, "1").await;
-                        cursors.push(b["cursor"].as_str().unwrap().to_owned());
-                    }
+                    gw.create_conversation(
+                        "prop",
+                        &room,
+                        "GROUP",
+                        &["ana", "ben", "rex", "brain", "scout"],
+                    )
+                    .await;
+                    set_policy_of(&gw, "prop", &room, policy_json(policies[before], cap)).await;
+                    let agents = [w.rex.clone(), w.brain.clone(), w.scout.clone()];
+                    let cursors: Vec<String> =
+                        futures_util::future::join_all(agents.iter().map(|t| async {
+                            let (s, b) = gw.updates(t, None, "1").await;
+                            assert_eq!(s, 200, "{b}");
+                            b["cursor"].as_str().unwrap().to_owned()
+                        }))
+                        .await;
+                    let mut posted = Vec::new();
                     for (who, text) in &script {
-                        let (s, _) = gw.post_message(&senders[*who], "group", texts[*text]).await;
-                        assert_eq!(s, 201);
+                        let (s, m) = gw.post_message(&senders[*who], &room, texts[*text]).await;
+                        assert_eq!(s, 201, "{m}");
+                        posted.push(m["id"].as_str().unwrap().to_owned());
                     }
                     let read = |token: String, cursor: String| {
-                        let gw = &gw;
+                        let (gw, room) = (&gw, &room);
                         let n = script.len();
                         async move {
                             let mut events = Vec::new();
@@ -344,15 +378,20 @@ fn verdicts_survive_replay_for_random_scripts() {
                                 events.extend(b["events"].as_array().unwrap().iter().cloned());
                                 c = b["cursor"].as_str().unwrap().to_owned();
                             }
-                            verdicts(&events)
+                            verdicts_in(&events, room)
                         }
                     };
-                    let agents = [w.rex.clone(), w.brain.clone(), w.scout.clone()];
                     let mut before_change = Vec::new();
                     for (t, c) in agents.iter().zip(&cursors) {
-                        before_change.push(read(t.clone(), c.clone()).await);
+                        let seen = read(t.clone(), c.clone()).await;
+                        let mut ids: Vec<&String> = seen.keys().collect();
+                        ids.sort();
+                        let mut want: Vec<&String> = posted.iter().collect();
+                        want.sort();
+                        prop_assert_eq!(ids, want, "every message of the case, once");
+                        before_change.push(seen);
                     }
-                    set_policy(&gw, "prop", policy_json(policies[after], 5 - cap)).await;
+                    set_policy_of(&gw, "prop", &room, policy_json(policies[after], 5 - cap)).await;
                     for (i, (t, c)) in agents.iter().zip(&cursors).enumerate() {
                         let again = read(t.clone(), c.clone()).await;
                         prop_assert_eq!(&again, &before_change[i]);

@@ -103,18 +103,20 @@ fn spawn_poll(
     })
 }
 
-/// Setup, not an assertion: gives a just-started poll time to attach.
-async fn let_it_attach() {
-    tokio::time::sleep(Duration::from_millis(500)).await;
-}
-
 // ---------------------------------------------------------------- basics
 
 #[tokio::test]
 async fn first_call_without_cursor_starts_at_now_with_no_history() {
     let (gw, w) = world().await;
+    // Ana's socket shows when this node's Bay feed has the message: "now"
+    // is the feed's position, and a message accepted a moment ago may not
+    // have reached it yet on a loaded machine.
+    let mut ana = gw.ws_ready(&w.ana, None).await;
+    ana.read_batch().await;
     let (s, old) = gw.post_message(&w.ana, "dm", "history").await;
     assert_eq!(s, 201, "{old}");
+    let (events, _) = ana.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], old["id"]);
     let started = Instant::now();
     let (s, body) = gw.updates(&w.rex, None, "1").await;
     assert_eq!(s, 200, "{body}");
@@ -153,9 +155,16 @@ async fn unparsable_or_absent_wait_holds_like_the_default() {
     let started = Instant::now();
     let garbage = spawn_poll(&gw, &w.rex, Some(&rex_c), Some("abc"));
     let absent = spawn_poll(&gw, &w.brain, Some(&brain_c), None);
-    // Longer than the 1 s minimum: a poll that took `abc` as 0 or 1 would
-    // already have answered empty.
+    gw.until_held(2).await;
+    // Longer than the 1 s minimum: a poll that took `abc` as 0 or 1 answers
+    // empty and leaves the held gauge meanwhile. This wait is the property
+    // under test (the hold outlives 1 s), not a synchronisation.
     tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert_eq!(
+        gw.metric("switchboard_held_polls").await,
+        2.0,
+        "a poll stopped holding before 2 s"
+    );
     let (s, posted) = gw.post_message(&w.ana, "group", "are you held?").await;
     assert_eq!(s, 201);
     for poll in [garbage, absent] {
@@ -247,7 +256,7 @@ async fn held_call_returns_promptly_when_a_message_arrives() {
     let (gw, w) = world().await;
     let c = now_cursor(&gw, &w.rex).await;
     let poll = spawn_poll(&gw, &w.rex, Some(&c), Some("25"));
-    let_it_attach().await;
+    gw.until_held(1).await;
     let posted_at = Instant::now();
     let (_, posted) = gw.post_message(&w.ana, "dm", "ping").await;
     let (s, body, at) = tokio::time::timeout(PATIENCE, poll)
@@ -375,7 +384,7 @@ async fn second_concurrent_poll_displaces_the_first_which_returns_empty_at_once(
     let (gw, w) = world().await;
     let c = now_cursor(&gw, &w.rex).await;
     let first = spawn_poll(&gw, &w.rex, Some(&c), Some("25"));
-    let_it_attach().await;
+    gw.until_held(1).await;
     let second_at = Instant::now();
     let second = spawn_poll(&gw, &w.rex, Some(&c), Some("25"));
     let (s, body, at) = tokio::time::timeout(PATIENCE, first)
@@ -386,7 +395,8 @@ async fn second_concurrent_poll_displaces_the_first_which_returns_empty_at_once(
     assert_eq!(body["events"], json!([]));
     assert!(body["cursor"].is_string());
     assert!(at.duration_since(second_at) < Duration::from_secs(3));
-    // The newer poll is the one that gets the message.
+    // The newer poll is the one held, and the one that gets the message.
+    gw.until_held(1).await;
     let (_, posted) = gw.post_message(&w.ana, "dm", "for the survivor").await;
     let (s, body, _) = tokio::time::timeout(PATIENCE, second)
         .await
@@ -401,7 +411,7 @@ async fn held_poll_answers_401_when_the_token_is_rotated() {
     let (gw, w) = world().await;
     let c = now_cursor(&gw, &w.rex).await;
     let poll = spawn_poll(&gw, &w.rex, Some(&c), Some("25"));
-    let_it_attach().await;
+    gw.until_held(1).await;
     let rotated_at = Instant::now();
     let fresh = gw.rotate_token(BAY, "rex").await;
     let (s, body, at) = tokio::time::timeout(PATIENCE, poll)
@@ -423,7 +433,7 @@ async fn held_poll_answers_401_when_the_token_is_revoked() {
     let (gw, w) = world().await;
     let c = now_cursor(&gw, &w.rex).await;
     let poll = spawn_poll(&gw, &w.rex, Some(&c), Some("25"));
-    let_it_attach().await;
+    gw.until_held(1).await;
     let revoked_at = Instant::now();
     gw.revoke_token(BAY, "rex").await;
     let (s, body, at) = tokio::time::timeout(PATIENCE, poll)
@@ -510,7 +520,7 @@ async fn added_member_receives_later_messages_over_updates() {
         .await;
     let c = now_cursor(&gw, &w.scout).await;
     let poll = spawn_poll(&gw, &w.scout, Some(&c), Some("25"));
-    let_it_attach().await;
+    gw.until_held(1).await;
     gw.add_member(BAY, "pair", "scout").await;
     let (_, after) = gw.post_message(&w.ana, "pair", "after the add").await;
     let (s, body, _) = tokio::time::timeout(PATIENCE, poll).await.unwrap().unwrap();

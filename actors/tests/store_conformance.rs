@@ -938,6 +938,13 @@ async fn round_cap_semantics(store: Arc<dyn Store>) {
     assert!(!send(store, &bay.id, &c0, &u, Some(0)).await);
     assert!(send(store, &bay.id, &c0, &a2, Some(0)).await);
 
+    // Cap 1 suppresses exactly what cap 0 does (docs/routing.md).
+    let c1 = new_group(store, &bay.id, "c_cap1", &members, 1).await;
+    assert!(send(store, &bay.id, &c1, &a1, Some(1)).await);
+    assert!(!send(store, &bay.id, &c1, &u, Some(1)).await);
+    assert!(send(store, &bay.id, &c1, &a2, Some(1)).await);
+    assert!(send(store, &bay.id, &c1, &a1, Some(1)).await);
+
     // No cap (DM / AGENT_CHAT): never suppressed, but the count still runs,
     // so a cap applied later sees the rounds so far.
     let cn = new_group(store, &bay.id, "c_nocap", &members, 5).await;

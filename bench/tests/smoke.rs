@@ -46,14 +46,13 @@ fn switchboard_debug_bin() -> PathBuf {
 async fn smallest_s1_loses_nothing_on_switchboard() {
     switchboard_bench::stamp::start();
     let bin = switchboard_debug_bin();
-    if !bin.exists() {
-        // `cargo test --workspace` builds it; `-p switchboard-bench` alone may not.
-        eprintln!(
-            "skipped: {} not built (run cargo test --workspace)",
-            bin.display()
-        );
-        return;
-    }
+    // `cargo test --workspace` builds it; `-p switchboard-bench` alone may
+    // not. A missing binary is a failure, never a pass.
+    assert!(
+        bin.exists(),
+        "{} is not built: run `cargo build --bin switchboard` or `cargo test --workspace`",
+        bin.display()
+    );
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/switchboard.sh");
     let cmd = format!(
         "env SWITCHBOARD_BIN={} bash {} run {{port}}",

@@ -1,19 +1,22 @@
-//! The one place errors become HTTP answers: status, JSON body
-//! (`{error, code, message}`) and `Retry-After` where a client should wait.
+//! The one place errors become wire answers: HTTP status, JSON body
+//! (`{error, code, message}`) and `Retry-After` where a client should wait,
+//! and how the end of a session reaches a WebSocket (`error` frame and close
+//! code) or a held `/updates` call ([`SessionEnd`]).
 
 use actix_web::http::header::{HeaderValue, RETRY_AFTER};
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use std::fmt;
 use std::time::Duration;
+use switchboard_actors::session::CloseReason;
 use switchboard_actors::store::StoreError;
-use switchboard_protocol::error::{ErrorBody, ErrorCode};
+use switchboard_protocol::error::{ErrorBody, ErrorCode, WsClose};
 
 /// An error answer. Build with [`ApiError::new`] or a `From` conversion.
 #[derive(Debug)]
 pub struct ApiError {
-    /// Decides the HTTP status, the body's `error` / `code` and the WS close
-    /// code (one exhaustive match in this module).
+    /// Decides the HTTP status and the body's `error` / `code`; a WebSocket
+    /// that fails to open closes with it ([`ApiError::ws_close`]).
     pub code: ErrorCode,
     /// The body's `message`: a lowercase phrase for humans; clients branch
     /// on `code`, never on this.
@@ -134,4 +137,85 @@ pub fn query_error(
 /// Maps path failures to 404.
 pub fn path_error(_: actix_web::error::PathError, _: &actix_web::HttpRequest) -> actix_web::Error {
     ApiError::not_found().into()
+}
+
+/// What a WebSocket sends before the `error` frame of its close.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preamble {
+    /// Nothing.
+    None,
+    /// A `reset` frame: the session's position is no longer addressable.
+    Reset,
+    /// A final `cursor` frame, so the client resumes elsewhere losing nothing.
+    Cursor,
+}
+
+/// How the end of a session reaches the wire, on both transports.
+#[derive(Debug)]
+pub struct SessionEnd {
+    /// The WebSocket's `error` frame code and close code.
+    pub ws: WsClose,
+    /// What the WebSocket sends before its `error` frame.
+    pub preamble: Preamble,
+    /// The held `/updates` answer: `None` answers at once with no events and
+    /// the session's cursor, `Some` answers with that error.
+    pub updates: Option<ApiError>,
+    /// The human-readable phrase of the `error` frame and the close.
+    pub message: &'static str,
+}
+
+impl SessionEnd {
+    /// The one mapping from why a session ends ([`CloseReason`], told by the
+    /// feed or found while opening) to what each transport answers.
+    pub fn of(reason: CloseReason) -> SessionEnd {
+        let (ws, preamble, updates, message) = match reason {
+            CloseReason::Displaced => (
+                WsClose::Displaced,
+                Preamble::None,
+                None,
+                "a newer connection for this token opened",
+            ),
+            CloseReason::Revoked => (
+                WsClose::CredentialRevoked,
+                Preamble::None,
+                Some(ApiError::unauthorized()),
+                "the credential was rotated or revoked",
+            ),
+            CloseReason::LogReset => {
+                let message =
+                    "the replay buffer was reset; catch up over REST and resume without a cursor";
+                (
+                    WsClose::LogReset,
+                    Preamble::Reset,
+                    Some(ApiError::new(ErrorCode::CursorExpired, message)),
+                    message,
+                )
+            }
+            CloseReason::Draining => (
+                WsClose::GoingAway,
+                Preamble::Cursor,
+                None,
+                "the server is going away; resume on another node",
+            ),
+            CloseReason::TooSlow => (
+                WsClose::SlowConsumer,
+                Preamble::None,
+                None,
+                "the connection fell too far behind; resume with the last cursor",
+            ),
+        };
+        SessionEnd {
+            ws,
+            preamble,
+            updates,
+            message,
+        }
+    }
+}
+
+impl ApiError {
+    /// The WebSocket close of a session that could not open with this error.
+    pub fn ws_close(&self) -> WsClose {
+        WsClose::Failed(self.code)
+    }
 }

@@ -13,6 +13,9 @@ use std::sync::OnceLock;
 
 /// Open realtime connections (gauge), label `transport` = `ws` | `updates`.
 pub const CONNECTIONS: &str = "switchboard_connections";
+/// `/updates` calls held right now (gauge): attached to their Bay feed and
+/// replayed, waiting for an event, the end of `wait` or a close.
+pub const HELD_POLLS: &str = "switchboard_held_polls";
 /// Events handed to clients (counter), label `transport`.
 pub const EVENTS_DELIVERED: &str = "switchboard_events_delivered_total";
 /// Publish-to-deliver latency (histogram, seconds): from the message's

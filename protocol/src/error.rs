@@ -195,6 +195,97 @@ impl ErrorBody {
     }
 }
 
+/// Why the server closes a WebSocket (protocol §11 close codes). Its wire
+/// string ([`WsClose::as_str`]) is the `code` of the `error` frame sent just
+/// before the close, and it decides the close code ([`WsClose::close_code`]).
+/// The gateway maps every way a session ends to one of these in one place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WsClose {
+    /// 4000: a newer connection (WebSocket or `/updates`) of the same token
+    /// opened, on any node. Do not reconnect in a loop.
+    Displaced,
+    /// 4001: the token was rotated or revoked; re-authenticate.
+    CredentialRevoked,
+    /// 4002: the client broke the framing contract (non-JSON text, a binary
+    /// or fragmented frame, an unknown `t` or field, a second `hello`).
+    FramingViolation,
+    /// 4002: no `hello` within the hello timeout (10 s by default).
+    HelloTimeout,
+    /// 4003: the node is draining; a final `cursor` frame precedes the
+    /// close. Resume on another node.
+    GoingAway,
+    /// 4003: the Bay's replay buffer was lost; a `reset` frame precedes the
+    /// close. Reconnect without a cursor.
+    LogReset,
+    /// 4003: the session could not open (store or node trouble); the code
+    /// is the one the HTTP answer would carry, e.g. `STORE_UNAVAILABLE`.
+    Failed(ErrorCode),
+    /// 1008: the client fell more than `limits.max_outbound_queue_bytes`
+    /// behind; it resumes with its last cursor and loses nothing.
+    SlowConsumer,
+    /// 1009: a frame above `limits.max_ws_frame_bytes`.
+    MessageTooBig,
+    /// 1002: the client broke the WebSocket protocol itself (unmasked
+    /// frame, bad opcode, bad length).
+    ProtocolError,
+}
+
+impl WsClose {
+    /// Every close the server initiates, with `Failed` once per code an
+    /// opening can fail with.
+    pub const ALL: [WsClose; 12] = [
+        WsClose::Displaced,
+        WsClose::CredentialRevoked,
+        WsClose::FramingViolation,
+        WsClose::HelloTimeout,
+        WsClose::GoingAway,
+        WsClose::LogReset,
+        WsClose::Failed(ErrorCode::StoreUnavailable),
+        WsClose::Failed(ErrorCode::Unavailable),
+        WsClose::Failed(ErrorCode::Internal),
+        WsClose::SlowConsumer,
+        WsClose::MessageTooBig,
+        WsClose::ProtocolError,
+    ];
+
+    /// The WebSocket close code (protocol §11 for 4000–4003, RFC 6455 for
+    /// the 1xxx codes).
+    pub fn close_code(self) -> u16 {
+        use crate::frame::close;
+        match self {
+            WsClose::Displaced => close::DISPLACED,
+            WsClose::CredentialRevoked => close::CREDENTIAL_REVOKED,
+            WsClose::FramingViolation | WsClose::HelloTimeout => close::FRAMING_VIOLATION,
+            WsClose::GoingAway | WsClose::LogReset | WsClose::Failed(_) => close::GOING_AWAY,
+            WsClose::SlowConsumer => close::POLICY_VIOLATION,
+            WsClose::MessageTooBig => close::MESSAGE_TOO_BIG,
+            WsClose::ProtocolError => close::PROTOCOL_ERROR,
+        }
+    }
+
+    /// The UPPER_CASE wire form: the `code` of the `error` frame.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WsClose::Displaced => "DISPLACED",
+            WsClose::CredentialRevoked => "CREDENTIAL_REVOKED",
+            WsClose::FramingViolation => "FRAMING_VIOLATION",
+            WsClose::HelloTimeout => "HELLO_TIMEOUT",
+            WsClose::GoingAway => "GOING_AWAY",
+            WsClose::LogReset => "LOG_RESET",
+            WsClose::Failed(code) => code.as_str(),
+            WsClose::SlowConsumer => "SLOW_CONSUMER",
+            WsClose::MessageTooBig => "MESSAGE_TOO_BIG",
+            WsClose::ProtocolError => "PROTOCOL_ERROR",
+        }
+    }
+}
+
+impl Serialize for WsClose {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +309,26 @@ mod tests {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());
         }
+    }
+
+    /// Each close has its own wire string, and the protocol's four codes
+    /// keep their §11 meaning.
+    #[test]
+    fn ws_closes_have_distinct_wire_strings_and_the_protocol_codes() {
+        let mut seen = std::collections::HashSet::new();
+        for c in WsClose::ALL {
+            assert!(seen.insert(c.as_str()), "{c:?} repeats {}", c.as_str());
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+        }
+        assert_eq!(WsClose::Displaced.close_code(), 4000);
+        assert_eq!(WsClose::CredentialRevoked.close_code(), 4001);
+        assert_eq!(WsClose::FramingViolation.close_code(), 4002);
+        assert_eq!(WsClose::HelloTimeout.close_code(), 4002);
+        assert_eq!(WsClose::GoingAway.close_code(), 4003);
+        assert_eq!(
+            WsClose::Failed(ErrorCode::StoreUnavailable).as_str(),
+            "STORE_UNAVAILABLE"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! WebSocket frames and close codes of `GET /api/agent-api/ws` (protocol §11).
 //! Every frame is a JSON text frame tagged by `t`.
 
+use crate::error::WsClose;
 use crate::event::Event;
 use serde::{Deserialize, Serialize};
 
@@ -47,9 +48,8 @@ pub enum ServerFrame<'a> {
     Reset,
     /// Sent immediately before the server closes the socket.
     Error {
-        /// `UPPER_CASE` error code, as in the JSON error body
-        /// ([`crate::error::ErrorCode`]).
-        code: &'a str,
+        /// Why the socket closes; serialized as its `UPPER_CASE` wire string.
+        code: WsClose,
         /// Human-readable lowercase phrase; never branch on it.
         message: &'a str,
     },
@@ -63,7 +63,8 @@ impl ServerFrame<'_> {
     }
 }
 
-/// WebSocket close codes (protocol §11).
+/// WebSocket close codes (protocol §11). Which close uses which code is
+/// [`WsClose::close_code`].
 pub mod close {
     /// Displaced by a newer connection for the same token. Do not reconnect.
     pub const DISPLACED: u16 = 4000;
@@ -76,6 +77,9 @@ pub mod close {
     /// Standard close: the client broke the WebSocket protocol itself
     /// (unmasked frame, bad opcode, bad length).
     pub const PROTOCOL_ERROR: u16 = 1002;
+    /// Standard close: the client broke a server policy (here: it fell too
+    /// far behind reading).
+    pub const POLICY_VIOLATION: u16 = 1008;
     /// Standard close: a message was larger than the server accepts.
     pub const MESSAGE_TOO_BIG: u16 = 1009;
 }

@@ -68,7 +68,7 @@ fn server_frames_are_exact() {
         (ServerFrame::Reset, r#"{"t":"reset"}"#.to_owned()),
         (
             ServerFrame::Error {
-                code: "DISPLACED",
+                code: switchboard_protocol::error::WsClose::Displaced,
                 message: "x",
             },
             r#"{"t":"error","code":"DISPLACED","message":"x"}"#.to_owned(),

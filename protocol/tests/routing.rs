@@ -906,12 +906,25 @@ const CASES: &[Case] = &[
         respondents: &["deploy"],
         ..ORC
     },
+    // §4 table, ORCHESTRATOR: a human writing an agent's name "routes to
+    // the orchestrator, exactly as an unaddressed message does"; the reply
+    // still addresses its agent (§11: "as strongly as an @mention").
     Case {
         name: "ORCHESTRATOR: reply plus plain name",
         content: "Claude too",
         reply_to: Some(("deploy", Agent)),
         addressed: &["claude"],
-        respondents: &["deploy"],
+        respondents: &["orch", "deploy"],
+        ..ORC
+    },
+    // §4: "A structured @mention is unaffected in every policy"; the plain
+    // name beside it still routes to the orchestrator (§4 table).
+    Case {
+        name: "ORCHESTRATOR: mention plus plain name",
+        content: "@Deploy Daemon ship it, Claude can check",
+        mentions: &["deploy"],
+        addressed: &["claude"],
+        respondents: &["orch", "deploy"],
         ..ORC
     },
     Case {
@@ -964,6 +977,11 @@ const CASES: &[Case] = &[
         ..ORC
     },
     // ---- ROUTER ----------------------------------------------------------------
+    // §4 ("An automatic router picks which agent(s) answer each human
+    // message; if it picks no one, a fallback agent answers") defines no
+    // scoring: these cases follow the rule documented in docs/routing.md
+    // (keyword overlap of name and description, highest score wins, ties pick
+    // all), whose general properties `router_*` below check on random rosters.
     Case {
         name: "ROUTER: picks by description",
         content: "please roll back the production release",
@@ -1284,6 +1302,34 @@ fn round_cap_zero_suppresses_every_agent_message() {
     assert_eq!(r.respondents, ids(&["rex"]));
     r.suppressed = round_cap_reached(Group, Agent, 1, 0);
     assert!(!r.should_respond(&pid("rex"), &pid("zoe")));
+}
+
+/// docs/routing.md, "Round caps": §4's "after that many consecutive agent
+/// replies … no agent auto-responds" read with the count including the
+/// message at hand. Cap N lets agent messages 1..N-1 of a chain route and
+/// suppresses the N-th on; caps 0 and 1 both suppress the first (after 0 or
+/// after 1 agent reply, no agent-triggered reply is left). Humans and
+/// direct conversations are never suppressed.
+#[test]
+fn round_cap_n_suppresses_from_the_nth_agent_message_and_zero_equals_one() {
+    for cap in 0..=5u8 {
+        for n in 1..=12u32 {
+            let expected = n >= u32::from(cap.max(1));
+            assert_eq!(
+                round_cap_reached(Group, Agent, n, cap),
+                expected,
+                "cap {cap}, message {n}"
+            );
+            assert!(!round_cap_reached(Group, User, n, cap));
+            assert!(!round_cap_reached(Dm, Agent, n, cap));
+        }
+    }
+    for n in 1..=12 {
+        assert_eq!(
+            round_cap_reached(Group, Agent, n, 0),
+            round_cap_reached(Group, Agent, n, 1)
+        );
+    }
 }
 
 #[test]
@@ -1822,5 +1868,191 @@ proptest! {
             parse_mentions(&content.to_uppercase(), &roster),
             parse_mentions(&content.to_lowercase(), &roster)
         );
+    }
+}
+
+// ---------------------------------------------------------------- ROUTER properties (docs/routing.md)
+
+/// Topic words with no prefix relation between them, so each hits only itself.
+const TOPICS: &[&str] = &[
+    "deploy", "billing", "travel", "compiler", "security", "database", "network", "design",
+    "kernel", "garden", "music", "weather",
+];
+/// Words that never count (stop-words and filler).
+const FILLER: &[&str] = &[
+    "the", "please", "need", "question", "and", "can", "you", "help",
+];
+const NAMES: &[&str] = &["Ava", "Bix", "Cyd", "Dex", "Eli"];
+
+/// 2–5 agents named from [`NAMES`], each described by 1–4 [`TOPICS`], and
+/// a human sender.
+fn router_roster() -> impl Strategy<Value = Vec<RosterMember>> {
+    proptest::collection::vec(proptest::collection::vec(0..TOPICS.len(), 1..5), 2..6).prop_map(
+        |descs| {
+            let mut r = vec![user("ana", "Ana", Role::Admin)];
+            for (i, d) in descs.iter().enumerate() {
+                let words: Vec<&str> = d.iter().map(|&t| TOPICS[t]).collect();
+                r.push(agent(&format!("a{i}"), NAMES[i], &words.join(" ")));
+            }
+            r
+        },
+    )
+}
+
+/// A message of topic and filler words.
+fn router_message() -> impl Strategy<Value = Vec<&'static str>> {
+    proptest::collection::vec(
+        prop_oneof![
+            proptest::sample::select(TOPICS),
+            proptest::sample::select(FILLER)
+        ],
+        0..7,
+    )
+}
+
+/// The distinct words of `m`'s description.
+fn description_words(m: &RosterMember) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for w in m.description.as_deref().unwrap_or("").split(' ') {
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Picks are agents of the roster other than the sender, in roster
+    /// order, without duplicates.
+    #[test]
+    fn router_picks_only_other_agents_in_roster_order(
+        roster in router_roster(),
+        words in router_message(),
+        sender in 0usize..3,
+    ) {
+        let sender = roster[sender].id.clone();
+        let picks = router_picks(&words.join(" "), &roster, &sender);
+        let agents_in_order: Vec<ParticipantId> = roster
+            .iter()
+            .filter(|m| m.kind == Agent && m.id != sender)
+            .map(|m| m.id.clone())
+            .filter(|id| picks.contains(id))
+            .collect();
+        prop_assert_eq!(picks, agents_in_order);
+    }
+
+    /// Neither case nor word order nor repeating a word changes the picks.
+    #[test]
+    fn router_ignores_case_order_and_repetition(
+        roster in router_roster(),
+        words in router_message(),
+    ) {
+        let ana = pid("ana");
+        let picks = router_picks(&words.join(" "), &roster, &ana);
+        let upper = words.join(" ").to_uppercase();
+        prop_assert_eq!(&router_picks(&upper, &roster, &ana), &picks);
+        let reversed: Vec<&str> = words.iter().rev().copied().collect();
+        prop_assert_eq!(&router_picks(&reversed.join(" "), &roster, &ana), &picks);
+        let doubled = format!("{} {}", words.join(" "), words.join(" "));
+        prop_assert_eq!(&router_picks(&doubled, &roster, &ana), &picks);
+    }
+
+    /// A message of filler words only picks nobody (then the fallback answers).
+    #[test]
+    fn router_picks_nobody_without_a_keyword(
+        roster in router_roster(),
+        filler in proptest::collection::vec(proptest::sample::select(FILLER), 0..6),
+    ) {
+        prop_assert!(router_picks(&filler.join(" "), &roster, &pid("ana")).is_empty());
+    }
+
+    /// A word of exactly one agent's description, added to a message that
+    /// picked nobody, picks exactly that agent.
+    #[test]
+    fn router_picks_the_one_agent_a_distinct_word_names(
+        roster in router_roster(),
+        filler in proptest::collection::vec(proptest::sample::select(FILLER), 0..4),
+    ) {
+        let agents: Vec<&RosterMember> = roster.iter().filter(|m| m.kind == Agent).collect();
+        for a in &agents {
+            for w in description_words(a) {
+                let others_have = agents
+                    .iter()
+                    .any(|o| o.id != a.id && description_words(o).contains(&w));
+                if others_have {
+                    continue;
+                }
+                let message = format!("{} {w}", filler.join(" "));
+                prop_assert_eq!(
+                    router_picks(&message, &roster, &pid("ana")),
+                    vec![a.id.clone()],
+                    "{}", message
+                );
+            }
+        }
+    }
+
+    /// A word every agent's description has tells nobody apart: adding it
+    /// to a message never changes the picks.
+    #[test]
+    fn router_ignores_a_keyword_every_agent_shares(
+        roster in router_roster(),
+        words in router_message(),
+    ) {
+        let mut roster = roster;
+        for m in roster.iter_mut().filter(|m| m.kind == Agent) {
+            let d = m.description.take().unwrap_or_default();
+            m.description = Some(format!("{d} widgets"));
+        }
+        let ana = pid("ana");
+        let picks = router_picks(&words.join(" "), &roster, &ana);
+        let with_shared = format!("{} widgets", words.join(" "));
+        prop_assert_eq!(router_picks(&with_shared, &roster, &ana), picks);
+    }
+
+    /// The highest score wins and ties pick all tied: an agent whose topics
+    /// the message hits more often than any other's is the only pick, and
+    /// two agents with the same description are picked together.
+    #[test]
+    fn router_picks_the_best_score_and_every_tie(
+        roster in router_roster(),
+        words in router_message(),
+    ) {
+        let ana = pid("ana");
+        let mut roster = roster;
+        // A twin of the first agent: same description, another name.
+        let first = roster[1].clone();
+        roster.push(agent("twin", "Fay", first.description.as_deref().unwrap()));
+        let picks = router_picks(&words.join(" "), &roster, &ana);
+        prop_assert_eq!(picks.contains(&first.id), picks.contains(&pid("twin")));
+        // Every topic of the first agent: it (and its twin) score highest.
+        let all = description_words(&first).join(" ");
+        let picks = router_picks(&all, &roster, &ana);
+        let score = |m: &RosterMember| {
+            description_words(m)
+                .iter()
+                .filter(|w| description_words(&first).contains(w))
+                .count()
+        };
+        let best = roster.iter().filter(|m| m.kind == Agent).map(score).max().unwrap();
+        let expected: Vec<ParticipantId> = roster
+            .iter()
+            .filter(|m| m.kind == Agent && score(m) == best)
+            .map(|m| m.id.clone())
+            .collect();
+        // Words every agent shares are dropped before scoring: only check
+        // when the first agent has a word some agent lacks.
+        let shared_by_all = description_words(&first).iter().all(|w| {
+            roster
+                .iter()
+                .filter(|m| m.kind == Agent)
+                .all(|m| description_words(m).contains(w))
+        });
+        if !shared_by_all {
+            prop_assert!(picks.contains(&first.id) && picks.contains(&pid("twin")), "{:?}", picks);
+            prop_assert!(picks.iter().all(|p| expected.contains(p)), "{:?} vs {:?}", picks, expected);
+        }
     }
 }

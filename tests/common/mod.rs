@@ -407,6 +407,13 @@ impl Gateway {
     /// Attempts a WebSocket upgrade. `Err((status, json body))` when the
     /// server refused it with an HTTP answer instead of a 101.
     pub async fn ws_try(&self, auth: WsAuth<'_>) -> Result<Ws, (u16, Value)> {
+        self.ws_try_full(auth)
+            .await
+            .map_err(|(status, _, body)| (status, body))
+    }
+
+    /// Like [`Gateway::ws_try`], with the refusal's `Retry-After` header.
+    pub async fn ws_try_full(&self, auth: WsAuth<'_>) -> Result<Ws, (u16, Option<String>, Value)> {
         let url = match auth {
             WsAuth::Query(t) => format!("ws://{}/api/agent-api/ws?token={t}", self.addr),
             _ => format!("ws://{}/api/agent-api/ws", self.addr),
@@ -425,7 +432,12 @@ impl Gateway {
                     .as_deref()
                     .and_then(|b| serde_json::from_slice(b).ok())
                     .unwrap_or(Value::Null);
-                Err((status, body))
+                let retry_after = res
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                Err((status, retry_after, body))
             }
             Err(e) => panic!("ws connect failed below HTTP: {e}"),
         }
@@ -1162,4 +1174,69 @@ pub async fn assert_both_readers_got_everything(
         "{:?}",
         by_poll.violations()
     );
+}
+
+// ---- observable signals and exact close codes ----
+
+impl Gateway {
+    /// The sum of every `/metrics` sample whose line starts with `name`
+    /// (0 when the series does not exist yet).
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = self
+            .http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// Waits until exactly `n` `/updates` calls are held on this node
+    /// (attached and replayed, waiting for an event): the signal that a
+    /// background poll reached the held path.
+    pub async fn until_held(&self, n: usize) {
+        let held = eventually(Duration::from_secs(20), || async {
+            self.metric("switchboard_held_polls").await == n as f64
+        })
+        .await;
+        assert!(
+            held,
+            "{} held polls, expected {n}",
+            self.metric("switchboard_held_polls").await
+        );
+    }
+}
+
+impl Ws {
+    /// Reads until the socket closes and asserts the close: the close code
+    /// and the `code` of the `error` frame right before it are `close`'s.
+    /// Returns the frames before the close, the error frame last.
+    pub async fn expect_server_close(
+        &mut self,
+        close: switchboard_protocol::error::WsClose,
+        patience: Duration,
+    ) -> Vec<Value> {
+        let (got, frames) = self.expect_close(patience).await;
+        assert_eq!(
+            got,
+            Some(close.close_code()),
+            "close code for {close:?}; frames before: {frames:?}"
+        );
+        let last = frames
+            .last()
+            .unwrap_or_else(|| panic!("no error frame before the {close:?} close"));
+        assert_eq!(last["t"], "error", "{last}");
+        assert_eq!(last["code"], close.as_str(), "{last}");
+        assert!(
+            last["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{last}"
+        );
+        frames
+    }
 }

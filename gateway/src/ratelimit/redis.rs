@@ -320,29 +320,60 @@ mod tests {
         );
     }
 
+    /// At 3 a minute (one call every 20 s) a test takes milliseconds, so
+    /// real time cannot refill the bucket; moving the bucket's stored time
+    /// back stands in for the time passing.
     #[tokio::test]
     async fn a_bucket_refills_at_its_rate_and_its_key_expires() {
         let server = Server::start();
-        // 600/min: one call every 100 ms, bucket of 600.
-        let limiter = RedisLimiter::new(single(&server.url()), n(600), n(600));
+        let limiter = RedisLimiter::new(single(&server.url()), n(3), n(3));
         let t = token("cccccccccccccccc");
-        let mut taken = 0;
-        while limiter.check(Bucket::Agent, &t).await.is_ok() {
-            taken += 1;
-            assert!(taken <= 601, "the bucket never ran dry");
-        }
-        assert!((600..=601).contains(&taken), "{taken}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        assert_eq!(limiter.check(Bucket::Agent, &t).await, Ok(()));
         let client = redis::Client::open(server.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let k = key(&t, Bucket::Agent);
+        for i in 0..3 {
+            assert_eq!(limiter.check(Bucket::Agent, &t).await, Ok(()), "call {i}");
+        }
+        let wait = limiter.check(Bucket::Agent, &t).await.unwrap_err();
+        assert!(
+            wait > Duration::from_secs(15) && wait <= Duration::from_secs(20),
+            "{wait:?}"
+        );
+        // The key lives until the bucket would be full again (60 s), not forever.
         let ttl: i64 = redis::cmd("PTTL")
-            .arg(key(&t, Bucket::Agent))
+            .arg(&k)
             .query_async(&mut conn)
             .await
             .unwrap();
-        // The key lives until the bucket would be full again (~60 s), not forever.
-        assert!(ttl > 0 && ttl <= 61_000, "{ttl}");
+        assert!(ttl > 40_000 && ttl <= 61_000, "{ttl}");
+        // 20 s later: exactly one call more.
+        let rewind = |by_secs: i64| {
+            let (k, mut conn) = (k.clone(), conn.clone());
+            async move {
+                let tat: String = redis::cmd("GET")
+                    .arg(&k)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                let tat: i64 = tat.parse().unwrap();
+                let _: () = redis::cmd("SET")
+                    .arg(&k)
+                    .arg((tat - by_secs * 1_000_000).to_string())
+                    .arg("KEEPTTL")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+            }
+        };
+        rewind(20).await;
+        assert_eq!(limiter.check(Bucket::Agent, &t).await, Ok(()));
+        assert!(limiter.check(Bucket::Agent, &t).await.is_err());
+        // A minute later: the whole bucket, and no more.
+        rewind(60).await;
+        for i in 0..3 {
+            assert_eq!(limiter.check(Bucket::Agent, &t).await, Ok(()), "call {i}");
+        }
+        assert!(limiter.check(Bucket::Agent, &t).await.is_err());
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@
 use super::open::{live_events, observe_live_delivery, open_session, OpenFailure, Opened};
 use crate::auth::Caller;
 use crate::connections::{ConnectionPermit, Transport};
-use crate::error::ApiError;
+use crate::error::{ApiError, SessionEnd};
 use crate::state::AppState;
 use actix::prelude::*;
 use actix_web::{get, web, HttpRequest, HttpResponse};
@@ -130,6 +130,7 @@ async fn updates(
         wait,
         reply: Some(tx),
         live: None,
+        held: false,
         _permit: permit,
     }
     .start();
@@ -162,6 +163,9 @@ pub struct PollSession {
     reply: Option<oneshot::Sender<Result<UpdatesBody, ApiError>>>,
     /// Set once the session is attached and replayed.
     live: Option<Live>,
+    /// Whether the call is held (attached, replayed, nothing to answer yet);
+    /// counted in [`crate::metrics::HELD_POLLS`] while true.
+    held: bool,
     /// Holds this call's admission slot until it ends.
     _permit: ConnectionPermit,
 }
@@ -172,6 +176,28 @@ impl PollSession {
             let _ = tx.send(result);
         }
         ctx.stop();
+    }
+
+    /// Answers as [`SessionEnd::of`] says for `reason`: at once with no
+    /// events and `cursor`, or with its error.
+    fn end(&mut self, reason: CloseReason, cursor: Option<String>, ctx: &mut Context<Self>) {
+        let answer = match SessionEnd::of(reason).updates {
+            None => match cursor {
+                Some(cursor) => Ok(UpdatesBody {
+                    cursor,
+                    events: Vec::new(),
+                }),
+                None => Err(ApiError::new(ErrorCode::Internal, "poll has no position")),
+            },
+            Some(err) => {
+                if err.code == ErrorCode::CursorExpired {
+                    metrics::counter!(crate::metrics::CURSOR_EXPIRED, "transport" => "updates")
+                        .increment(1);
+                }
+                Err(err)
+            }
+        };
+        self.answer(answer, ctx);
     }
 
     fn answer_events(&mut self, events: Vec<Event>, ctx: &mut Context<Self>) {
@@ -214,6 +240,8 @@ impl Actor for PollSession {
                     return;
                 }
                 ctx.run_later(act.wait, |act, ctx| act.answer_events(Vec::new(), ctx));
+                act.held = true;
+                metrics::gauge!(crate::metrics::HELD_POLLS).increment(1.0);
                 // Stop holding for a client that went away.
                 ctx.run_interval(Duration::from_millis(500), |act, ctx| {
                     if act.reply.as_ref().is_none_or(|tx| tx.is_closed()) {
@@ -231,28 +259,26 @@ impl Actor for PollSession {
                 );
             }
             Err(OpenFailure::Superseded { position }) => {
-                // A newer call already displaced this one: answer empty, with
-                // the caller's cursor (or, without one, the feed's position).
+                // A newer call already displaced this one. The session has no
+                // position of its own: answer with the caller's cursor (or,
+                // without one, the feed's position).
                 let cursor = act.resume.as_ref().unwrap_or(&position).encode();
-                act.answer(
-                    Ok(UpdatesBody {
-                        cursor,
-                        events: Vec::new(),
-                    }),
-                    ctx,
-                );
+                act.end(CloseReason::Displaced, Some(cursor), ctx);
             }
             Err(OpenFailure::Revoked { feed }) => {
                 feed.do_send(Detach {
                     session: act.session.clone(),
                 });
-                act.answer(Err(ApiError::unauthorized()), ctx);
+                act.end(CloseReason::Revoked, None, ctx);
             }
             Err(OpenFailure::Failed(err)) => act.answer(Err(err), ctx),
         }));
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
+        if self.held {
+            metrics::gauge!(crate::metrics::HELD_POLLS).decrement(1.0);
+        }
         if let Some(live) = &self.live {
             live.feed.do_send(Detach {
                 session: self.session.clone(),
@@ -310,19 +336,11 @@ impl Handler<Close> for PollSession {
     type Result = ();
 
     fn handle(&mut self, msg: Close, ctx: &mut Self::Context) {
-        match msg.reason {
-            CloseReason::Displaced => {
-                metrics::counter!(crate::metrics::DISPLACEMENTS, "transport" => "updates").increment(1);
-                self.answer_events(Vec::new(), ctx)
-            }
-            CloseReason::TooSlow => self.answer_events(Vec::new(), ctx),
-            CloseReason::Draining => self.answer_events(Vec::new(), ctx),
-            CloseReason::Revoked => self.answer(Err(ApiError::unauthorized()), ctx),
-            CloseReason::LogReset => self.answer(
-                Err(cursor_expired("the replay buffer was reset; catch up over REST and call again without a cursor")),
-                ctx,
-            ),
+        if msg.reason == CloseReason::Displaced {
+            metrics::counter!(crate::metrics::DISPLACEMENTS, "transport" => "updates").increment(1);
         }
+        let cursor = self.live.as_ref().map(|l| l.cursor.position().encode());
+        self.end(msg.reason, cursor, ctx);
     }
 }
 

@@ -5,10 +5,9 @@
 //! first (within the hello timeout); the server answers `ready`, replays
 //! what the client missed as `event` frames, then a `cursor` frame, and
 //! from then on streams `event` frames, each batch followed by a `cursor`
-//! frame, plus an idle `cursor` frame every ~25 s. Close codes: 4000
-//! displaced, 4001 credential revoked, 4002 framing violation, 4003 going
-//! away, 1009 message too big. An `error` frame precedes every close the
-//! server initiates.
+//! frame, plus an idle `cursor` frame every ~25 s. Every close the server
+//! initiates is a [`WsClose`] (its code and close code), preceded by an
+//! `error` frame; how a session end maps to it is [`SessionEnd::of`].
 
 use super::inbound::FrameGuard;
 use super::open::{observe_live_delivery, open_session, OpenFailure, Opened};
@@ -16,7 +15,7 @@ use super::outbound::Drained;
 use crate::auth::authenticate;
 use crate::auth::Caller;
 use crate::connections::{ConnectionPermit, Transport};
-use crate::error::ApiError;
+use crate::error::{ApiError, Preamble, SessionEnd};
 use crate::state::AppState;
 use actix::prelude::*;
 use actix_web::{get, web, HttpRequest, HttpResponse};
@@ -28,9 +27,9 @@ use switchboard_actors::session::{
     Backlog, Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
 };
 use switchboard_protocol::cursor::{EntryId, LogPosition};
-use switchboard_protocol::error::ErrorCode;
+use switchboard_protocol::error::{ErrorCode, WsClose};
 use switchboard_protocol::event::Event;
-use switchboard_protocol::frame::{close, ClientFrame, ServerFrame};
+use switchboard_protocol::frame::{ClientFrame, ServerFrame};
 use switchboard_protocol::ids::SessionId;
 
 /// The upgrade route. Authenticates before upgrading (401 JSON on a bad
@@ -173,34 +172,42 @@ impl WsSession {
         self.write(ServerFrame::Cursor { cursor: &cursor }.to_json(), ctx);
     }
 
-    /// Sends an `error` frame, then closes with `code`.
-    fn close_with(
-        &mut self,
-        code: u16,
-        error: &str,
-        message: &str,
-        ctx: &mut ws::WebsocketContext<Self>,
-    ) {
+    /// Sends an `error` frame with `close`'s code, then closes with its close code.
+    fn close_with(&mut self, close: WsClose, message: &str, ctx: &mut ws::WebsocketContext<Self>) {
         if self.phase == Phase::Closing {
             return;
         }
         self.phase = Phase::Closing;
         self.send(
             &ServerFrame::Error {
-                code: error,
+                code: close,
                 message,
             },
             ctx,
         );
         ctx.close(Some(WsCloseReason {
-            code: CloseCode::Other(code),
+            code: CloseCode::Other(close.close_code()),
             description: Some(message.to_owned()),
         }));
         ctx.stop();
     }
 
+    /// Ends the session as [`SessionEnd::of`] says for `reason`.
+    fn end(&mut self, reason: CloseReason, ctx: &mut ws::WebsocketContext<Self>) {
+        if self.phase == Phase::Closing {
+            return;
+        }
+        let end = SessionEnd::of(reason);
+        match end.preamble {
+            Preamble::None => {}
+            Preamble::Reset => self.send_reset(ctx),
+            Preamble::Cursor => self.send_cursor(ctx),
+        }
+        self.close_with(end.ws, end.message, ctx);
+    }
+
     fn violation(&mut self, message: &str, ctx: &mut ws::WebsocketContext<Self>) {
-        self.close_with(close::FRAMING_VIOLATION, "FRAMING_VIOLATION", message, ctx);
+        self.close_with(WsClose::FramingViolation, message, ctx);
     }
 
     fn on_text(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
@@ -282,26 +289,14 @@ impl WsSession {
                     act.send_reset(ctx);
                     act.send_cursor(ctx);
                 }
-                Err(OpenFailure::Superseded { .. }) => act.close_with(
-                    close::DISPLACED,
-                    "DISPLACED",
-                    "a newer connection for this token exists",
-                    ctx,
-                ),
+                Err(OpenFailure::Superseded { .. }) => act.end(CloseReason::Displaced, ctx),
                 Err(OpenFailure::Revoked { feed }) => {
                     feed.do_send(Detach {
                         session: act.session.clone(),
                     });
-                    act.close_with(
-                        close::CREDENTIAL_REVOKED,
-                        "CREDENTIAL_REVOKED",
-                        "the credential was revoked",
-                        ctx,
-                    )
+                    act.end(CloseReason::Revoked, ctx)
                 }
-                Err(OpenFailure::Failed(err)) => {
-                    act.close_with(close::GOING_AWAY, err.code.as_str(), &err.message, ctx)
-                }
+                Err(OpenFailure::Failed(err)) => act.close_with(err.ws_close(), &err.message, ctx),
             }
         }));
     }
@@ -315,8 +310,7 @@ impl Actor for WsSession {
         ctx.run_later(timing.hello_timeout, |act, ctx| {
             if act.phase == Phase::AwaitingHello {
                 act.close_with(
-                    close::FRAMING_VIOLATION,
-                    "HELLO_TIMEOUT",
+                    WsClose::HelloTimeout,
                     "no hello frame within the hello timeout",
                     ctx,
                 );
@@ -372,18 +366,12 @@ impl StreamHandler<Result<ws::Message, ProtocolError>> for WsSession {
                 ctx.stop();
             }
             Ok(ws::Message::Nop) => {}
-            Err(ProtocolError::Overflow) => self.close_with(
-                close::MESSAGE_TOO_BIG,
-                "MESSAGE_TOO_BIG",
-                "frame exceeds the size limit",
-                ctx,
-            ),
-            Err(_) if self.oversize.load(std::sync::atomic::Ordering::Acquire) => self.close_with(
-                close::MESSAGE_TOO_BIG,
-                "MESSAGE_TOO_BIG",
-                "frame exceeds the size limit",
-                ctx,
-            ),
+            Err(ProtocolError::Overflow) => {
+                self.close_with(WsClose::MessageTooBig, "frame exceeds the size limit", ctx)
+            }
+            Err(_) if self.oversize.load(std::sync::atomic::Ordering::Acquire) => {
+                self.close_with(WsClose::MessageTooBig, "frame exceeds the size limit", ctx)
+            }
             Err(
                 e @ (ProtocolError::UnmaskedFrame
                 | ProtocolError::MaskedFrame
@@ -391,8 +379,7 @@ impl StreamHandler<Result<ws::Message, ProtocolError>> for WsSession {
                 | ProtocolError::InvalidLength(_)
                 | ProtocolError::BadOpCode),
             ) => self.close_with(
-                close::PROTOCOL_ERROR,
-                "PROTOCOL_ERROR",
+                WsClose::ProtocolError,
                 &format!("websocket protocol error: {e}"),
                 ctx,
             ),
@@ -449,44 +436,17 @@ impl Handler<Close> for WsSession {
     type Result = ();
 
     fn handle(&mut self, msg: Close, ctx: &mut Self::Context) {
+        if msg.reason == CloseReason::Displaced {
+            metrics::counter!(crate::metrics::DISPLACEMENTS, "transport" => "ws").increment(1);
+        }
         match msg.reason {
-            CloseReason::Displaced => {
-                metrics::counter!(crate::metrics::DISPLACEMENTS, "transport" => "ws").increment(1);
-                self.close_with(
-                    close::DISPLACED,
-                    "DISPLACED",
-                    "a newer connection for this token opened",
-                    ctx,
-                )
-            }
-            CloseReason::Revoked => self.close_with(
-                close::CREDENTIAL_REVOKED,
-                "CREDENTIAL_REVOKED",
-                "the credential was rotated or revoked",
-                ctx,
-            ),
-            CloseReason::LogReset => {
-                self.send_reset(ctx);
-                self.close_with(
-                    close::GOING_AWAY,
-                    "LOG_RESET",
-                    "the replay buffer was reset; reconnect without a cursor",
-                    ctx,
-                )
-            }
+            // The response stream writes this close itself (see `outbound`):
+            // the session stopped reading, so nothing queued here would be sent.
             CloseReason::TooSlow => {
                 self.phase = Phase::Closing;
                 ctx.stop();
             }
-            CloseReason::Draining => {
-                self.send_cursor(ctx);
-                self.close_with(
-                    close::GOING_AWAY,
-                    "GOING_AWAY",
-                    "the server is going away; resume on another node",
-                    ctx,
-                )
-            }
+            reason => self.end(reason, ctx),
         }
     }
 }

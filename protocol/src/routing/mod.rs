@@ -34,11 +34,12 @@
 //! | `DM`, `AGENT_CHAT` (§3) | every agent | `@mentioned` agents |
 //! | GROUP `MENTIONS` | mentioned, named and replied-to agents | mentioned |
 //! | GROUP `DEDICATED` | addressed agents; the designated agent when unaddressed | mentioned |
-//! | GROUP `ORCHESTRATOR` | mentioned and replied-to agents; the orchestrator when nothing is mentioned or replied to (a plain name alone routes to the orchestrator, §4 table) | mentioned |
+//! | GROUP `ORCHESTRATOR` | mentioned and replied-to agents; the orchestrator when the message is unaddressed or names an agent without `@` (§4 table: a plain name routes to the orchestrator) | mentioned |
 //! | GROUP `ROUTER` | addressed agents; when unaddressed, the [`router_picks`], or the designated fallback agent when it picks none | mentioned |
 //! | GROUP `OPEN` | every agent | mentioned |
 //!
-//! Decisions worth calling out:
+//! Decisions worth calling out (the ones §4 leaves open are in
+//! `docs/routing.md`, with the properties the tests check):
 //!
 //! * **Direct conversations** have no policy, no cap and no gating: every
 //!   agent answers every human message. An agent message there triggers
@@ -270,11 +271,12 @@ pub fn route(input: &RouteInput<'_>) -> Routing {
                 }
             }
             Effective::Orchestrator(orchestrator) => {
-                // §4 table: a plain name routes to the orchestrator "exactly
-                // as an unaddressed message does"; the names stay a hint in
-                // `addressed_agents`. A reply is a structured address.
+                // §4 table: a plain name "routes to the orchestrator, exactly
+                // as an unaddressed message does", also beside a mention or
+                // a reply; the names stay a hint in `addressed_agents`. A
+                // reply is a structured address (§11).
                 chosen.extend(replied_to_agent.clone());
-                if scan.ids.is_empty() && replied_to_agent.is_none() {
+                if unaddressed || !addressed_agents.is_empty() {
                     chosen.push(orchestrator.id.clone());
                 }
             }

@@ -441,12 +441,23 @@ async fn tokens_never_appear_in_the_process_output() {
     secrets.push(rotated.clone());
     gw.get(&w.rex, "/me").await;
     gw.get(&rotated, "/me").await;
-    let err = gw
-        .ws_try(WsAuth::Query(&w.rex))
-        .await
-        .err()
-        .expect("refused");
-    assert_eq!(err.0, 401);
+    // The node's token cache learns of the rotation from the Bay's log, a
+    // moment after the admin answer on a loaded machine; the old token is
+    // tried until it is refused (this test is about what gets logged).
+    let mut refused = None;
+    for _ in 0..40 {
+        match gw.ws_try(WsAuth::Query(&w.rex)).await {
+            Err(err) => {
+                refused = Some(err.0);
+                break;
+            }
+            Ok(ws) => {
+                ws.close().await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    assert_eq!(refused, Some(401), "the rotated token still upgrades");
     gw.revoke_token("b1", "ben").await;
     gw.get(&w.ben, "/me").await;
     // A participant created with its token shown once in the admin answer.

@@ -743,8 +743,8 @@ async fn malformed_bodies_get_json_errors() {
         assert_error(s, &b, 415, "UNSUPPORTED_MEDIA_TYPE");
     }
 
-    // 300 KB: above the 256 KiB default body limit.
-    let huge = json!({"content": "x".repeat(300 * 1024)}).to_string();
+    // 600 KB: above the 512 KiB default body limit.
+    let huge = json!({"content": "x".repeat(600 * 1024)}).to_string();
     let req = gw
         .http
         .post(&url)

@@ -335,3 +335,33 @@ async fn metrics_labels_stay_bounded_under_invented_methods_and_paths() {
         "the matched pattern is the label"
     );
 }
+
+/// A body must be a JSON object on every route that takes one: serde would
+/// otherwise fill a struct from an array by position.
+#[tokio::test]
+async fn json_arrays_are_refused_as_bodies() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "arrays").await;
+    let agent_routes = [
+        "/conversations/group/messages",
+        "/polls",
+        "/webhook",
+        "/conversations/group/read",
+    ];
+    for path in agent_routes {
+        let (s, b) = gw
+            .post_json(&w.rex, path, serde_json::json!(["array send", null, null]))
+            .await;
+        assert_error(s, &b, 400, "INVALID_JSON");
+    }
+    let (s, b) = gw
+        .admin(
+            reqwest::Method::POST,
+            "/bays",
+            Some(serde_json::json!(["x", "y"])),
+        )
+        .await;
+    assert_error(s, &b, 400, "INVALID_JSON");
+    let (_, page) = gw.get(&w.ana, "/conversations/group/messages").await;
+    assert_eq!(page["messages"], serde_json::json!([]), "nothing stored");
+}

@@ -206,7 +206,7 @@ pub struct Timing {
     /// stops listening at once.
     #[serde(with = "humantime_serde")]
     pub drain_grace: Duration,
-    /// Idle conversation / feed actors stop after this long.
+    /// Idle conversation actors stop after this long (Bay feeds never stop).
     #[serde(with = "humantime_serde")]
     pub actor_idle_timeout: Duration,
 }

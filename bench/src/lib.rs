@@ -8,3 +8,4 @@ pub mod server;
 pub mod stamp;
 pub mod stats;
 pub mod target;
+pub mod webhooks;

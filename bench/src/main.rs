@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use switchboard_bench::scenario::{self, Common};
 use switchboard_bench::target::System;
-use switchboard_bench::{procstat, stamp};
+use switchboard_bench::{procstat, stamp, webhooks};
 
 #[derive(Parser)]
 #[command(
@@ -127,6 +127,31 @@ enum Cmd {
         #[arg(long, default_value_t = 1024)]
         storm_concurrency: usize,
     },
+    /// Webhook fan-out: N agents with a webhook each (to a receiver in this
+    /// process), one GROUP, M messages posted by a human at a fixed rate
+    /// (`--rate 0`: as fast as the gateway takes them).
+    Webhooks {
+        #[arg(long, default_value_t = 100)]
+        agents: usize,
+        #[arg(long, default_value_t = 10.0)]
+        rate: f64,
+        #[arg(long, default_value_t = 200)]
+        messages: u64,
+        /// How webhooks are set: `agent` (POST /webhook with the agent's
+        /// token) or `admin` (PUT /api/admin/…/webhook).
+        #[arg(long, default_value = "agent")]
+        via: String,
+        /// Seconds of idle measurement (webhooks set, nothing posted) first.
+        #[arg(long, default_value_t = 5.0)]
+        idle_secs: f64,
+        /// Longest wait for the deliveries, from the first post (measured).
+        #[arg(long, default_value_t = 60.0)]
+        max_secs: f64,
+        /// Further (unmeasured) wait for deliveries missing at the cut-off,
+        /// to tell late from lost.
+        #[arg(long, default_value_t = 60.0)]
+        grace_secs: f64,
+    },
     /// Correctness smoke (CI): a few subscribers, a few messages, zero loss.
     Smoke {
         #[arg(long, default_value_t = 3)]
@@ -207,6 +232,20 @@ fn md_row(v: &Value) -> String {
             f(v, "catch_up_per_client.p99_ms"),
             f(v, "lost"),
             f(v, "resets"),
+            mib(v, "server_peak_rss_kib"),
+        ),
+        "webhooks" => format!(
+            "| webhooks | {who} | {} agents × {} msgs at {} msg/s | {} deliveries/s (steady {}) | created→receipt p50 {} ms, p99 {} ms | lost {} | dup ids {} | gateway {} CPU-s/1000 | {} MiB |",
+            f(v, "agents"),
+            f(v, "messages"),
+            f(v, "rate_msgs_per_s"),
+            f(v, "deliveries_per_s"),
+            f(v, "deliveries_per_s_steady"),
+            f(v, "latency_created.p50_ms"),
+            f(v, "latency_created.p99_ms"),
+            f(v, "lost"),
+            f(v, "duplicates_by_webhook_id"),
+            f(v, "gateway_cpu_s_per_1000"),
             mib(v, "server_peak_rss_kib"),
         ),
         _ => String::new(),
@@ -298,6 +337,20 @@ fn main() {
                 messages,
                 storm_concurrency,
             } => scenario::s4(&common, clients, messages, storm_concurrency).await,
+            Cmd::Webhooks {
+                agents,
+                rate,
+                messages,
+                via,
+                idle_secs,
+                max_secs,
+                grace_secs,
+            } => {
+                webhooks::webhooks(
+                    &common, agents, rate, messages, &via, idle_secs, max_secs, grace_secs,
+                )
+                .await
+            }
             Cmd::Smoke { conns, messages } => scenario::smoke(&common, conns, messages).await,
         }
     });

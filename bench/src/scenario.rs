@@ -45,8 +45,20 @@ pub struct Common {
 
 impl Common {
     fn start(&self) -> Result<Servers> {
+        self.start_with_env(&[])
+    }
+
+    /// Starts the servers with extra environment variables (the webhook
+    /// scenario's settings); `env` does not apply to `--addr` servers.
+    pub(crate) fn start_with_env(&self, env: &[(&str, &str)]) -> Result<Servers> {
         if !self.servers.is_empty() {
-            Servers::launch(&self.aux, &self.servers, &self.server_cpus, &self.log_dir)
+            Servers::launch_with_env(
+                &self.aux,
+                &self.servers,
+                &self.server_cpus,
+                &self.log_dir,
+                env,
+            )
         } else if !self.addrs.is_empty() {
             Ok(Servers::external(self.addrs.clone(), self.pids.clone()))
         } else {
@@ -54,7 +66,7 @@ impl Common {
         }
     }
 
-    fn base(&self, scenario: &str, servers: &Servers) -> Value {
+    pub(crate) fn base(&self, scenario: &str, servers: &Servers) -> Value {
         json!({
             "scenario": scenario,
             "system": self.system.name(),
@@ -73,7 +85,7 @@ impl Common {
     }
 }
 
-fn merge(mut a: Value, b: Value) -> Value {
+pub(crate) fn merge(mut a: Value, b: Value) -> Value {
     if let (Some(a), Value::Object(b)) = (a.as_object_mut(), b) {
         a.extend(b);
     }
@@ -82,14 +94,14 @@ fn merge(mut a: Value, b: Value) -> Value {
 
 /// CPU (server, client, whole machine) sampled at one instant.
 #[derive(Clone, Copy)]
-struct Cpu {
-    server: f64,
-    client: f64,
-    machine: f64,
-    at: Instant,
+pub(crate) struct Cpu {
+    pub(crate) server: f64,
+    pub(crate) client: f64,
+    pub(crate) machine: f64,
+    pub(crate) at: Instant,
 }
 
-fn cpu(servers: &Servers) -> Cpu {
+pub(crate) fn cpu(servers: &Servers) -> Cpu {
     Cpu {
         server: servers.cpu_seconds(),
         client: procstat::self_cpu_seconds(),
@@ -101,7 +113,7 @@ fn cpu(servers: &Servers) -> Cpu {
 /// Cores' worth of CPU used by *other* processes between two samples (other
 /// people's builds and tests on this shared machine): a run with more than
 /// ~0.1 is disturbed and is re-run.
-fn others(a: Cpu, b: Cpu) -> f64 {
+pub(crate) fn others(a: Cpu, b: Cpu) -> f64 {
     let secs = b.at.duration_since(a.at).as_secs_f64();
     if secs <= 0.0 {
         return 0.0;

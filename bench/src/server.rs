@@ -14,6 +14,8 @@ pub struct Servers {
     pub pids: Vec<u32>,
     /// Node addresses `127.0.0.1:PORT`.
     pub addrs: Vec<String>,
+    /// Addresses of the `aux` processes (a Redis), in order.
+    pub aux_addrs: Vec<String>,
     pub commands: Vec<String>,
 }
 
@@ -39,11 +41,24 @@ impl Servers {
         cpus: &str,
         log_dir: &std::path::Path,
     ) -> Result<Servers> {
+        Self::launch_with_env(aux, cmds, cpus, log_dir, &[])
+    }
+
+    /// [`Servers::launch`] with extra environment variables for every
+    /// process (aux included).
+    pub fn launch_with_env(
+        aux: &[String],
+        cmds: &[String],
+        cpus: &str,
+        log_dir: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Result<Servers> {
         std::fs::create_dir_all(log_dir).ok();
         let mut s = Servers {
             children: Vec::new(),
             pids: Vec::new(),
             addrs: Vec::new(),
+            aux_addrs: Vec::new(),
             commands: Vec::new(),
         };
         let mut aux_port = None;
@@ -71,6 +86,7 @@ impl Servers {
                 c.args(["-c", cpus, "sh", "-c"]).arg(format!("exec {cmd}"));
                 c
             };
+            c.envs(env.iter().copied());
             // If the harness dies (killed, panics), the server gets SIGTERM.
             // SAFETY: prctl is async-signal-safe; nothing else runs in pre_exec.
             unsafe {
@@ -87,7 +103,9 @@ impl Servers {
                 .context(format!("spawn {cmd}"))?;
             s.pids.push(child.id());
             s.children.push(child);
-            if !is_aux {
+            if is_aux {
+                s.aux_addrs.push(format!("127.0.0.1:{port}"));
+            } else {
                 s.addrs.push(format!("127.0.0.1:{port}"));
             }
             s.commands.push(format!("taskset -c {cpus} {cmd}"));
@@ -126,6 +144,7 @@ impl Servers {
             children: Vec::new(),
             pids,
             addrs,
+            aux_addrs: Vec::new(),
             commands: Vec::new(),
         }
     }

@@ -129,6 +129,10 @@ impl Target {
     pub fn new(system: System, nodes: Vec<String>, publish_conns: usize) -> Result<Self> {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(publish_conns.max(8))
+            // Below actix-web's 5 s keep-alive: a connection idle that long
+            // (posts 5 s apart) is closed by the server just as it is reused,
+            // and the POST fails with "error sending request".
+            .pool_idle_timeout(Duration::from_secs(3))
             .tcp_nodelay(true)
             .timeout(Duration::from_secs(60))
             .build()

@@ -60,8 +60,8 @@ pub(crate) struct SendBody {
     /// With a `card`, the plain-text fallback shown where the card cannot
     /// render (protocol v1.11).
     #[schema(value_type = String, min_length = 1, max_length = 32000)]
-    #[serde(default)]
-    content: serde_json::Value,
+    #[serde(default, deserialize_with = "present")]
+    content: Option<serde_json::Value>,
     /// Quote an earlier message of the same conversation.
     #[schema(value_type = Option<MessageId>)]
     reply_to_message_id: Option<String>,
@@ -84,6 +84,12 @@ pub(crate) struct SendBody {
     attachments: Option<serde_json::Value>,
     #[schema(ignore)]
     attachment_id: Option<serde_json::Value>,
+}
+
+/// A field that is present, `null` included (`Some(Value::Null)`); with
+/// `#[serde(default)]` an absent one is `None`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde::Deserialize::deserialize(d).map(Some)
 }
 
 /// Checks the `content` a draft opens with: absent (or `null`) is `""`;
@@ -333,10 +339,15 @@ async fn send_message(
     };
     let stream = body.stream.unwrap_or(false);
     let max = state.settings.limits.max_content_chars;
-    let content = if stream {
-        draft_start(body.content, max)?
-    } else {
-        checked_content(body.content, max)?
+    let content = match (stream, body.content) {
+        (true, content) => draft_start(content.unwrap_or_default(), max)?,
+        (false, Some(content)) => checked_content(content, max)?,
+        (false, None) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidJson,
+                "invalid json body: missing field `content`",
+            ))
+        }
     };
     if stream && card.is_some() {
         return Err(ApiError::new(

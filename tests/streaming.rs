@@ -237,8 +237,33 @@ async fn appends_follow_the_repeat_gap_and_overlap_rules() {
     let plain = plain["id"].as_str().unwrap();
     let (s, b) = append(&gw, &w.rex, "group", plain, 5, "x").await;
     assert_error(s, &b, 409, "DRAFT_CLOSED");
+    // An open draft takes reactions, but no edit or delete.
+    let path = format!("/api/agent-api/conversations/group/messages/{draft}");
+    for method in [reqwest::Method::PATCH, reqwest::Method::DELETE] {
+        let res = gw
+            .http
+            .request(method, gw.url(&path))
+            .bearer_auth(&w.rex)
+            .json(&json!({"content": "edited"}))
+            .send()
+            .await
+            .unwrap();
+        let s = res.status().as_u16();
+        let b: Value = res.json().await.unwrap();
+        assert_error(s, &b, 400, "INVALID_REQUEST");
+    }
+    let (s, b) = gw
+        .post_json(
+            &w.ana,
+            &format!("/conversations/group/messages/{draft}/reactions"),
+            json!({"emoji": "👀"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    // The reaction moved the draft's version on; appends carry on.
+    assert_eq!(appended(&gw, &w.rex, &draft, 12, "?").await, 13);
     let m = rest_message(&gw, &w.ana, &draft).await;
-    assert_eq!(m["content"], "héllo wörld!");
+    assert_eq!(m["content"], "héllo wörld!?");
     assert_eq!(m["state"], "streaming");
 }
 

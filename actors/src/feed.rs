@@ -33,7 +33,7 @@
 //! A failed write is logged and retried at the next tick; the feed goes on.
 
 use crate::session::{estimate_bytes, Close, CloseReason, Deliver, SessionHandle, Watermark};
-use crate::store::log::{LogEvent, LogRecord};
+use crate::store::log::{Change, LogEvent, LogRecord};
 use crate::store::{Opening, Replay, Store, StoreError};
 use crate::token_cache::TokenCache;
 use actix::prelude::*;
@@ -275,12 +275,18 @@ impl BayFeed {
     /// Hands `record`, a message, to the waiters of its conversation that
     /// did not send it.
     fn wake_waiters(&mut self, record: &Arc<LogRecord>) {
-        let LogEvent::Message {
-            conversation,
-            message,
-        } = &record.event
-        else {
-            return;
+        // A message is a reply once it is final: posted whole, or a draft
+        // completed (an open draft wakes nobody).
+        let (conversation, message) = match &record.event {
+            LogEvent::Message {
+                conversation,
+                message,
+            } if !message.is_streaming() => (conversation, message),
+            LogEvent::Change {
+                conversation,
+                change: Change::Completed { message },
+            } => (conversation, message),
+            _ => return,
         };
         let Some(waiting) = self.waiters.remove(&conversation.id) else {
             return;

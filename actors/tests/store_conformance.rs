@@ -2723,9 +2723,11 @@ async fn drafts_stream_close_and_count_their_round_at_completion(store: Arc<dyn 
     assert!(store.draft_bays().await.unwrap().contains(&bay.id));
 
     // Appends extend the text at the expected version only.
+    let revision = revision_of(store, &bay.id, &c.id).await;
     let add = |version: u64, offset: u64, text: &str| DraftAppend {
         conversation: c.reference(),
         message: draft.id.clone(),
+        revision,
         version,
         offset,
         text: text.into(),
@@ -2738,6 +2740,15 @@ async fn drafts_stream_close_and_count_their_round_at_completion(store: Arc<dyn 
     assert_eq!(
         store.append_draft(&bay.id, add(0, 6, "x")).await.unwrap(),
         DraftAppended::Conflict
+    );
+    let stale = DraftAppend {
+        revision: revision.wrapping_add(1),
+        ..add(1, 6, "x")
+    };
+    assert_eq!(
+        store.append_draft(&bay.id, stale).await.unwrap(),
+        DraftAppended::Stale,
+        "an append checked against an old roster is refused"
     );
     let second = store
         .append_draft(&bay.id, add(1, 6, "wörld"))
@@ -2768,7 +2779,6 @@ async fn drafts_stream_close_and_count_their_round_at_completion(store: Arc<dyn 
     let mut done = read.clone();
     done.version = 3;
     done.state = MessageState::Complete;
-    let revision = revision_of(store, &bay.id, &c.id).await;
     let closed = store
         .close_draft(
             &bay.id,

@@ -680,6 +680,9 @@ impl Store for MemoryStore {
         let Some(conv) = b.conversations.get_mut(&append.conversation.id) else {
             return Ok(DraftAppended::NotFound);
         };
+        if conv.revision != append.revision {
+            return Ok(DraftAppended::Stale);
+        }
         let Some(at) = conv.position(&append.message) else {
             return Ok(DraftAppended::NotFound);
         };

@@ -292,6 +292,10 @@ pub struct DraftAppend {
     pub conversation: switchboard_protocol::event::ConversationRef,
     /// The draft.
     pub message: MessageId,
+    /// Revision of the conversation the author's membership was checked
+    /// at: refused as [`DraftAppended::Stale`] when it moved on, so a
+    /// removed author cannot append.
+    pub revision: u64,
     /// The draft's version the text extends: refused as
     /// [`DraftAppended::Conflict`] when the stored one differs.
     pub version: u64,
@@ -315,6 +319,9 @@ pub enum DraftAppended {
     /// The draft moved on since `version` (an append through another node,
     /// or its end): read it again and redo.
     Conflict,
+    /// The conversation's revision moved on: reload it and check the
+    /// author's membership again.
+    Stale,
     /// The message is not an open draft (anymore).
     Closed,
     /// No such message in that conversation.

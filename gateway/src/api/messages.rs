@@ -21,7 +21,7 @@ use switchboard_actors::store::Idempotency;
 use switchboard_protocol::card::{validate_card, Card};
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{ConversationId, MessageId, ParticipantId};
-use switchboard_protocol::model::ParticipantKind;
+use switchboard_protocol::model::{MessageState, ParticipantKind};
 use switchboard_protocol::poll::PollState;
 use utoipa::{IntoParams, ToSchema};
 
@@ -833,7 +833,7 @@ async fn first_reply(
         }
         if let Some(found) = page
             .into_iter()
-            .find(|m| &m.sender.id != me && !m.is_deleted())
+            .find(|m| &m.sender.id != me && !m.is_deleted() && m.state == MessageState::Complete)
         {
             return Ok(Some(found));
         }
@@ -849,7 +849,7 @@ async fn first_reply(
     operation_id = "waitForMessage",
     tag = "agent",
     summary = "Wait for the next message someone else sends",
-    description = "Holds the request until a message the caller did not send arrives after `after` (or answers at once when one already has), else answers `{\"messages\": []}` after `timeout` seconds (1–50, default 25). The wait is registered before the history is read, so nothing falls between two calls: call again with `after` = the message you got. Tombstones are skipped.",
+    description = "Holds the request until a message the caller did not send arrives after `after` (or answers at once when one already has), else answers `{\"messages\": []}` after `timeout` seconds (1–50, default 25). The wait is registered before the history is read, so nothing falls between two calls: call again with `after` = the message you got. Tombstones and open drafts are skipped: a streamed reply is returned once it completes (at its opening time in the history).",
     params(("id" = String, Path, description = "Conversation id"), WaitQuery),
     responses(
         (status = 200, description = "Zero or one message", body = WaitAnswer),

@@ -228,9 +228,10 @@ pub async fn open_session(
         };
         if let Some((through, complete)) = finished {
             // Drafts replay as one snapshot each, not as their deltas.
-            let (events, drafts) = snapshot_drafts(&*store, &bay, participant, events)
-                .await
-                .map_err(ApiError::from)?;
+            let (events, drafts) =
+                snapshot_drafts(&*store, &bay, participant, &conversations, events)
+                    .await
+                    .map_err(ApiError::from)?;
             return Ok(Opened {
                 feed,
                 cursor: SessionCursor::after_replay(from.epoch, through).with_drafts(drafts),

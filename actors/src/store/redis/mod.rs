@@ -915,15 +915,17 @@ impl Store for RedisStore {
     ) -> Result<DraftAppended, StoreError> {
         let doing = "appending to a draft";
         let k = BayKeys::new(bay);
-        let cid = &append.conversation.id;
+        let cid = append.conversation.id.clone();
         let keys = [
-            k.versions(cid),
-            k.draft_text(cid, append.message.as_str()),
+            k.versions(&cid),
+            k.draft_text(&cid, append.message.as_str()),
             k.drafts(),
             k.log(),
             k.epoch(),
             k.log_meta(),
             k.rosters(),
+            k.conversations(),
+            k.revisions(),
         ];
         let version = append.version + 1;
         let text = append.text.clone();
@@ -956,6 +958,8 @@ impl Store for RedisStore {
                     &epoch_candidate(),
                     &self.window_ms(),
                     &self.max_entries(),
+                    cid.as_str(),
+                    &append.revision.to_string(),
                 ],
             )
             .await?;
@@ -971,6 +975,8 @@ impl Store for RedisStore {
             }
             ScriptStatus::Conflict => DraftAppended::Conflict,
             ScriptStatus::Closed => DraftAppended::Closed,
+            ScriptStatus::Stale => DraftAppended::Stale,
+            ScriptStatus::Missing => DraftAppended::NotFound,
             other => return Err(corrupt(doing, &keys[1], format!("script said {other:?}"))),
         })
     }

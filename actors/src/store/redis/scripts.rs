@@ -602,14 +602,22 @@ return iso_ms(tonumber(ARGV[1]))
 /// Appends one flush window's text to an open draft and logs the
 /// `message.delta`, if the draft is open and at the expected version.
 ///
-/// KEYS: versions, draft text, drafts (sweep index), log, epoch, log-meta, rosters.
+/// KEYS: versions, draft text, drafts (sweep index), log, epoch, log-meta,
+/// rosters, conversations, revisions.
 /// ARGV: message id, expected version, text, event JSON, epoch candidate,
-/// window ms, max entries.
-/// Reply: `{'ok', <entry id>, <new version>}`, `{'closed'}`, `{'conflict'}`.
+/// window ms, max entries, conversation id, revision.
+/// Reply: `{'ok', <entry id>, <new version>}`, `{'closed'}`, `{'conflict'}`,
+/// `{'stale'}`, `{'missing'}`.
 pub static APPEND_DRAFT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         lib!(),
         r#"
+local rev = redis.call('HGET', KEYS[9], ARGV[8])
+if not rev then
+  if redis.call('HEXISTS', KEYS[8], ARGV[8]) == 0 then return {'missing'} end
+  rev = '0'
+end
+if rev ~= ARGV[9] then return {'stale'} end
 if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then return {'closed'} end
 local version = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if version ~= tonumber(ARGV[2]) then return {'conflict'} end

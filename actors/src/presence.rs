@@ -1,0 +1,361 @@
+//! Activity presence: the state computation and the Bay's publisher.
+//!
+//! Every node's [`BayFeed`](crate::feed::BayFeed) keeps a presence record
+//! per Bay in the store ([`Store::set_presence`], living
+//! [`PRESENCE_TTL_INTERVALS`] × `timing.presence_interval`): for each
+//! participant it knows of, whether it holds a session there (or lingers
+//! after one), until when its typing indicator lives and when it was last
+//! active. [`compute`] merges every live record (and the store's draft
+//! authors) into one state per participant.
+//!
+//! One node per Bay publishes: the one holding the lease
+//! `presence:<bay>` ([`Store::lease`], [`LEASE_TICKS`] ticks long,
+//! renewed each tick). Every `timing.presence_tick`, and at the exact
+//! moment the next linger, typing indicator or idle timer runs out, it
+//! computes the states, compares them with the published ones kept in the
+//! store, and logs one `Presence` entry per change in the same atomic step
+//! that records the new published states ([`Store::publish_presence`]).
+//! The published states live in the store, so a node taking the lease
+//! over continues without announcing anything again; the step is a
+//! compare-and-set on the states it computed against, so two nodes
+//! overlapping during a hand-over never log one change twice.
+//!
+//! Timing at the defaults: `offline` follows a clean close after the
+//! linger (2.5 s), and a killed node's participants within its record's
+//! life (6 s) plus a tick; a killed publisher is replaced once its lease
+//! expires (2 s), well within the record's life.
+
+use crate::store::{now_ms, ParticipantPresence, PresenceChange, Published, Store, StoreError};
+use chrono::{SubsecRound, Utc};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use switchboard_protocol::ids::{BayId, ParticipantId};
+use switchboard_protocol::presence::PresenceState;
+
+/// A presence record lives this many `presence_interval`s: a node that
+/// stops refreshing (killed, partitioned) drops out within three
+/// intervals, and one late or failed write is survived.
+pub const PRESENCE_TTL_INTERVALS: u32 = 3;
+
+/// The publisher's lease lives this many ticks; it is renewed every tick,
+/// so a slow store call or two does not lose it, and a dead holder is
+/// replaced within this many ticks.
+pub const LEASE_TICKS: u32 = 4;
+
+/// Presence tunables (all from `[timing]`).
+#[derive(Clone, Copy, Debug)]
+pub struct PresenceSettings {
+    /// How often a node refreshes its record (`timing.presence_interval`);
+    /// zero turns presence records off (tests of other things).
+    pub interval: Duration,
+    /// How long a participant stays present after its last session on a
+    /// node ends (`timing.presence_linger`).
+    pub linger: Duration,
+    /// How often the publisher looks for changes (`timing.presence_tick`);
+    /// zero turns the publisher (and `presence.updated` events) off.
+    pub tick: Duration,
+    /// Present with no activity for this long is `idle`
+    /// (`timing.presence_idle_after`).
+    pub idle_after: Duration,
+}
+
+impl PresenceSettings {
+    /// How long one node record lives: [`PRESENCE_TTL_INTERVALS`] ×
+    /// `interval`.
+    pub fn record_ttl(&self) -> Duration {
+        self.interval * PRESENCE_TTL_INTERVALS
+    }
+
+    /// How long the publisher's lease lives: [`LEASE_TICKS`] × `tick`.
+    pub fn lease_ttl(&self) -> Duration {
+        self.tick * LEASE_TICKS
+    }
+}
+
+/// What [`compute`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct States {
+    /// The state of every participant not `offline`.
+    pub states: HashMap<ParticipantId, PresenceState>,
+    /// The earliest Unix ms after `now` at which a state changes by
+    /// itself (a linger, a typing indicator or an idle timer runs out),
+    /// if any: the publisher wakes then instead of at its next tick.
+    pub next_change_ms: Option<u64>,
+}
+
+impl States {
+    /// `participant`'s state (`offline` when not listed).
+    pub fn of(&self, participant: &ParticipantId) -> PresenceState {
+        self.states
+            .get(participant)
+            .copied()
+            .unwrap_or(PresenceState::Offline)
+    }
+}
+
+/// Merges every live node record's `entries` and the Bay's `drafts`
+/// authors into one state per participant at `now_ms` (Unix ms). In
+/// priority order: `streaming` (an open draft), `thinking` (a live typing
+/// indicator, on any node), then, while present (a session on some node,
+/// or within a linger), `idle` when the newest activity any node saw is
+/// `idle_after` old or more, else `online`; otherwise `offline`. Streaming
+/// and thinking need no session: an agent working through REST alone
+/// (webhook delivery) shows them too.
+pub fn compute(
+    entries: &[ParticipantPresence],
+    drafts: &[ParticipantId],
+    now_ms: u64,
+    idle_after: Duration,
+) -> States {
+    #[derive(Default)]
+    struct Merged {
+        session: bool,
+        linger_until: u64,
+        thinking_until: u64,
+        active: u64,
+    }
+    let mut merged: HashMap<&ParticipantId, Merged> = HashMap::new();
+    for e in entries {
+        let m = merged.entry(&e.participant).or_default();
+        m.session |= e.session;
+        m.linger_until = m.linger_until.max(e.linger_until_ms);
+        m.thinking_until = m.thinking_until.max(e.thinking_until_ms);
+        m.active = m.active.max(e.active_ms);
+    }
+    for p in drafts {
+        merged.entry(p).or_default();
+    }
+    let idle_ms = idle_after.as_millis() as u64;
+    let mut out = States::default();
+    let mut soonest = |at: u64| {
+        if at > now_ms {
+            out.next_change_ms = Some(out.next_change_ms.map_or(at, |n| n.min(at)));
+        }
+    };
+    let mut states = HashMap::new();
+    for (p, m) in merged {
+        let present = m.session || m.linger_until > now_ms;
+        if !m.session {
+            soonest(m.linger_until);
+        }
+        soonest(m.thinking_until);
+        let idle_at = m.active.saturating_add(idle_ms);
+        let state = if drafts.contains(p) {
+            PresenceState::Streaming
+        } else if m.thinking_until > now_ms {
+            PresenceState::Thinking
+        } else if present {
+            soonest(idle_at);
+            if idle_at <= now_ms {
+                PresenceState::Idle
+            } else {
+                PresenceState::Online
+            }
+        } else {
+            continue;
+        };
+        states.insert(p.clone(), state);
+    }
+    out.states = states;
+    out
+}
+
+/// The states of `bay` now, computed from the store's records: what
+/// `GET /agents` shows (the same rule the publisher announces).
+///
+/// # Errors
+/// The store's, when it cannot read the records or the draft authors.
+pub async fn current(
+    store: &dyn Store,
+    bay: &BayId,
+    idle_after: Duration,
+) -> Result<States, StoreError> {
+    let (entries, drafts) =
+        futures_util::try_join!(store.presence_records(bay), store.draft_authors(bay))?;
+    Ok(compute(&entries, &drafts, now_ms(), idle_after))
+}
+
+/// One publishing step: computes the states, logs the changes against
+/// the published ones. Returns the next moment a state changes by itself.
+async fn publish_once(
+    store: &dyn Store,
+    bay: &BayId,
+    settings: &PresenceSettings,
+) -> Result<Option<u64>, StoreError> {
+    let (states, published) = futures_util::try_join!(
+        current(store, bay, settings.idle_after),
+        store.published_presence(bay)
+    )?;
+    let published: HashMap<ParticipantId, PresenceState> = published.into_iter().collect();
+    let at = Utc::now().trunc_subsecs(3);
+    let mut changes: Vec<PresenceChange> = states
+        .states
+        .keys()
+        .chain(published.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|p| {
+            let from = published.get(p).copied().unwrap_or(PresenceState::Offline);
+            let to = states.of(p);
+            (from != to).then(|| PresenceChange {
+                participant: p.clone(),
+                from,
+                to,
+                at,
+            })
+        })
+        .collect();
+    changes.sort_by(|a, b| a.participant.cmp(&b.participant));
+    if !changes.is_empty() {
+        match store.publish_presence(bay, &changes).await? {
+            Published::Logged(_) => {
+                tracing::debug!(bay = %bay, changes = changes.len(), "presence published");
+            }
+            Published::Conflict => {
+                // Another publisher went first (a lease hand-over): look
+                // again at the next tick.
+                tracing::debug!(bay = %bay, "presence changed under the publisher; retrying");
+            }
+        }
+    }
+    Ok(states.next_change_ms)
+}
+
+/// Runs `bay`'s presence publisher on this node for as long as `alive`
+/// says so (the feed that started it is running): each tick it takes or
+/// renews the lease, and while it holds it, publishes. Failures are
+/// logged and retried at the next tick. Gives the lease up when it stops.
+pub async fn run_publisher(
+    bay: BayId,
+    store: Arc<dyn Store>,
+    settings: PresenceSettings,
+    alive: impl Fn() -> bool,
+) {
+    if settings.tick.is_zero() {
+        return;
+    }
+    let lease = format!("presence:{bay}");
+    let node = crate::node::id();
+    let mut failing = false;
+    while alive() {
+        let mut wait = settings.tick;
+        let step = async {
+            if !store.lease(&lease, node, settings.lease_ttl()).await? {
+                return Ok(None);
+            }
+            publish_once(&*store, &bay, &settings).await
+        };
+        match step.await {
+            Ok(next) => {
+                failing = false;
+                if let Some(next) = next {
+                    let until = Duration::from_millis(next.saturating_sub(now_ms()));
+                    // 1 ms past the deadline, so the change is due when we look.
+                    wait = wait.min(until + Duration::from_millis(1));
+                }
+            }
+            Err(err) => {
+                if std::mem::replace(&mut failing, true) {
+                    tracing::debug!(bay = %bay, error = %err, "presence still cannot be published");
+                } else {
+                    tracing::warn!(bay = %bay, error = %err, "could not publish presence; retrying every tick");
+                }
+            }
+        }
+        tokio::time::sleep(wait).await;
+    }
+    let _ = store.release_lease(&lease, node).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pid(s: &str) -> ParticipantId {
+        ParticipantId(s.into())
+    }
+
+    const IDLE: Duration = Duration::from_secs(300);
+
+    #[test]
+    fn each_state_follows_its_rule() {
+        let now = 1_000_000;
+        let entry = |p: &str| ParticipantPresence::new(pid(p));
+        let entries = vec![
+            ParticipantPresence {
+                session: true,
+                active_ms: now - 1_000,
+                ..entry("online")
+            },
+            ParticipantPresence {
+                session: true,
+                active_ms: now - 300_000,
+                ..entry("idle")
+            },
+            ParticipantPresence {
+                session: true,
+                thinking_until_ms: now + 4_000,
+                active_ms: now,
+                ..entry("thinking")
+            },
+            // Typed through another node than the one holding the session.
+            ParticipantPresence {
+                thinking_until_ms: now + 2_000,
+                ..entry("typed_elsewhere")
+            },
+            ParticipantPresence {
+                session: true,
+                active_ms: now,
+                ..entry("typed_elsewhere")
+            },
+            ParticipantPresence {
+                linger_until_ms: now + 500,
+                active_ms: now,
+                ..entry("lingering")
+            },
+            ParticipantPresence {
+                linger_until_ms: now,
+                active_ms: now,
+                ..entry("gone")
+            },
+            ParticipantPresence {
+                session: true,
+                thinking_until_ms: now + 4_000,
+                ..entry("drafting")
+            },
+        ];
+        let s = compute(&entries, &[pid("drafting")], now, IDLE);
+        assert_eq!(s.of(&pid("online")), PresenceState::Online);
+        assert_eq!(s.of(&pid("idle")), PresenceState::Idle);
+        assert_eq!(s.of(&pid("thinking")), PresenceState::Thinking);
+        assert_eq!(s.of(&pid("typed_elsewhere")), PresenceState::Thinking);
+        assert_eq!(s.of(&pid("lingering")), PresenceState::Online);
+        assert_eq!(s.of(&pid("gone")), PresenceState::Offline);
+        assert_eq!(s.of(&pid("drafting")), PresenceState::Streaming);
+        assert_eq!(s.of(&pid("nobody")), PresenceState::Offline);
+        assert!(!s.states.contains_key(&pid("gone")));
+        // The linger runs out first.
+        assert_eq!(s.next_change_ms, Some(now + 500));
+    }
+
+    #[test]
+    fn the_next_change_is_the_soonest_timer() {
+        let now = 5_000_000;
+        let entries = vec![ParticipantPresence {
+            session: true,
+            thinking_until_ms: now + 3_000,
+            active_ms: now - 1_000,
+            ..ParticipantPresence::new(pid("a"))
+        }];
+        let s = compute(&entries, &[], now, Duration::from_secs(10));
+        assert_eq!(s.of(&pid("a")), PresenceState::Thinking);
+        assert_eq!(s.next_change_ms, Some(now + 3_000));
+        let later = compute(&entries, &[], now + 3_000, Duration::from_secs(10));
+        assert_eq!(later.of(&pid("a")), PresenceState::Online);
+        assert_eq!(later.next_change_ms, Some(now + 9_000));
+        let idle = compute(&entries, &[], now + 9_000, Duration::from_secs(10));
+        assert_eq!(idle.of(&pid("a")), PresenceState::Idle);
+        assert_eq!(idle.next_change_ms, None);
+    }
+}

@@ -871,13 +871,25 @@ impl Handler<NoteActivity> for BayFeed {
 
     fn handle(&mut self, msg: NoteActivity, ctx: &mut Self::Context) {
         let now = now_ms();
+        let idle_ms = self.settings.presence.idle_after.as_millis() as u64;
         let a = self.presence.activity.entry(msg.participant).or_default();
+        let before = *a;
         a.active_ms = now;
         a.thinking_until_ms = match msg.activity {
             ActivityKind::Sent => 0,
             ActivityKind::Typing { ttl } => now + ttl.as_millis() as u64,
         };
-        self.publish_presence(ctx);
+        // Written at once when it may change a state now: a typing
+        // indicator starts or ends, or the participant may show idle. A
+        // send by an active participant waits for the next interval (it
+        // only pushes the idle timer back), so a steady stream of posts
+        // costs the store no write each.
+        let urgent = a.thinking_until_ms > now
+            || before.thinking_until_ms > now
+            || before.active_ms + idle_ms / 2 <= now;
+        if urgent {
+            self.publish_presence(ctx);
+        }
     }
 }
 

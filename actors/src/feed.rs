@@ -1216,6 +1216,80 @@ mod presence_tests {
         });
     }
 
+    /// The store's entries about `participant`, once they satisfy `ok`.
+    async fn wait_entry(
+        f: &Fixture,
+        participant: &str,
+        ok: impl Fn(&ParticipantPresence) -> bool,
+    ) -> ParticipantPresence {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let found = f
+                .store
+                .presence_records(&f.bay)
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|e| e.participant.0 == participant);
+            if let Some(e) = found.filter(|e| ok(e)) {
+                return e;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no entry of {participant} as expected"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[test]
+    fn a_session_end_is_written_at_once_as_a_linger() {
+        actix::System::new().block_on(async {
+            // Ticks far away: only the writes at once can answer in time.
+            let f = Fixture::start_with(PresenceSettings {
+                interval: Duration::from_secs(60),
+                linger: Duration::from_secs(30),
+                tick: Duration::ZERO,
+                idle_after: Duration::from_secs(300),
+            })
+            .await;
+            f.attach("s1", "p1").await;
+            let e = wait_entry(&f, "p1", |e| e.session).await;
+            assert!(e.active_ms > 0, "connecting counts as activity: {e:?}");
+            f.detach("s1").await;
+            let e = wait_entry(&f, "p1", |e| !e.session).await;
+            let left = e.linger_until_ms.saturating_sub(now_ms());
+            assert!(
+                (20_000..=30_000).contains(&left),
+                "lingers for the setting: {e:?}"
+            );
+            assert_eq!(f.online().await, ["p1"]);
+        });
+    }
+
+    #[test]
+    fn typing_is_written_at_once_and_a_send_ends_it() {
+        actix::System::new().block_on(async {
+            let f = Fixture::start(Duration::from_secs(60)).await;
+            let note = |activity| NoteActivity {
+                participant: ParticipantId("p1".into()),
+                activity,
+            };
+            f.feed
+                .send(note(ActivityKind::Typing {
+                    ttl: Duration::from_secs(5),
+                }))
+                .await
+                .unwrap();
+            let e = wait_entry(&f, "p1", |e| e.thinking_until_ms > now_ms()).await;
+            assert!(!e.session && e.active_ms > 0, "{e:?}");
+            f.feed.send(note(ActivityKind::Sent)).await.unwrap();
+            wait_entry(&f, "p1", |e| e.thinking_until_ms == 0).await;
+            // Typing alone makes nobody present.
+            assert!(f.online().await.is_empty());
+        });
+    }
+
     #[test]
     fn a_drain_publishes_that_nobody_is_online_here() {
         actix::System::new().block_on(async {

@@ -148,6 +148,10 @@ struct Presence {
 struct Activity {
     /// Its typing indicator lives until then.
     thinking_until_ms: u64,
+    /// When that typing indicator started.
+    typed_ms: u64,
+    /// Its last send.
+    sent_ms: u64,
     /// Its last send, typing, 👀 or first session here.
     active_ms: u64,
 }
@@ -297,6 +301,8 @@ impl BayFeed {
         for (p, a) in &self.presence.activity {
             let e = ParticipantPresence {
                 thinking_until_ms: a.thinking_until_ms,
+                typed_ms: a.typed_ms,
+                sent_ms: a.sent_ms,
                 active_ms: a.active_ms,
                 ..entry(&mut out, p)
             };
@@ -875,10 +881,16 @@ impl Handler<NoteActivity> for BayFeed {
         let a = self.presence.activity.entry(msg.participant).or_default();
         let before = *a;
         a.active_ms = now;
-        a.thinking_until_ms = match msg.activity {
-            ActivityKind::Sent => 0,
-            ActivityKind::Typing { ttl } => now + ttl.as_millis() as u64,
-        };
+        match msg.activity {
+            ActivityKind::Sent => {
+                a.sent_ms = now;
+                a.thinking_until_ms = 0;
+            }
+            ActivityKind::Typing { ttl } => {
+                a.typed_ms = now;
+                a.thinking_until_ms = now + ttl.as_millis() as u64;
+            }
+        }
         // Written at once when it may change a state now: a typing
         // indicator starts or ends, or the participant may show idle. A
         // send by an active participant waits for the next interval (it

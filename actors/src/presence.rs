@@ -97,7 +97,8 @@ impl States {
 /// Merges every live node record's `entries` and the Bay's `drafts`
 /// authors into one state per participant at `now_ms` (Unix ms). In
 /// priority order: `streaming` (an open draft), `thinking` (a live typing
-/// indicator, on any node), then, while present (a session on some node,
+/// indicator, on any node, unless any node saw a send after it started),
+/// then, while present (a session on some node,
 /// or within a linger), `idle` when the newest activity any node saw is
 /// `idle_after` old or more, else `online`; otherwise `offline`. Streaming
 /// and thinking need no session: an agent working through REST alone
@@ -113,6 +114,7 @@ pub fn compute(
         session: bool,
         linger_until: u64,
         thinking_until: u64,
+        sent: u64,
         active: u64,
     }
     let mut merged: HashMap<&ParticipantId, Merged> = HashMap::new();
@@ -120,8 +122,17 @@ pub fn compute(
         let m = merged.entry(&e.participant).or_default();
         m.session |= e.session;
         m.linger_until = m.linger_until.max(e.linger_until_ms);
-        m.thinking_until = m.thinking_until.max(e.thinking_until_ms);
+        m.sent = m.sent.max(e.sent_ms);
         m.active = m.active.max(e.active_ms);
+    }
+    // A typing indicator counts unless a send after its start was seen
+    // (on any node).
+    for e in entries {
+        if let Some(m) = merged.get_mut(&e.participant) {
+            if e.typed_ms >= m.sent {
+                m.thinking_until = m.thinking_until.max(e.thinking_until_ms);
+            }
+        }
     }
     for p in drafts {
         merged.entry(p).or_default();
@@ -337,6 +348,39 @@ mod tests {
         assert!(!s.states.contains_key(&pid("gone")));
         // The linger runs out first.
         assert_eq!(s.next_change_ms, Some(now + 500));
+    }
+
+    #[test]
+    fn a_send_through_one_node_ends_typing_started_through_another() {
+        let now = 2_000_000;
+        let typed_on_a = ParticipantPresence {
+            thinking_until_ms: now + 4_000,
+            typed_ms: now - 1_000,
+            active_ms: now - 1_000,
+            ..ParticipantPresence::new(pid("rex"))
+        };
+        let session_on_b = ParticipantPresence {
+            session: true,
+            active_ms: now - 5_000,
+            ..ParticipantPresence::new(pid("rex"))
+        };
+        let typing = [typed_on_a.clone(), session_on_b.clone()];
+        let s = compute(&typing, &[], now, IDLE);
+        assert_eq!(s.of(&pid("rex")), PresenceState::Thinking);
+        let sent_on_b = ParticipantPresence {
+            sent_ms: now - 500,
+            active_ms: now - 500,
+            ..session_on_b.clone()
+        };
+        let s = compute(&[typed_on_a.clone(), sent_on_b], &[], now, IDLE);
+        assert_eq!(s.of(&pid("rex")), PresenceState::Online);
+        // A send before the typing started does not end it.
+        let sent_before = ParticipantPresence {
+            sent_ms: now - 2_000,
+            ..session_on_b
+        };
+        let s = compute(&[typed_on_a, sent_before], &[], now, IDLE);
+        assert_eq!(s.of(&pid("rex")), PresenceState::Thinking);
     }
 
     #[test]

@@ -398,6 +398,14 @@ pub struct ParticipantPresence {
     /// time (protocol §11: 5 s TTL).
     #[serde(default)]
     pub thinking_until_ms: u64,
+    /// When that typing indicator started. A send seen by any node after
+    /// it ends it (the conversation actor ends typing on a send; typing
+    /// and the send may go through different nodes).
+    #[serde(default)]
+    pub typed_ms: u64,
+    /// Its last send through this node.
+    #[serde(default)]
+    pub sent_ms: u64,
     /// Its last activity this node saw: a send, a typing indicator, a 👀
     /// reaction, or its first session here.
     #[serde(default)]
@@ -412,6 +420,8 @@ impl ParticipantPresence {
             session: false,
             linger_until_ms: 0,
             thinking_until_ms: 0,
+            typed_ms: 0,
+            sent_ms: 0,
             active_ms: 0,
         }
     }

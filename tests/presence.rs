@@ -206,10 +206,12 @@ async fn offline_follows_a_clean_close_but_a_reconnect_inside_the_linger_emits_n
         "online"
     );
 
-    // Close and reconnect at once, then let the first close's linger run
-    // out (a negative needs the wait): had it counted, an `offline` would
-    // have been logged before the marker.
+    // Close, reconnect a second later (five publisher ticks, well inside
+    // the linger), then let the first close's linger run out (a negative
+    // needs the wait): had it counted, an `offline` would have been logged
+    // before the marker.
     rex.close().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let rex = gw.ws_ready(&w.rex, None).await;
     tokio::time::sleep(linger + Duration::from_secs(1)).await;
     let marker = post(&gw, &w.ana, "group", "marker").await;
@@ -383,4 +385,36 @@ async fn killing_the_node_that_holds_an_agents_session_and_publishes_shows_it_of
     );
     let (status, presence) = listed(&b, &w.brain, "rex").await;
     assert_eq!((status.as_str(), presence.as_str()), ("offline", "offline"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_moving_off_a_draining_node_within_the_linger_emits_nothing() {
+    let redis = RedisServer::start(false);
+    let a = Gateway::spawn_with(defaults().redis(&redis.url())).await;
+    let b = Gateway::spawn_with(defaults().redis(&redis.url())).await;
+    let w = World::create(&a, "b1").await;
+    let mut brain = b.ws_ready(&w.brain, None).await;
+    let mut rex = a.ws_ready(&w.rex, None).await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+
+    // Node A drains: Rex's socket closes with 4003 and it reconnects to B
+    // a second later (longer than the publisher's tick), within the 2.5 s
+    // linger.
+    a.send_signal("-TERM");
+    let (code, _) = rex.expect_close(Duration::from_secs(10)).await;
+    assert_eq!(code, Some(4003));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _rex = b.ws_ready(&w.rex, None).await;
+    // Past the linger (a negative needs the wait), a marker bounds the read.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let marker = post(&b, &w.ana, "group", "marker").await;
+    let seen = presence_until_message(&mut brain, &marker).await;
+    assert!(
+        seen.iter().all(|e| e["participantId"] != "rex"),
+        "moving off a draining node changed rex's presence: {seen:?}"
+    );
+    wait_listed(&b, &w.brain, "rex", ("online", "online")).await;
 }

@@ -905,8 +905,10 @@ impl Handler<NoteActivity> for BayFeed {
     }
 }
 
-/// Closes every session with `reason` (graceful drain), and records that
-/// nobody is online on this node any more.
+/// Closes every session with `reason` (graceful drain), and records at
+/// once that nobody holds a session on this node any more: its
+/// participants linger (`presence_linger`), so clients that reconnect to
+/// another node within it change nothing, and the others go offline.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct CloseAll {
@@ -922,8 +924,6 @@ impl Handler<CloseAll> for BayFeed {
         for s in all {
             self.close_session(&s, msg.reason);
         }
-        // Draining: its clients reconnect elsewhere, and show online there.
-        self.presence.linger_until.clear();
         self.presence.due = false;
         self.publish_presence(ctx);
     }
@@ -1303,9 +1303,16 @@ mod presence_tests {
     }
 
     #[test]
-    fn a_drain_publishes_that_nobody_is_online_here() {
+    fn a_drain_publishes_that_nobody_holds_a_session_here_and_lets_them_linger() {
         actix::System::new().block_on(async {
-            let f = Fixture::start(Duration::from_secs(60)).await;
+            // A record refresh far away: only the write on drain counts.
+            let f = Fixture::start_with(PresenceSettings {
+                interval: Duration::from_secs(60),
+                linger: Duration::from_millis(500),
+                tick: Duration::ZERO,
+                idle_after: Duration::from_secs(300),
+            })
+            .await;
             f.attach("s1", "p1").await;
             f.wait_online(&["p1"], Duration::from_secs(2)).await;
             f.feed
@@ -1314,6 +1321,8 @@ mod presence_tests {
                 })
                 .await
                 .unwrap();
+            let e = wait_entry(&f, "p1", |e| !e.session).await;
+            assert!(e.linger_until_ms > 0, "{e:?}");
             f.wait_online(&[], Duration::from_secs(2)).await;
         });
     }

@@ -29,8 +29,9 @@
 //! gaps between requests, and must not flicker offline in them), and the
 //! activity the node's REST handlers reported ([`NoteActivity`]: sends,
 //! typing, an agent's 👀). A participant's first session here, the end
-//! of its last one, and any activity are written at once; the rest at
-//! the interval. A failed write is logged and retried at the next tick;
+//! of its last one, a typing indicator, and a send that may end one or an
+//! idle spell are written at once; the rest (a send by an active
+//! participant only pushes its idle timer back) at the interval. A failed write is logged and retried at the next tick;
 //! the feed goes on. The feed also runs the Bay's presence publisher
 //! ([`crate::presence::run_publisher`]; one node per Bay publishes at a
 //! time) and delivers its `Presence` entries to the participants who
@@ -279,34 +280,25 @@ impl BayFeed {
             .activity
             .retain(|_, a| a.thinking_until_ms > now || a.active_ms + idle_ms > now);
         let mut out: HashMap<ParticipantId, ParticipantPresence> = HashMap::new();
-        let entry = |out: &mut HashMap<ParticipantId, ParticipantPresence>, p: &ParticipantId| {
+        fn entry<'a>(
+            out: &'a mut HashMap<ParticipantId, ParticipantPresence>,
+            p: &ParticipantId,
+        ) -> &'a mut ParticipantPresence {
             out.entry(p.clone())
                 .or_insert_with(|| ParticipantPresence::new(p.clone()))
-                .clone()
-        };
+        }
         for p in self.by_participant.keys() {
-            let e = ParticipantPresence {
-                session: true,
-                ..entry(&mut out, p)
-            };
-            out.insert(p.clone(), e);
+            entry(&mut out, p).session = true;
         }
         for (p, until) in &self.presence.linger_until {
-            let e = ParticipantPresence {
-                linger_until_ms: *until,
-                ..entry(&mut out, p)
-            };
-            out.insert(p.clone(), e);
+            entry(&mut out, p).linger_until_ms = *until;
         }
         for (p, a) in &self.presence.activity {
-            let e = ParticipantPresence {
-                thinking_until_ms: a.thinking_until_ms,
-                typed_ms: a.typed_ms,
-                sent_ms: a.sent_ms,
-                active_ms: a.active_ms,
-                ..entry(&mut out, p)
-            };
-            out.insert(p.clone(), e);
+            let e = entry(&mut out, p);
+            e.thinking_until_ms = a.thinking_until_ms;
+            e.typed_ms = a.typed_ms;
+            e.sent_ms = a.sent_ms;
+            e.active_ms = a.active_ms;
         }
         out
     }

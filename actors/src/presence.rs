@@ -445,3 +445,139 @@ mod tests {
         assert_eq!(idle.next_change_ms, None);
     }
 }
+
+#[cfg(test)]
+mod publisher_tests {
+    use super::*;
+    use crate::model::Bay;
+    use crate::store::log::LogEvent;
+    use crate::store::memory::{MemoryLimits, MemoryStore};
+    use crate::store::Replay;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    async fn bay_store() -> (Arc<dyn Store>, BayId) {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(MemoryLimits {
+            replay_window: Duration::from_secs(900),
+            max_entries: 10_000,
+        }));
+        let bay = BayId("b".into());
+        store
+            .create_bay(Bay {
+                id: bay.clone(),
+                name: "B".into(),
+            })
+            .await
+            .unwrap();
+        (store, bay)
+    }
+
+    /// Every `Presence` entry of the log, as (participant, state).
+    async fn logged(store: &dyn Store, bay: &BayId) -> Vec<(String, PresenceState)> {
+        let mut from = store.log_head(bay).await.unwrap();
+        from.entry = switchboard_protocol::cursor::EntryId::ZERO;
+        let Replay::Records { records, .. } = store.read_log(bay, &from, 1000, None).await.unwrap()
+        else {
+            panic!("the log is readable from the start");
+        };
+        records
+            .iter()
+            .filter_map(|r| match &r.event {
+                LogEvent::Presence {
+                    participant, state, ..
+                } => Some((participant.0.clone(), *state)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    async fn eventually_logged(
+        store: &dyn Store,
+        bay: &BayId,
+        want: &[(&str, PresenceState)],
+    ) -> Vec<(String, PresenceState)> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let got = logged(store, bay).await;
+            if got.len() >= want.len() {
+                return got;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "logged {got:?}, waiting for {want:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn overlapping_publishers_log_each_change_exactly_once() {
+        let (store, bay) = bay_store().await;
+        let settings = PresenceSettings {
+            interval: Duration::from_secs(1),
+            linger: Duration::from_millis(300),
+            tick: Duration::from_millis(20),
+            idle_after: Duration::from_secs(300),
+        };
+        // Two publishers of the same node id: both hold the lease, as two
+        // nodes may for a moment during a hand-over.
+        let running = Arc::new(AtomicBool::new(true));
+        let publishers: Vec<_> = (0..2)
+            .map(|_| {
+                let running = running.clone();
+                tokio::spawn(run_publisher(
+                    bay.clone(),
+                    store.clone(),
+                    settings,
+                    move || running.load(Ordering::Relaxed),
+                ))
+            })
+            .collect();
+        let now = now_ms();
+        let rex = ParticipantPresence {
+            session: true,
+            active_ms: now,
+            ..ParticipantPresence::new(ParticipantId("rex".into()))
+        };
+        store
+            .set_presence(
+                &bay,
+                "n_a",
+                std::slice::from_ref(&rex),
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap();
+        let online = [("rex", PresenceState::Online)];
+        eventually_logged(&*store, &bay, &online).await;
+        // The session ends: a linger, then offline, logged by whichever
+        // publisher wakes first at the linger's end.
+        let ended = ParticipantPresence {
+            session: false,
+            linger_until_ms: now_ms() + 300,
+            ..rex
+        };
+        store
+            .set_presence(&bay, "n_a", &[ended], Duration::from_secs(60))
+            .await
+            .unwrap();
+        let both = [
+            ("rex", PresenceState::Online),
+            ("rex", PresenceState::Offline),
+        ];
+        eventually_logged(&*store, &bay, &both).await;
+        // Many more ticks: nothing else is logged.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let got = logged(&*store, &bay).await;
+        assert_eq!(
+            got,
+            both.iter()
+                .map(|(p, s)| (p.to_string(), *s))
+                .collect::<Vec<_>>()
+        );
+        running.store(false, Ordering::Relaxed);
+        for p in publishers {
+            p.await.unwrap();
+        }
+        assert!(store.published_presence(&bay).await.unwrap().is_empty());
+    }
+}

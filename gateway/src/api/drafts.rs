@@ -14,6 +14,7 @@ use crate::state::AppState;
 use actix_web::{post, web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use switchboard_actors::conversation::{AppendToDraft, DraftReply, EndDraft, EndOutcome, Ending};
+use switchboard_actors::feed::ActivityKind;
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{ConversationId, MessageId};
 use switchboard_protocol::model::MessageState;
@@ -201,7 +202,15 @@ async fn complete(
     )
     .await?;
     match outcome {
-        EndOutcome::Ended(m) => Ok(answer(&caller, &m)),
+        EndOutcome::Ended(m) => {
+            // A completed reply is a send: the author is active, not idle.
+            state.registry.note_activity(
+                &caller.principal.bay,
+                caller.principal.participant.id.clone(),
+                ActivityKind::Sent,
+            );
+            Ok(answer(&caller, &m))
+        }
         EndOutcome::NotOpen(m) => Err(closed(m.state)),
         _ => Err(ApiError::new(ErrorCode::Internal, "unexpected outcome")),
     }

@@ -14,7 +14,10 @@ use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
-use switchboard_actors::conversation::{Action, Amend, AmendOutcome, Post, PostOutcome, Typing};
+use switchboard_actors::conversation::{
+    Action, Amend, AmendOutcome, Post, PostOutcome, Typing, TypingOutcome,
+};
+use switchboard_actors::feed::ActivityKind;
 use switchboard_actors::feed::WaitForMessage;
 use switchboard_actors::model::StoredMessage;
 use switchboard_actors::store::Idempotency;
@@ -270,6 +273,11 @@ pub(crate) async fn post_and_answer(
     match outcome {
         PostOutcome::Posted(message) => {
             metrics::counter!(crate::metrics::MESSAGES_ACCEPTED).increment(1);
+            state.registry.note_activity(
+                &caller.principal.bay,
+                sender.id.clone(),
+                ActivityKind::Sent,
+            );
             Ok(HttpResponse::Created().json(answer(&message)))
         }
         PostOutcome::Duplicate(first) if first.is_deleted() => Err(ApiError::new(
@@ -633,13 +641,20 @@ async fn add_reaction(
     .await?;
     let me = &caller.principal.participant;
     if pickup && me.kind == ParticipantKind::Agent {
-        state
+        let started = state
             .registry
             .conversation(&caller.principal.bay, &id)
             .send(Typing {
                 participant: me.id.clone(),
             })
             .await??;
+        if let TypingOutcome::Started { ttl } = started {
+            state.registry.note_activity(
+                &caller.principal.bay,
+                me.id.clone(),
+                ActivityKind::Typing { ttl },
+            );
+        }
     }
     reactions_answer(outcome, &me.id)
 }

@@ -305,6 +305,35 @@ return {'ok', id}
     ))
 });
 
+/// KEYS: 1 log, 2 epoch, 3 log-meta, 4 rosters, 5 presence-states.
+/// ARGV: 1 epoch candidate, 2 window ms, 3 maxlen, then per change four
+/// values: participant id, the state it was computed against, the new
+/// state (`offline` removes the participant), the `Presence` log event
+/// JSON. Compare-and-set: when any participant's published state is not
+/// the expected one, nothing is written. → `{'ok', id...}` or
+/// `{'conflict'}`.
+pub static PUBLISH_PRESENCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+for i = 4, #ARGV, 4 do
+  local cur = redis.call('HGET', KEYS[5], ARGV[i]) or 'offline'
+  if cur ~= ARGV[i + 1] then return {'conflict'} end
+end
+local out = {'ok'}
+for i = 4, #ARGV, 4 do
+  if ARGV[i + 2] == 'offline' then
+    redis.call('HDEL', KEYS[5], ARGV[i])
+  else
+    redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 2])
+  end
+  table.insert(out, append_log(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[i + 3]))
+end
+return out
+"#
+    ))
+});
+
 /// KEYS: the lease. ARGV: holder, ttl ms. → 1 when the holder has the
 /// lease now (taken or renewed), else 0.
 pub static LEASE: LazyLock<Script> = LazyLock::new(|| {

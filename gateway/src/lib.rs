@@ -159,6 +159,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
                 replay_window: settings.replay_window,
                 block: Duration::from_secs(5),
                 presence_interval: PRESENCE_INTERVAL,
+                idle_timeout: t.actor_idle_timeout,
             },
             typing_ttl: t.typing_ttl,
             actor_idle_timeout: t.actor_idle_timeout,
@@ -248,12 +249,16 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             metrics::install().run_upkeep();
         }
     });
-    let limits = state.limits.clone();
+    // Housekeeping: idle rate-limit state goes, stopped actors are
+    // forgotten, and the table gauges stay current without a scrape.
+    let housekeeping = state.clone();
     actix_rt::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(60));
         loop {
             tick.tick().await;
-            limits.shrink();
+            housekeeping.limits.shrink();
+            housekeeping.registry.tokens().prune();
+            metrics::refresh(&housekeeping);
         }
     });
     let drain_state = state.clone();

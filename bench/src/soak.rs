@@ -211,6 +211,10 @@ impl Shared {
     }
 }
 
+/// Silence after which a WebSocket client gives its connection up and
+/// reconnects: three of the server's 20 s ping intervals.
+const SILENCE: Duration = Duration::from_secs(60);
+
 /// A random pause of 1–3 s before reconnecting.
 fn backoff(agent: usize, attempt: u64) -> Duration {
     let spread = (agent as u64)
@@ -246,7 +250,10 @@ async fn ws_session(
     let sock = TcpSocket::new_v4().context("socket")?;
     sock.bind((source_addr(agent, shared.src_addrs), 0).into())
         .context("bind")?;
-    let tcp = sock.connect(addr).await.context("connect")?;
+    let tcp = tokio::time::timeout(SILENCE, sock.connect(addr))
+        .await
+        .context("connect timed out")?
+        .context("connect")?;
     let mut req = format!("ws://{}/api/agent-api/ws", shared.addr)
         .into_client_request()
         .context("request")?;
@@ -254,8 +261,9 @@ async fn ws_session(
         "authorization",
         format!("Bearer {token}").parse().context("header")?,
     );
-    let (mut ws, _) = tokio_tungstenite::client_async(req, tcp)
+    let (mut ws, _) = tokio::time::timeout(SILENCE, tokio_tungstenite::client_async(req, tcp))
         .await
+        .context("handshake timed out")?
         .context("handshake")?;
     ws.send(Message::text(
         json!({"t": "hello", "resume": cursor}).to_string(),
@@ -263,7 +271,8 @@ async fn ws_session(
     .await
     .context("hello")?;
     shared.counters.connects.fetch_add(1, Relaxed);
-    while let Some(frame) = ws.next().await {
+    // The server pings every 20 s: silence this long is a dead connection.
+    while let Ok(Some(frame)) = tokio::time::timeout(SILENCE, ws.next()).await {
         if shared.stop.load(Relaxed) {
             break;
         }

@@ -537,3 +537,56 @@ async fn another_node_takes_over_when_the_delivering_node_dies() {
         "the survivor took over"
     );
 }
+
+/// Every accepted delivery's `webhook-id`, in arrival order (duplicates
+/// kept).
+fn accepted_ids(r: &Receiver) -> Vec<String> {
+    r.got
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|g| (200..300).contains(&g.answered))
+        .map(|g| g.headers["webhook-id"].to_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_failing_status_write_neither_stops_delivery_nor_sends_twice() {
+    let (receiver, url) = start_receiver(vec![], None).await;
+    let redis = RedisServer::start(false);
+    let gw = Gateway::spawn_with(opts().redis(&redis.url())).await;
+    let w = World::create(&gw, "hookstatus").await;
+    set_webhook(&gw, &w.rex, &url).await;
+    // The status hash replaced by a string: every status read and write
+    // now fails (WRONGTYPE), while positions and deliveries still work.
+    let status_key = "sb:{hookstatus}:webhook-status";
+    redis.cmd(&["DEL", status_key]);
+    redis.cmd(&["SET", status_key, "not a hash"]);
+
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        sent.push(post_rex(&gw, &w.ana, i).await);
+    }
+    let all = common::eventually(Duration::from_secs(20), || async {
+        delivered_messages(&receiver).len() >= sent.len()
+    })
+    .await;
+    assert!(all, "delivered: {:?}", delivered_messages(&receiver));
+    // One more after the others were accepted: had any been scheduled
+    // again, it would arrive before this one.
+    sent.push(post_rex(&gw, &w.ana, 5).await);
+    assert!(
+        common::eventually(Duration::from_secs(20), || async {
+            delivered_messages(&receiver).len() >= sent.len()
+        })
+        .await
+    );
+    assert_eq!(delivered_messages(&receiver), sent, "in log order");
+    let ids = accepted_ids(&receiver);
+    let distinct: HashSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), ids.len(), "delivered twice: {ids:?}");
+    assert!(
+        gw.logs().contains("webhook status not recorded"),
+        "the status writes really failed"
+    );
+}

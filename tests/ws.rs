@@ -443,6 +443,31 @@ async fn framing_violations_close_with_4002_after_an_error_frame() {
     }
 }
 
+#[tokio::test]
+async fn hello_sent_as_a_json_array_closes_with_4002_and_no_ready() {
+    let (gw, w) = world().await;
+    let (_, cursor) = {
+        let mut ws = gw.ws_ready(&w.rex, None).await;
+        let batch = ws.read_batch().await;
+        ws.close().await;
+        batch
+    };
+    for array in [
+        r#"["hello"]"#.to_owned(),
+        r#"["hello",null]"#.to_owned(),
+        format!(r#"["hello",{}]"#, json!(cursor)),
+    ] {
+        let mut ws = gw.ws(&w.rex).await;
+        ws.send_text(&array).await;
+        let frames = expect_error_then_close(&mut ws, WsClose::FramingViolation).await;
+        assert_eq!(
+            frames.len(),
+            1,
+            "{array}: only the error frame, no ready: {frames:?}"
+        );
+    }
+}
+
 /// Writes raw bytes on the socket's TCP stream, under the client library.
 async fn write_raw(ws: &mut Ws, bytes: &[u8]) {
     use tokio::io::AsyncWriteExt;

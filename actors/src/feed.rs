@@ -45,7 +45,7 @@ use crate::token_cache::TokenCache;
 use actix::prelude::*;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId, SessionId, TokenId};
 
@@ -82,6 +82,15 @@ pub struct FeedSettings {
     /// Presence records and the publisher (see the module docs). A zero
     /// `interval` turns records off; a zero `tick` the publisher.
     pub presence: PresenceSettings,
+    /// A feed with nothing to serve on this node — no session, no waiter
+    /// of `GET …/messages/wait`, no [`WatchHead`] subscriber (a webhook
+    /// worker), nobody shown online — for this long stops, releasing its
+    /// tails (two blocking store reads, i.e. two dedicated Redis
+    /// connections), its index and its recent records; the next use starts
+    /// it again (`timing.actor_idle_timeout`). So what a node holds for
+    /// feeds depends on the Bays in use, not on every Bay ever touched.
+    /// Zero: feeds never stop.
+    pub idle_timeout: Duration,
 }
 
 /// The feed actor. See the module docs.
@@ -115,7 +124,17 @@ pub struct BayFeed {
     presence: Presence,
     /// The last entry the tail handed out, for [`WatchHead`] subscribers.
     head: tokio::sync::watch::Sender<EntryId>,
+    /// Since when the feed has had nothing to serve (see
+    /// [`FeedSettings::idle_timeout`]); `None` while in use.
+    idle_since: Option<Instant>,
+    /// Told when the feed stops for idleness, before it stops, so the
+    /// directory that handed out its address hands out a new feed from
+    /// then on (see [`BayFeed::on_idle_stop`]).
+    on_idle_stop: Option<IdleStop>,
 }
+
+/// See [`BayFeed::on_idle_stop`].
+pub type IdleStop = Arc<dyn Fn(&BayId, &Addr<BayFeed>) + Send + Sync>;
 
 /// The feed's presence bookkeeping (see the module docs).
 struct Presence {
@@ -211,6 +230,62 @@ impl BayFeed {
             waiters: HashMap::new(),
             presence: Presence::default(),
             head: tokio::sync::watch::channel(EntryId::ZERO).0,
+            idle_since: None,
+            on_idle_stop: None,
+        }
+    }
+
+    /// Calls `forget(bay, address)` when the feed decides to stop for
+    /// idleness, before it stops: the registry then drops the address, so
+    /// a caller whose message to the stopping feed failed finds a new feed
+    /// when it asks again, never the stopping one.
+    pub fn on_idle_stop(mut self, forget: IdleStop) -> Self {
+        self.on_idle_stop = Some(forget);
+        self
+    }
+
+    /// Whether the feed serves nobody on this node: no session, no live
+    /// waiter, no head subscriber, and nobody left to show online (so no
+    /// presence record of this node is left to expire on its own).
+    fn serves_nobody(&mut self) -> bool {
+        self.waiters.retain(|_, waiting| {
+            waiting.retain(|w| !w.reply.is_closed());
+            !waiting.is_empty()
+        });
+        self.sessions.is_empty()
+            && self.waiters.is_empty()
+            && self.head.receiver_count() == 0
+            && !self.presence.writing
+            && {
+                // Past activity alone (a send, a typing that ended) keeps
+                // no feed alive: its record then expires on its own.
+                let now = now_ms();
+                let holds = |p: &ParticipantPresence| {
+                    p.session || p.linger_until_ms > now || p.thinking_until_ms > now
+                };
+                !self.record_here().values().any(holds)
+                    && self
+                        .presence
+                        .published
+                        .as_ref()
+                        .is_some_and(|published| !published.values().any(holds))
+            }
+    }
+
+    /// Stops the feed once it has served nobody for `idle_timeout` (see
+    /// [`FeedSettings::idle_timeout`]).
+    fn stop_if_idle(&mut self, ctx: &mut Context<Self>) {
+        if !self.serves_nobody() {
+            self.idle_since = None;
+            return;
+        }
+        let since = *self.idle_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= self.settings.idle_timeout {
+            tracing::debug!(bay = %self.bay, "bay feed idle; stopping");
+            if let Some(forget) = &self.on_idle_stop {
+                forget(&self.bay, &ctx.address());
+            }
+            ctx.stop();
         }
     }
 
@@ -454,6 +529,7 @@ impl BayFeed {
         actix_rt::spawn(async move {
             let mut pos = from;
             let mut backoff = Duration::from_millis(100);
+            let mut failing = false;
             loop {
                 if !addr.connected() {
                     return;
@@ -464,7 +540,12 @@ impl BayFeed {
                 {
                     Ok(Replay::Records { records, through }) => {
                         backoff = Duration::from_millis(100);
-                        tokens.set_live(&bay, true);
+                        // Live again through the actor only: a stopped
+                        // feed (whose read was still blocked) must never
+                        // mark its Bay live.
+                        if std::mem::take(&mut failing) && addr.send(TailReads).await.is_err() {
+                            return;
+                        }
                         if records.is_empty() && through == pos.entry {
                             continue;
                         }
@@ -493,6 +574,7 @@ impl BayFeed {
                     Err(err) => {
                         // Revocations may be logged unseen meanwhile.
                         tokens.set_live(&bay, false);
+                        failing = true;
                         tracing::warn!(bay = %bay, error = %err, backoff_ms = backoff.as_millis() as u64, "feed tail read failed");
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -638,6 +720,11 @@ impl Actor for BayFeed {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.load(ctx);
+        if !self.settings.idle_timeout.is_zero() {
+            let every = (self.settings.idle_timeout / 4)
+                .clamp(Duration::from_millis(100), Duration::from_secs(5));
+            ctx.run_interval(every, |act, ctx| act.stop_if_idle(ctx));
+        }
         let presence = self.settings.presence;
         if !presence.interval.is_zero() {
             ctx.run_interval(presence.interval, |act, ctx| {
@@ -663,6 +750,11 @@ impl Actor for BayFeed {
                 }
             }
         });
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        // Nothing keeps this Bay's cached tokens exact any more.
+        self.tokens.set_live(&self.bay, false);
     }
 }
 
@@ -1024,6 +1116,22 @@ impl Handler<Openings> for BayFeed {
     }
 }
 
+/// The tail reads the log again after failing: the Bay's cached tokens
+/// are kept exact again (see [`TokenCache`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct TailReads;
+
+impl Handler<TailReads> for BayFeed {
+    type Result = ();
+
+    fn handle(&mut self, _: TailReads, _: &mut Self::Context) {
+        if self.position.is_some() {
+            self.tokens.set_live(&self.bay, true);
+        }
+    }
+}
+
 /// The tail found its position gone (log lost or trimmed past it).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -1118,6 +1226,7 @@ mod presence_tests {
                 replay_window: Duration::from_secs(900),
                 block: Duration::from_millis(100),
                 presence,
+                idle_timeout: Duration::ZERO,
             };
             let feed = BayFeed::new(bay.clone(), store.clone(), settings, Arc::default()).start();
             Fixture {

@@ -6,7 +6,7 @@
 //! serialize and write.
 
 use crate::conversation::{ConversationActor, DraftSettings};
-use crate::feed::{ActivityKind, BayFeed, CloseAll, FeedSettings, NoteActivity};
+use crate::feed::{ActivityKind, BayFeed, CloseAll, FeedSettings, IdleStop, NoteActivity};
 use crate::session::CloseReason;
 use crate::store::Store;
 use crate::token_cache::TokenCache;
@@ -44,7 +44,12 @@ struct Inner {
     settings: RegistrySettings,
     tokens: Arc<TokenCache>,
     arbiters: Vec<ArbiterHandle>,
+    /// Feeds started on this node. Stopped ones (idle, see
+    /// `FeedSettings::idle_timeout`) are pruned whenever a feed starts and
+    /// at every [`Registry::actor_counts`], so the map is bounded by the
+    /// Bays in use, not by every Bay ever touched.
     feeds: Mutex<HashMap<BayId, Addr<BayFeed>>>,
+    /// Conversation actors, pruned like `feeds`.
     conversations: Mutex<HashMap<(BayId, ConversationId), Addr<ConversationActor>>>,
 }
 
@@ -83,14 +88,24 @@ impl Registry {
         if let Some(addr) = feeds.get(bay).filter(|a| a.connected()) {
             return addr.clone();
         }
+        feeds.retain(|_, a| a.connected());
         let (b, store, settings, tokens) = (
             bay.clone(),
             self.inner.store.clone(),
             self.inner.settings.feed,
             self.inner.tokens.clone(),
         );
+        let directory = Arc::downgrade(&self.inner);
+        let forget: IdleStop = Arc::new(move |bay, stopping| {
+            if let Some(inner) = directory.upgrade() {
+                let mut feeds = inner.feeds.lock();
+                if feeds.get(bay) == Some(stopping) {
+                    feeds.remove(bay);
+                }
+            }
+        });
         let addr = BayFeed::start_in_arbiter(self.arbiter_for(bay), move |_| {
-            BayFeed::new(b, store, settings, tokens)
+            BayFeed::new(b, store, settings, tokens).on_idle_stop(forget)
         });
         feeds.insert(bay.clone(), addr.clone());
         addr
@@ -132,22 +147,15 @@ impl Registry {
         });
     }
 
-    /// Number of live feeds and conversation actors (for metrics).
+    /// Number of live feeds and conversation actors (for metrics); forgets
+    /// the stopped ones on the way.
     pub fn actor_counts(&self) -> (usize, usize) {
-        (
-            self.inner
-                .feeds
-                .lock()
-                .values()
-                .filter(|a| a.connected())
-                .count(),
-            self.inner
-                .conversations
-                .lock()
-                .values()
-                .filter(|a| a.connected())
-                .count(),
-        )
+        let mut feeds = self.inner.feeds.lock();
+        feeds.retain(|_, a| a.connected());
+        let feeds = feeds.len();
+        let mut conversations = self.inner.conversations.lock();
+        conversations.retain(|_, a| a.connected());
+        (feeds, conversations.len())
     }
 
     /// Closes every session on this node (graceful drain).

@@ -102,6 +102,16 @@ impl TokenCache {
         }
     }
 
+    /// Forgets entries too old to be answered (older than the cache's
+    /// five-minute bound); call periodically, so entries of tokens no
+    /// longer used do not wait for their Bay's feed to stop.
+    pub fn prune(&self) {
+        self.inner
+            .lock()
+            .entries
+            .retain(|_, (_, at)| at.elapsed() < MAX_AGE);
+    }
+
     /// Cached entries (for metrics and tests).
     pub fn len(&self) -> usize {
         self.inner.lock().entries.len()

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use switchboard_bench::scenario::{self, Common};
 use switchboard_bench::target::System;
-use switchboard_bench::{procstat, stamp, webhooks};
+use switchboard_bench::{churn, procstat, soak, stamp, webhooks};
 
 #[derive(Parser)]
 #[command(
@@ -151,6 +151,53 @@ enum Cmd {
         /// to tell late from lost.
         #[arg(long, default_value_t = 60.0)]
         grace_secs: f64,
+    },
+    /// Churn: Bays touched once, many conversations, WebSockets cut
+    /// mid-replay and aborted long-polls; what the node holds before, at
+    /// the peak and after it settled (`--server` with an `--aux` Redis).
+    Churn {
+        #[arg(long, default_value_t = 5000)]
+        bays: usize,
+        #[arg(long, default_value_t = 20000)]
+        conversations: usize,
+        #[arg(long, default_value_t = 2000)]
+        ws_cuts: usize,
+        #[arg(long, default_value_t = 2000)]
+        poll_aborts: usize,
+        /// Rounds, each on new Bays.
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+        /// Quiet seconds after each round (more than the node's
+        /// `timing.actor_idle_timeout` plus its 60 s housekeeping).
+        #[arg(long, default_value_t = 90)]
+        settle_secs: u64,
+    },
+    /// Soak: N minutes of WebSockets, long-polls and steady posts on one
+    /// node and Redis (started by the harness), with a node restart and a
+    /// Redis restart in the middle.
+    Soak {
+        #[arg(long, default_value_t = 30.0)]
+        minutes: f64,
+        #[arg(long, default_value_t = 10000)]
+        conns: usize,
+        #[arg(long, default_value_t = 0.7)]
+        ws_share: f64,
+        #[arg(long, default_value_t = 50)]
+        room_size: usize,
+        #[arg(long, default_value_t = 10.0)]
+        rate: f64,
+        #[arg(long, default_value_t = 180.0)]
+        warmup_secs: f64,
+        #[arg(long, default_value_t = 120.0)]
+        drain_secs: f64,
+        /// The gateway binary.
+        #[arg(long, default_value = "target/release/switchboard")]
+        bin: PathBuf,
+        #[arg(long, default_value = "redis-server")]
+        redis_bin: String,
+        /// Logs and the Redis AOF.
+        #[arg(long, default_value = "bench/results/soak-run")]
+        dir: PathBuf,
     },
     /// Correctness smoke (CI): a few subscribers, a few messages, zero loss.
     Smoke {
@@ -351,6 +398,54 @@ fn main() {
                 )
                 .await
             }
+            Cmd::Churn {
+                bays,
+                conversations,
+                ws_cuts,
+                poll_aborts,
+                rounds,
+                settle_secs,
+            } => {
+                churn::churn(
+                    &common,
+                    churn::ChurnSizes {
+                        bays,
+                        conversations,
+                        ws_cuts,
+                        poll_aborts,
+                        rounds,
+                        settle_secs,
+                    },
+                )
+                .await
+            }
+            Cmd::Soak {
+                minutes,
+                conns,
+                ws_share,
+                room_size,
+                rate,
+                warmup_secs,
+                drain_secs,
+                bin,
+                redis_bin,
+                dir,
+            } => {
+                soak::soak(soak::SoakSettings {
+                    minutes,
+                    conns,
+                    ws_share,
+                    room_size: room_size.max(1),
+                    rate,
+                    warmup_secs,
+                    drain_secs,
+                    bin,
+                    redis_bin,
+                    dir,
+                    src_addrs: cli.src_addrs,
+                })
+                .await
+            }
             Cmd::Smoke { conns, messages } => scenario::smoke(&common, conns, messages).await,
         }
     });
@@ -362,7 +457,10 @@ fn main() {
                 serde_json::to_string_pretty(&v).unwrap_or(line.clone())
             );
             append(&cli.out, &line);
-            append(&cli.md, &md_row(&v));
+            let row = md_row(&v);
+            if !row.is_empty() {
+                append(&cli.md, &row);
+            }
             if v["scenario"] == "smoke" && v["lost"].as_u64() != Some(0) {
                 eprintln!("smoke: messages were lost");
                 std::process::exit(1);

@@ -109,6 +109,14 @@ impl ConnectionLimiter {
     pub fn total(&self) -> usize {
         self.state.lock().total
     }
+
+    /// Entries of the admission counters, `(client IPs, tokens)`: each is
+    /// removed with its last connection, so both return to zero when every
+    /// connection closed.
+    pub fn tracked(&self) -> (usize, usize) {
+        let st = self.state.lock();
+        (st.per_ip.len(), st.per_token.len())
+    }
 }
 
 /// One admitted connection; frees its slot when dropped.

@@ -162,6 +162,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
                     tick: t.presence_tick,
                     idle_after: t.presence_idle_after,
                 },
+                idle_timeout: t.actor_idle_timeout,
             },
             typing_ttl: t.typing_ttl,
             actor_idle_timeout: t.actor_idle_timeout,
@@ -261,12 +262,16 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             metrics::install().run_upkeep();
         }
     });
-    let limits = state.limits.clone();
+    // Housekeeping: idle rate-limit state goes, stopped actors are
+    // forgotten, and the table gauges stay current without a scrape.
+    let housekeeping = state.clone();
     actix_rt::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(60));
         loop {
             tick.tick().await;
-            limits.shrink();
+            housekeeping.limits.shrink();
+            housekeeping.registry.tokens().prune();
+            metrics::refresh(&housekeeping);
         }
     });
     let drain_state = state.clone();

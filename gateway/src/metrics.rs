@@ -40,6 +40,16 @@ pub use switchboard_actors::feed::SLOW_CONSUMERS;
 pub const WAITS_HELD: &str = "switchboard_message_waits_held";
 /// Live actors (gauge), label `kind` = `feed` | `conversation`.
 pub const ACTORS: &str = "switchboard_actors";
+/// Dedicated Redis connections for blocking reads (gauge); set by the
+/// Redis engine, absent with the memory engine.
+pub use switchboard_actors::store::redis::BLOCKING_CONNECTIONS;
+/// Entries of this node's bookkeeping tables (gauge), label `table` =
+/// `rate_limit_updates` | `rate_limit_agent` (per-token buckets of the
+/// memory engine's limiter; 0 with Redis, which counts in Redis) |
+/// `token_cache` (authenticated tokens) | `admission_ips` |
+/// `admission_tokens` (connection admission counters). Each is bounded by
+/// what is in use, not by what was ever seen.
+pub const TRACKED: &str = "switchboard_tracked_entries";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -70,14 +80,28 @@ pub fn install() -> &'static PrometheusHandle {
 )]
 #[get("/metrics")]
 async fn render(state: web::Data<AppState>) -> HttpResponse {
+    refresh(&state);
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(install().render())
+}
+
+/// Sets the gauges read from the node's tables (and forgets stopped
+/// actors on the way): at every scrape, and periodically so the tables are
+/// pruned even when nobody scrapes.
+pub fn refresh(state: &AppState) {
     let (feeds, conversations) = state.registry.actor_counts();
     metrics::gauge!(ACTORS, "kind" => "feed").set(feeds as f64);
     metrics::gauge!(ACTORS, "kind" => "conversation").set(conversations as f64);
     metrics::gauge!(crate::webhooks::dispatcher::WEBHOOK_OLDEST_PENDING)
         .set(state.webhooks.oldest_pending().as_secs_f64());
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4")
-        .body(install().render())
+    let (updates, agent) = state.limits.tracked_tokens().unwrap_or_default();
+    metrics::gauge!(TRACKED, "table" => "rate_limit_updates").set(updates as f64);
+    metrics::gauge!(TRACKED, "table" => "rate_limit_agent").set(agent as f64);
+    metrics::gauge!(TRACKED, "table" => "token_cache").set(state.registry.tokens().len() as f64);
+    let (ips, tokens) = state.connections.tracked();
+    metrics::gauge!(TRACKED, "table" => "admission_ips").set(ips as f64);
+    metrics::gauge!(TRACKED, "table" => "admission_tokens").set(tokens as f64);
 }
 
 /// Registers `/metrics` at the root.

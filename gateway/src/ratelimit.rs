@@ -162,12 +162,26 @@ impl RateLimits {
         }
     }
 
-    /// Drops state of idle keys; call periodically. (Redis keys expire on
-    /// their own.)
+    /// Drops the state of tokens whose buckets are full again (as if never
+    /// used: governor's `retain_recent`) and gives the memory back; call
+    /// periodically, so the state is bounded by the tokens active within
+    /// about one refill period, not by every token ever seen. (Redis keys
+    /// expire on their own.)
     pub fn shrink(&self) {
         if let Backend::Memory { updates, agent } = &self.backend {
             updates.retain_recent();
+            updates.shrink_to_fit();
             agent.retain_recent();
+            agent.shrink_to_fit();
+        }
+    }
+
+    /// Tokens with per-node bucket state, `(updates, agent)`; `None` when
+    /// the buckets are counted in Redis.
+    pub fn tracked_tokens(&self) -> Option<(usize, usize)> {
+        match &self.backend {
+            Backend::Memory { updates, agent } => Some((updates.len(), agent.len())),
+            Backend::Redis(_) => None,
         }
     }
 }

@@ -3,12 +3,20 @@
 
 use crate::error::WsClose;
 use crate::event::Event;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// Frames a client may send. Only `hello` exists; it must be the first frame
 /// and arrive within the hello timeout (10 s by default).
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(tag = "t", rename_all = "lowercase", deny_unknown_fields)]
+///
+/// A frame is a JSON **object** (docs/websocket.md, protocol §11): its
+/// `Deserialize` refuses every other JSON type, the array form
+/// `["hello", <resume>]` included, which serde's derive would otherwise
+/// accept for an internally tagged enum (fields by position). A refused
+/// frame closes the socket with 4002 `FRAMING_VIOLATION`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClientFrame {
     /// `{"t":"hello","resume":"<cursor>"|null}`. `resume` is optional and
     /// `null` means "start at now".
@@ -17,9 +25,48 @@ pub enum ClientFrame {
         /// opaque string). Absent, `null` or empty starts at the log head,
         /// with no history; one that does not decode gets `ready` then
         /// `reset`.
+        resume: Option<String>,
+    },
+}
+
+/// The object grammar of [`ClientFrame`], derived; reached only through
+/// [`ObjectOnly`], so never from a JSON array.
+#[derive(Deserialize)]
+#[serde(tag = "t", rename_all = "lowercase", deny_unknown_fields)]
+enum ClientFrameObject {
+    Hello {
         #[serde(default)]
         resume: Option<String>,
     },
+}
+
+impl From<ClientFrameObject> for ClientFrame {
+    fn from(frame: ClientFrameObject) -> Self {
+        match frame {
+            ClientFrameObject::Hello { resume } => ClientFrame::Hello { resume },
+        }
+    }
+}
+
+/// Visitor that accepts a map and nothing else (no sequence, no scalar).
+struct ObjectOnly;
+
+impl<'de> Visitor<'de> for ObjectOnly {
+    type Value = ClientFrame;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object frame")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ClientFrame, A::Error> {
+        ClientFrameObject::deserialize(MapAccessDeserializer::new(map)).map(ClientFrame::from)
+    }
+}
+
+impl<'de> Deserialize<'de> for ClientFrame {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ObjectOnly)
+    }
 }
 
 /// Frames the server sends.

@@ -37,7 +37,9 @@ pub const MAX_OPTION_CHARS: usize = 200;
 /// or more than [`MAX_OPTIONS`] answers; a blank answer or one above
 /// [`MAX_OPTION_CHARS`]; two answers that are the same word. "The same"
 /// compares trimmed, case-insensitively (Unicode lowercase) and with runs of
-/// whitespace collapsed, so `Yes`, ` yes ` and `YES` collide. Answers are
+/// whitespace collapsed, so `Yes`, ` yes ` and `YES` collide, and so do
+/// every canonically equivalent spelling of them (the key is
+/// NFC(lowercase(NFD(answer))), see `answer_key`). Answers are
 /// named by their zero-based wire index (`options[2]`).
 pub fn validate_poll(
     question: &str,
@@ -77,15 +79,7 @@ pub fn validate_poll(
                 "options[{i}] is longer than {MAX_OPTION_CHARS} characters"
             ));
         }
-        // The same word however it is written: composed (NFC), case and
-        // runs of whitespace aside.
-        let key = option
-            .nfc()
-            .collect::<String>()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_lowercase();
+        let key = answer_key(option);
         if let Some(j) = seen.iter().position(|k| *k == key) {
             return refuse(format!("options[{i}] is the same answer as options[{j}]"));
         }
@@ -93,6 +87,29 @@ pub fn validate_poll(
         trimmed.push(option.to_owned());
     }
     Ok((question.to_owned(), trimmed))
+}
+
+/// The key under which two answers count as "the same word":
+/// NFC(lowercase(NFD(answer))) with runs of whitespace collapsed to one
+/// space.
+///
+/// Decomposing first makes the key depend only on the canonical class of
+/// the answer (`é` and `e\u{301}` alike); lowercasing the decomposed form
+/// then lowers every base letter whatever marks follow it, and composing
+/// last gives one spelling whatever composition the lowercase mapping
+/// allows: `T\u{308}` (no precomposed form) and its lowercase `ẗ`
+/// (U+1E97) both key as `ẗ`. This is Unicode's canonical caseless match
+/// (Unicode 15, §3.13, D145) with lowercase in place of case folding, so
+/// the documented rule stays "Unicode lowercase": `ß` and `SS` remain
+/// different answers.
+fn answer_key(answer: &str) -> String {
+    let lowered = answer.nfd().collect::<String>().to_lowercase();
+    lowered
+        .nfc()
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whether `text` shows nothing: only whitespace and invisible format
@@ -440,6 +457,10 @@ mod tests {
             ("q", strings(&["Yes", "No", " YES "]), "options[2] is the same answer as options[0]"),
             ("q", strings(&["Ünïcode", "ünïCODE"]), "options[1] is the same"),
             ("q", strings(&["é", "e\u{301}"]), "options[1] is the same"),
+            ("q", strings(&["T\u{308}", "\u{1E97}"]), "options[1] is the same"),
+            ("q", strings(&["\u{1E97}", "T\u{308}"]), "options[1] is the same"),
+            ("q", strings(&["J\u{30C}", "\u{1F0}"]), "options[1] is the same"),
+            ("q", strings(&["W\u{30A}", "\u{1E98}"]), "options[1] is the same"),
             ("\u{200B}", strings(&["a", "b"]), "question is blank"),
             ("q", strings(&["a", "\u{200B}\u{FEFF}"]), "options[1] is blank"),
             ("q", strings(&["new  york", "New York"]), "options[1] is the same"),

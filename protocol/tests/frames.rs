@@ -122,6 +122,22 @@ fn client_hello_parses_and_unknown_fields_or_frames_do_not() {
 }
 
 #[test]
+fn client_hello_as_a_json_array_or_scalar_is_refused() {
+    let hello = |s: &str| serde_json::from_str::<ClientFrame>(s);
+    for text in [
+        r#"["hello"]"#,
+        r#"["hello",null]"#,
+        r#"["hello","MS5rM3g5LjE3NjQ1MDAwMDAwMDAtNw"]"#,
+        r#"[]"#,
+        r#""hello""#,
+        "null",
+        "1",
+    ] {
+        assert!(hello(text).is_err(), "{text} was accepted as a frame");
+    }
+}
+
+#[test]
 fn error_body_json_is_exact() {
     let body = ErrorBody::new(ErrorCode::CursorExpired, "cursor expired");
     assert_eq!(

@@ -13,8 +13,9 @@
 //!   chars and 2–10 trimmed, non-blank answers of at most 200 chars, no two
 //!   alike; a refusal is `INVALID_POLL` with a lowercase message;
 //! - the lowercase spelling of an accepted answer is "the same answer"
-//!   (documented: the comparison is case-insensitive). Known finding,
-//!   tolerated until fixed: [`TOLERATE_NFC_BEFORE_LOWERCASE`];
+//!   (documented: the comparison is case-insensitive), including answers
+//!   whose lowercase composes differently (finding 2 of docs/fuzzing.md,
+//!   fixed; [`TOLERATE_NFC_BEFORE_LOWERCASE`]);
 //! - `check_vote` returns an ascending set of offered indexes, one index
 //!   unless `allowMultiple`, or `INVALID_OPTION_INDEX` / `POLL_SINGLE_CHOICE`;
 //! - after any sequence of casts (checked sets, or raw indexes that `cast`
@@ -150,37 +151,44 @@ fn check_validated(question: &str, options: &[String]) -> Option<(String, Vec<St
     }
 }
 
-/// Finding 2 of docs/fuzzing.md: `validate_poll` (protocol/src/poll.rs)
-/// composes an answer (NFC) *before* lowercasing it, and lowercasing can
-/// undo the composition: `T\u{308}` has no precomposed form, so its key is
-/// `t\u{308}`, while its own lowercase spelling composes to `ẗ` (U+1E97)
-/// and keys as `ẗ`. The two spellings of one answer are then accepted side
-/// by side. While this is true the lowercase check skips answers whose
-/// lowercased NFC form is not NFC; [`lowercase_after_nfc_is_not_nfc`]
-/// fails once the key is fixed — then set this to `false`.
-const TOLERATE_NFC_BEFORE_LOWERCASE: bool = true;
+/// Finding 2 of docs/fuzzing.md (fixed): `validate_poll`
+/// (protocol/src/poll.rs) composed an answer (NFC) *before* lowercasing it,
+/// and lowercasing can undo the composition: `T\u{308}` has no precomposed
+/// form, so its key was `t\u{308}`, while its own lowercase spelling
+/// composes to `ẗ` (U+1E97) and keyed as `ẗ`; both were accepted side by
+/// side. The key is now NFC(lowercase(NFD(answer))). With this `false`
+/// every accepted answer's lowercase spelling must collide with it; set it
+/// back to `true` only to tolerate a regression while it is being fixed.
+const TOLERATE_NFC_BEFORE_LOWERCASE: bool = false;
 
 /// Whether lowercasing the NFC form of `answer` leaves it not in NFC (the
-/// case finding 2 mishandles).
+/// case finding 2 mishandled).
 fn lowercase_denormalizes(answer: &str) -> bool {
     let key = answer.nfc().collect::<String>().to_lowercase();
     key.nfc().collect::<String>() != key
 }
 
-/// Pins finding 2 (see [`TOLERATE_NFC_BEFORE_LOWERCASE`]).
+/// Finding 2 stays fixed (see [`TOLERATE_NFC_BEFORE_LOWERCASE`]): an
+/// answer and its lowercase spelling collide even where lowercasing the
+/// composed form leaves it uncomposed.
 #[test]
-fn lowercase_after_nfc_is_not_nfc() {
+fn lowercase_after_nfc_collides() {
     for (upper, composed) in [
         ("T\u{308}", "\u{1E97}"),
         ("J\u{30C}", "\u{1F0}"),
         ("W\u{30A}", "\u{1E98}"),
+        ("Y\u{30A}", "\u{1E99}"),
     ] {
-        assert!(lowercase_denormalizes(upper));
-        let options = vec![upper.to_owned(), composed.to_owned()];
-        assert!(
-            validate_poll("q", &options).is_ok(),
-            "fixed: set TOLERATE_NFC_BEFORE_LOWERCASE to false and delete this test"
-        );
+        assert!(lowercase_denormalizes(upper), "{upper:?}");
+        for options in [
+            vec![upper.to_owned(), composed.to_owned()],
+            vec![composed.to_owned(), upper.to_owned()],
+        ] {
+            let (code, message) = validate_poll("q", &options)
+                .expect_err("an answer and its lowercase spelling are the same answer");
+            assert_eq!(code, ErrorCode::InvalidPoll);
+            assert!(message.contains("is the same answer as"), "{message}");
+        }
     }
 }
 

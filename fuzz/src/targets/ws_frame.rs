@@ -9,9 +9,9 @@
 //!   (protocol §11, docs/websocket.md): a JSON object whose keys are `t`
 //!   (exactly once, the string `"hello"`) and optionally `resume` (once,
 //!   a string or `null`), nothing else. Everything else is a framing
-//!   violation (close 4002). Known finding, tolerated until fixed (see
-//!   [`TOLERATE_ARRAY_FRAMES`]): serde also accepts the array form
-//!   `["hello"]` / `["hello", <resume>]`;
+//!   violation (close 4002), the array form `["hello", <resume>]` that
+//!   serde's derive once accepted included (finding 1 of docs/fuzzing.md,
+//!   fixed; [`TOLERATE_ARRAY_FRAMES`]);
 //! - an accepted frame, written back as JSON, parses to the same frame;
 //! - `resume` classification never panics, and a blank `resume` means
 //!   "start at now", as documented;
@@ -76,17 +76,17 @@ impl<'de> Deserialize<'de> for Entries {
     }
 }
 
-/// Finding 1 of docs/fuzzing.md: `ClientFrame` (protocol/src/frame.rs) is
-/// an internally tagged serde enum, and serde also deserializes those from
-/// a JSON array (tag first, then the fields by position), so `on_text`
-/// accepts `["hello"]` and `["hello","<cursor>"]` as a `hello` although
-/// docs/websocket.md allows only the object form. While this is true the
-/// model accepts the array form too, so the rest of the grammar is still
-/// checked; [`array_frames_are_accepted`] fails once the parse is fixed —
-/// then set this to `false`.
-const TOLERATE_ARRAY_FRAMES: bool = true;
+/// Finding 1 of docs/fuzzing.md (fixed): `ClientFrame` (protocol/src/frame.rs)
+/// was a derived internally tagged serde enum, which serde also
+/// deserializes from a JSON array (tag first, then the fields by position),
+/// so `on_text` accepted `["hello"]` and `["hello","<cursor>"]` although
+/// docs/websocket.md allows only the object form. `ClientFrame` now
+/// deserializes from a map only. With this `false` the model refuses the
+/// array form and every fuzz input checks the fix; set it back to `true`
+/// only to tolerate a regression while it is being fixed.
+const TOLERATE_ARRAY_FRAMES: bool = false;
 
-/// The array form serde accepts (see [`TOLERATE_ARRAY_FRAMES`]).
+/// The array form serde's derive accepted (see [`TOLERATE_ARRAY_FRAMES`]).
 fn array_form(text: &str) -> Option<ClientFrame> {
     let items: Vec<Value> = serde_json::from_str(text).ok()?;
     match items.as_slice() {
@@ -206,18 +206,22 @@ fn ws_frame() {
     });
 }
 
-/// Pins finding 1 (see [`TOLERATE_ARRAY_FRAMES`]): fails once `ClientFrame`
-/// refuses the array form, as docs/websocket.md says it should.
+/// Finding 1 stays fixed (see [`TOLERATE_ARRAY_FRAMES`]): the array forms
+/// that serde's derive accepted are refused, as docs/websocket.md says.
 #[test]
-fn array_frames_are_accepted() {
+fn array_frames_are_refused() {
     let parse = |s: &str| serde_json::from_str::<ClientFrame>(s).ok();
+    for text in [
+        r#"["hello"]"#,
+        r#"["hello",null]"#,
+        r#"["hello","MS5rM3g5LjE3NjQ1MDAwMDAwMDAtNw"]"#,
+        r#" [ "hello" ] "#,
+    ] {
+        assert_eq!(parse(text), None, "{text} accepted as a frame");
+        assert_eq!(model(text), None, "the model accepts {text}");
+    }
     assert_eq!(
-        parse(r#"["hello"]"#),
-        Some(ClientFrame::Hello { resume: None }),
-        "fixed: set TOLERATE_ARRAY_FRAMES to false and delete this test"
-    );
-    assert_eq!(
-        parse(r#"["hello","MS5rM3g5LjE3NjQ1MDAwMDAwMDAtNw"]"#),
+        parse(r#"{"t":"hello","resume":"MS5rM3g5LjE3NjQ1MDAwMDAwMDAtNw"}"#),
         Some(ClientFrame::Hello {
             resume: Some("MS5rM3g5LjE3NjQ1MDAwMDAwMDAtNw".into())
         })

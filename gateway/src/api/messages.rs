@@ -914,17 +914,20 @@ async fn wait_for_message(
     // Register first, read second: a message appended after the read
     // reaches the waiter (see `WaitForMessage`).
     let register = || async {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        state
-            .registry
-            .feed(bay)
-            .send(WaitForMessage {
+        let attempt = || {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let sent = state.registry.feed(bay).send(WaitForMessage {
                 conversation: id.clone(),
                 excluding: me.clone(),
                 reply: tx,
-            })
-            .await
-            .map(|()| rx)
+            });
+            async move { sent.await.map(|()| rx) }
+        };
+        // The feed may stop (idle) between lookup and send: ask again once.
+        match attempt().await {
+            Ok(rx) => Ok(rx),
+            Err(_) => attempt().await,
+        }
     };
     let mut rx = register().await?;
     // Counted once the history had nothing and the wait really holds.

@@ -163,8 +163,12 @@ enum Stop {
 
 /// Outcome of delivering one record.
 enum Delivered {
-    /// Done with the record (delivered or given up): move past it.
-    Done,
+    /// The receiver accepted the record (2xx): move past it, then record
+    /// the success in the webhook's status.
+    Accepted,
+    /// Done with the record without a delivery (nothing to send, or given
+    /// up): move past it.
+    Skipped,
     /// Stop the worker.
     Stop(Stop),
 }
@@ -306,6 +310,7 @@ impl Worker {
             for record in &records {
                 // No peers: presence is for live UIs, never pushed (docs/webhooks.md).
                 let event = project(record, &agent.id, &mut memberships, &HashSet::new());
+                let mut accepted = false;
                 if let Some(event) =
                     event.filter(|_| !made_by(record, &agent.id) && !streaming(record))
                 {
@@ -313,14 +318,21 @@ impl Worker {
                         .deliver(&agent, &webhook, &position, record, &event)
                         .await?
                     {
-                        Delivered::Done => {}
+                        Delivered::Accepted => accepted = true,
+                        Delivered::Skipped => {}
                         Delivered::Stop(stop) => return Ok(stop),
                     }
                 }
+                // The position first: once the receiver accepted a record,
+                // nothing but a failed position write may send it again
+                // (at-least-once, never because of bookkeeping).
                 position.entry = record.id;
                 store
                     .set_webhook_position(&self.bay, &self.agent, &webhook, &position)
                     .await?;
+                if accepted {
+                    self.record_status(&webhook, None).await;
+                }
             }
             if through > position.entry {
                 position.entry = through;
@@ -368,7 +380,7 @@ impl Worker {
         let store = self.shared.store.clone();
         let id = event_id(&self.bay, &agent.id, &position.epoch, record);
         let Some(body) = render(&*store, &self.bay, agent, event, &id).await? else {
-            return Ok(Delivered::Done);
+            return Ok(Delivered::Skipped);
         };
         let key = (self.bay.clone(), self.agent.clone());
         self.shared
@@ -389,8 +401,8 @@ impl Worker {
             let wait = match outcome {
                 Attempt::Delivered => {
                     metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => "delivered").increment(1);
-                    self.record_status(webhook, None).await?;
-                    break Delivered::Done;
+                    // Its status is recorded by the caller, after the position.
+                    break Delivered::Accepted;
                 }
                 Attempt::Gone => {
                     metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => "disabled").increment(1);
@@ -406,11 +418,11 @@ impl Worker {
                     break Delivered::Stop(Stop::Removed);
                 }
                 Attempt::RetryAfter(wait, why) => {
-                    self.record_status(webhook, Some(why)).await?;
+                    self.record_status(webhook, Some(why)).await;
                     wait.min(self.shared.settings.retry_max)
                 }
                 Attempt::Failed(why) => {
-                    self.record_status(webhook, Some(why)).await?;
+                    self.record_status(webhook, Some(why)).await;
                     let jittered = rand::rng().random_range(0..=backoff.as_millis() as u64);
                     backoff = (backoff * 2).min(self.shared.settings.retry_max);
                     Duration::from_millis(jittered)
@@ -422,7 +434,7 @@ impl Worker {
             if now_ms + wait.as_millis() as u64 >= expires_ms {
                 metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => "gave_up").increment(1);
                 tracing::warn!(bay = %self.bay, agent = %self.agent, entry = %record.id, "webhook delivery given up: the record left the replay window");
-                break Delivered::Done;
+                break Delivered::Skipped;
             }
             if !self.pause(wait, webhook).await? {
                 break Delivered::Stop(Stop::Removed);
@@ -450,17 +462,27 @@ impl Worker {
         Ok(true)
     }
 
-    /// Records the outcome of an attempt on `webhook` (`None`: delivered).
-    async fn record_status(
-        &self,
-        webhook: &Webhook,
-        error: Option<String>,
-    ) -> Result<(), StoreError> {
-        let status = self.next_status(error).await?;
-        self.shared
-            .store
-            .set_webhook_status(&self.bay, &self.agent, webhook, &status)
-            .await
+    /// Records the outcome of an attempt on `webhook` (`None`: delivered)
+    /// in its status (`GET /me`'s `webhookStatus`).
+    ///
+    /// Best effort: the status only reports, so a store error here is
+    /// logged and counted (`switchboard_store_errors_total`, by the store)
+    /// and the worker goes on. Stopping on it would restart the worker
+    /// from its stored position and deliver again what was just accepted,
+    /// and under store overload keep doing so.
+    async fn record_status(&self, webhook: &Webhook, error: Option<String>) {
+        let written = match self.next_status(error).await {
+            Ok(status) => {
+                self.shared
+                    .store
+                    .set_webhook_status(&self.bay, &self.agent, webhook, &status)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            tracing::warn!(bay = %self.bay, agent = %self.agent, error = %e, "webhook status not recorded; delivery goes on");
+        }
     }
 
     /// The status after an attempt (`None`: delivered): `lastError` keeps

@@ -25,9 +25,38 @@ use redis::RedisResult;
 /// Idle dedicated connections kept for reuse.
 const MAX_IDLE: usize = 16;
 
+/// Dedicated (blocking-read) connections open on this node, in use or idle
+/// (gauge). About two per running Bay feed (its log and openings tails),
+/// plus at most [`MAX_IDLE`] idle ones.
+pub const BLOCKING_CONNECTIONS: &str = "switchboard_redis_blocking_connections";
+
+/// A dedicated connection, counted in [`BLOCKING_CONNECTIONS`] until it is
+/// dropped.
+pub struct Dedicated {
+    /// The connection itself.
+    pub conn: Connection,
+    _counted: Counted,
+}
+
+/// Holds one unit of [`BLOCKING_CONNECTIONS`].
+struct Counted;
+
+impl Counted {
+    fn new() -> Self {
+        metrics::gauge!(BLOCKING_CONNECTIONS).increment(1.0);
+        Counted
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        metrics::gauge!(BLOCKING_CONNECTIONS).decrement(1.0);
+    }
+}
+
 pub struct BlockingConnections {
     target: Target,
-    idle: Mutex<Vec<Connection>>,
+    idle: Mutex<Vec<Dedicated>>,
 }
 
 impl BlockingConnections {
@@ -41,15 +70,30 @@ impl BlockingConnections {
     /// An idle dedicated connection, or a new one. The bool tells whether it
     /// was reused (a reused one may have died while idle). Its replies are
     /// not bounded: the caller bounds each blocking read by its block time.
-    pub async fn take(&self) -> RedisResult<(Connection, bool)> {
+    pub async fn take(&self) -> RedisResult<(Dedicated, bool)> {
         if let Some(conn) = self.idle.lock().pop() {
             return Ok((conn, true));
         }
-        Ok((self.target.connect(None).await?, false))
+        let conn = self.target.connect(None).await?;
+        Ok((
+            Dedicated {
+                conn,
+                _counted: Counted::new(),
+            },
+            false,
+        ))
+    }
+
+    /// Keeps `conn`, opened elsewhere, as an idle dedicated connection.
+    pub fn adopt(&self, conn: Connection) {
+        self.give_back(Dedicated {
+            conn,
+            _counted: Counted::new(),
+        });
     }
 
     /// Returns a connection whose last command completed normally.
-    pub fn give_back(&self, conn: Connection) {
+    pub fn give_back(&self, conn: Dedicated) {
         let mut idle = self.idle.lock();
         if idle.len() < MAX_IDLE {
             idle.push(conn);

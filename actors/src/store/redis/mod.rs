@@ -88,6 +88,7 @@ use crate::token::TokenHash;
 use ::redis::{cmd, Value};
 use async_trait::async_trait;
 use blocking::BlockingConnections;
+pub use blocking::BLOCKING_CONNECTIONS;
 use chrono::{DateTime, Utc};
 use codec::{
     array, bytes, corrupt, decode, encode, entry_id, epoch_candidate, punch, status,

@@ -73,7 +73,7 @@ pub async fn connect_to(
     let shared =
         bounded_connect(doing, Shared::open(&target, connections, COMMAND_TIMEOUT)).await?;
     let blocking = BlockingConnections::new(target);
-    blocking.give_back(first);
+    blocking.adopt(first);
     let store = RedisStore {
         shared,
         blocking,

@@ -106,7 +106,7 @@ impl RedisStore {
                 .map_err(|e| from_redis(doing, key, e))?;
             match tokio::time::timeout(
                 block.saturating_add(BLOCK_GRACE),
-                xread.query_async::<Value>(&mut conn),
+                xread.query_async::<Value>(&mut conn.conn),
             )
             .await
             {

@@ -15,7 +15,7 @@ ROOT="$PWD"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 DRAFTS="${DRAFTS:-100}" SUBS="${SUBS:-10}" RATE="${RATE:-50}" SECS="${SECS:-10}"
 OUT="$ROOT/bench/results/streaming.jsonl"
-cargo build --release --bin switchboard --bin switchboard-bench-streaming >/dev/null
+cargo build --release -p switchboard --bin switchboard -p switchboard-bench --bin switchboard-bench-streaming >/dev/null
 BIN="$ROOT/target/release/switchboard"
 GEN="$ROOT/target/release/switchboard-bench-streaming"
 TMP="$(mktemp -d)"

@@ -3,6 +3,7 @@
 //! Nothing here mocks the server or the network.
 #![allow(dead_code)]
 
+pub mod nginx;
 pub mod sse;
 
 use futures_util::{SinkExt, StreamExt};

@@ -17,6 +17,9 @@ pub(crate) async fn run(ctx: &mut Ctx, probe_at: Option<Instant>) -> Ended {
     let wait = ctx.config.updates_wait.clamp(1, 30);
     let mut early_empty = 0;
     loop {
+        // Without a cursor, a short first call gets a position at once
+        // (protocol §11 probes with wait=1 for the same reason).
+        let wait = if ctx.cursor.is_none() { 1 } else { wait };
         let mut req = ctx
             .client
             .get("/updates")

@@ -103,6 +103,25 @@ async fn last_event_id_resumes_after_the_event_and_wins_over_the_query() {
     assert_eq!(ids, sent[2..]);
     drop(sse);
 
+    // Inside one replayed batch each id resumes right after its own event.
+    let mut sse = sse_at(
+        &base(&gw),
+        &w.rex,
+        SseOpen {
+            last_event_id: Some(&replay[0].0),
+            cursor: None,
+        },
+    )
+    .await
+    .unwrap();
+    let rest = sse.data_events(3).await;
+    let ids: Vec<_> = rest
+        .iter()
+        .map(|(_, e)| e["message"]["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, sent[3..]);
+    drop(sse);
+
     // ?cursor= alone resumes the same way.
     let mut sse = sse_at(
         &base(&gw),
@@ -262,4 +281,111 @@ async fn an_idle_stream_gets_comment_heartbeats_at_the_configured_interval() {
     .await
     .unwrap_or(false);
     assert!(saw, "no heartbeats: {text:?}");
+}
+
+#[tokio::test]
+async fn connecting_faster_than_the_connect_bucket_gets_429_with_retry_after() {
+    let gw =
+        Gateway::spawn_with(Opts::default().env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "2"))
+            .await;
+    let w = World::create(&gw, BAY).await;
+    let _a = sse_at(&base(&gw), &w.rex, SseOpen::default())
+        .await
+        .unwrap();
+    let _b = sse_at(&base(&gw), &w.rex, SseOpen::default())
+        .await
+        .unwrap();
+    let (status, body) = sse_at(&base(&gw), &w.rex, SseOpen::default())
+        .await
+        .err()
+        .expect("the third connect in a minute is refused");
+    assert_error(status, &body, 429, "UPDATES_RATE_LIMITED");
+}
+
+#[tokio::test]
+async fn a_draining_node_sends_a_final_cursor_then_close_going_away() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let mut sse = sse_at(&base(&gw), &w.rex, SseOpen::default())
+        .await
+        .unwrap();
+    sse.until("cursor").await;
+    gw.send_signal("-TERM");
+    let (close, before) = sse.until("close").await;
+    let data: Value = serde_json::from_str(&close.data).unwrap();
+    assert_eq!(data["code"], "GOING_AWAY", "{data}");
+    assert_eq!(
+        before.last().map(|e| e.event.as_str()),
+        Some("cursor"),
+        "{before:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_too_slow_to_keep_up_ends_with_slow_consumer_and_resumes_without_loss() {
+    let gw = Gateway::spawn_with(
+        Opts::default().env("SWITCHBOARD_LIMITS__MAX_OUTBOUND_QUEUE_BYTES", "262144"),
+    )
+    .await;
+    let w = World::create(&gw, BAY).await;
+    let mut sse = sse_at(&base(&gw), &w.rex, SseOpen::default())
+        .await
+        .unwrap();
+    let start = sse.until("cursor").await.0.id;
+    // The client stops reading; the server's queue for it grows.
+    let big = "x".repeat(30_000);
+    let mut posted = Vec::new();
+    let mut disconnected = false;
+    for i in 0..1000 {
+        let (s, m) = gw.post_message(&w.ana, "dm", &format!("{i} {big}")).await;
+        assert_eq!(s, 201, "{m}");
+        posted.push(id_of(&m));
+        if i % 50 == 49
+            && gw
+                .metric("switchboard_slow_consumer_disconnects_total")
+                .await
+                >= 1.0
+        {
+            disconnected = true;
+            break;
+        }
+    }
+    assert!(disconnected, "the stalled stream was never given up");
+    // Reading again: what was queued, then `close` SLOW_CONSUMER.
+    let mut last_id = start;
+    let mut got = Vec::new();
+    loop {
+        let e = sse.next_event().await;
+        match e.event.as_str() {
+            "message" => {
+                let v: Value = serde_json::from_str(&e.data).unwrap();
+                got.push(v["message"]["id"].as_str().unwrap().to_owned());
+                last_id = e.id;
+            }
+            "cursor" => last_id = e.id,
+            "close" => {
+                let data: Value = serde_json::from_str(&e.data).unwrap();
+                assert_eq!(data["code"], "SLOW_CONSUMER", "{data}");
+                break;
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    // The last id resumes the rest.
+    let mut sse = sse_at(
+        &base(&gw),
+        &w.rex,
+        SseOpen {
+            last_event_id: Some(&last_id),
+            cursor: None,
+        },
+    )
+    .await
+    .unwrap();
+    let rest = sse.data_events(posted.len() - got.len()).await;
+    got.extend(
+        rest.iter()
+            .map(|(_, e)| e["message"]["id"].as_str().unwrap().to_owned()),
+    );
+    assert_eq!(got, posted, "nothing lost, nothing twice, in order");
 }

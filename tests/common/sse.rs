@@ -82,9 +82,9 @@ impl Sse {
         }
     }
 
-    /// The next event (10 s patience); panics when none comes.
+    /// The next event (30 s patience, for loaded machines); panics when none comes.
     pub async fn next_event(&mut self) -> Event {
-        match self.next_within(Duration::from_secs(10)).await {
+        match self.next_within(Duration::from_secs(30)).await {
             SseNext::Event(e) => e,
             other => panic!("expected an event, got {other:?}"),
         }

@@ -256,15 +256,19 @@ impl SseSession {
         }
     }
 
+    /// The cursor naming `entry` in the session's log epoch.
     fn position(&self, entry: EntryId) -> Option<LogPosition> {
         let live = self.live.as_ref()?;
-        let mut pos = live.cursor.position();
-        pos.entry = pos.entry.max(entry);
-        Some(pos)
+        Some(LogPosition {
+            epoch: live.cursor.position().epoch,
+            entry,
+        })
     }
 
     /// Renders events, each with the cursor after it: the entry it came
-    /// from, and for the last one `through` (the batch's end).
+    /// from (every earlier entry addressed to the session was written
+    /// before it: the feed and the replay go in log order), and for the
+    /// last one `through` (the batch's end).
     fn render(&mut self, events: &[Replayed], through: EntryId) -> String {
         let mut out = String::new();
         for (i, r) in events.iter().enumerate() {

@@ -248,6 +248,32 @@ async fn a_proxy_that_refuses_upgrades_moves_the_client_to_long_polls_and_back()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_that_keep_breaking_move_the_client_to_long_polls() {
+    let d = Deployment::start().await;
+    let w = World::create(&d.nodes[0], BAY).await;
+    // The proxy cuts every socket after a second of silence; the server
+    // only pings every 20 s.
+    d.lb.reload(&cutting_sockets(&d.lb.shipped_site(), 1));
+    let l = Running::start(
+        &d.lb.url(""),
+        &w.rex,
+        Arc::new(MemoryCursorStore::new()),
+        ListenerConfig {
+            probe_interval: Duration::from_secs(600),
+            ..fast(TransportChoice::Auto)
+        },
+    );
+    let mut accepted = send_through(&d, &w.ana, "group", 5, "early").await;
+    l.until("fell back to /updates", |s| {
+        s.on() == Some(Transport::Updates)
+    })
+    .await;
+    accepted.extend(send_through(&d, &w.ana, "group", 10, "polling").await);
+    l.has_exactly_once_in_order("group", &accepted).await;
+    assert!(l.seen().stopped.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn draining_the_node_moves_the_client_to_the_other_with_its_cursor() {
     let mut d = Deployment::start().await;
     let w = World::create(&d.nodes[0], BAY).await;

@@ -11,12 +11,16 @@ pub const SHIPPED: &str = include_str!("../../deploy/nginx/switchboard.conf");
 
 /// A real nginx as the test user: its own port, and pid file, logs and
 /// temp paths in its own temporary directory; `daemon off`,
-/// `master_process off`. Killed on drop.
+/// `master_process on` (single-process nginx cannot reload: its new
+/// configuration cycle mixes up descriptors), one worker. Stopped on drop
+/// with SIGTERM to the master, which takes its worker with it.
 pub struct Nginx {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
     upstreams: Vec<String>,
+    /// Counts reloads; each reloaded config answers it at `/__generation`.
+    generation: std::sync::atomic::AtomicU32,
 }
 
 impl Nginx {
@@ -43,7 +47,7 @@ impl Nginx {
             .expect("write site config");
         let main = format!(
             "daemon off;\n\
-             master_process off;\n\
+             master_process on;\n\
              worker_processes 1;\n\
              pid {d}/nginx.pid;\n\
              error_log {d}/error.log info;\n\
@@ -85,11 +89,12 @@ impl Nginx {
                     port,
                     dir,
                     upstreams: upstreams.iter().map(|u| u.to_string()).collect(),
+                    generation: Default::default(),
                 });
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = child.kill();
+        unsafe_kill(child.id(), "-TERM");
         let _ = child.wait();
         Err("nginx did not listen within 10 s".into())
     }
@@ -112,9 +117,23 @@ impl Nginx {
         site(&upstreams, self.port)
     }
 
-    /// Replaces the site config and reloads nginx (`nginx -s reload`).
+    /// Replaces the site config, reloads nginx (`nginx -s reload`) and
+    /// waits until new connections get the new config (connections already
+    /// open stay with the old workers until they close, as in production).
     pub fn reload(&self, site_text: &str) {
-        std::fs::write(self.dir.path().join("switchboard.conf"), site_text).expect("write site");
+        use std::sync::atomic::Ordering;
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let listen = format!("    listen 127.0.0.1:{};\n", self.port);
+        assert!(
+            site_text.contains(&listen),
+            "the site must listen on this nginx's port"
+        );
+        let marked = site_text.replacen(
+            &listen,
+            &format!("{listen}    location = /__generation {{ return 200 \"{generation}\"; }}\n"),
+            1,
+        );
+        std::fs::write(self.dir.path().join("switchboard.conf"), marked).expect("write site");
         let out = Command::new(nginx_bin())
             .arg("-p")
             .arg(self.dir.path())
@@ -131,6 +150,28 @@ impl Nginx {
             "nginx -s reload: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.served_generation() != Some(generation) {
+            assert!(
+                Instant::now() < deadline,
+                "nginx did not take the new config"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The generation the config serving new connections answers.
+    fn served_generation(&self) -> Option<u32> {
+        use std::io::{Read, Write};
+        let mut sock = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        sock.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        sock.write_all(b"GET /__generation HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut buf = String::new();
+        sock.read_to_string(&mut buf).ok()?;
+        buf.starts_with("HTTP/1.1 200")
+            .then(|| buf.rsplit("\r\n\r\n").next()?.trim().parse().ok())
+            .flatten()
     }
 }
 
@@ -153,6 +194,15 @@ pub fn refusing_upgrades(site: &str) -> String {
 
 impl Drop for Nginx {
     fn drop(&mut self) {
+        // SIGKILL would orphan the worker, which would keep the port.
+        unsafe_kill(self.child.id(), "-TERM");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -237,4 +287,21 @@ impl Deployment {
         let lb = Nginx::start(&addrs);
         Deployment { redis, nodes, lb }
     }
+}
+
+/// `site` with WebSocket connections cut after `secs` seconds of silence
+/// (a proxy with a short read timeout): upgrades succeed, then the proxy
+/// drops the connection without a close frame.
+pub fn cutting_sockets(site: &str, secs: u32) -> String {
+    let at = site
+        .find("location = /api/agent-api/ws {")
+        .expect("the site config has a /ws location");
+    let (head, tail) = site.split_at(at);
+    let cut = format!("proxy_read_timeout {secs}s;");
+    let tail = tail.replacen("proxy_read_timeout 75s;", &cut, 1);
+    assert!(
+        tail.contains(&cut),
+        "the /ws location no longer sets proxy_read_timeout 75s"
+    );
+    format!("{head}{tail}")
 }

@@ -46,6 +46,16 @@ fn cli(token: Option<&str>) -> Command {
     cmd
 }
 
+/// A child process killed when dropped, so a failing test leaves none behind.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn json_out(cmd: &mut Command) -> Value {
     let out = cmd.output().expect("run switchboard-cli");
     assert!(
@@ -94,13 +104,15 @@ fn the_token_comes_from_the_environment_and_errors_are_json() {
 fn send_is_idempotent_with_a_key_and_listen_prints_one_json_line_per_event() {
     let dir = tempfile::tempdir().unwrap();
     let cursor_file = dir.path().join("rex.cursor");
-    let mut listen = cli(Some(REX))
-        .args(["listen", "--transport", "updates", "--cursor-file"])
-        .arg(&cursor_file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut listen = KillOnDrop(
+        cli(Some(REX))
+            .args(["listen", "--transport", "updates", "--cursor-file"])
+            .arg(&cursor_file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // The listener is live once it saved its first cursor.
     let deadline = Instant::now() + Duration::from_secs(20);
     while !cursor_file.exists() {
@@ -131,13 +143,12 @@ fn send_is_idempotent_with_a_key_and_listen_prints_one_json_line_per_event() {
     ]));
     assert_eq!(reply["replyTo"]["id"], first["id"]);
 
-    let mut lines = BufReader::new(listen.stdout.take().unwrap()).lines();
+    let mut lines = BufReader::new(listen.0.stdout.take().unwrap()).lines();
     let line = lines.next().unwrap().unwrap();
     let event: Value = serde_json::from_str(&line).expect("a JSON line");
     assert_eq!(event["type"], "message");
     assert_eq!(event["message"]["id"], first["id"]);
-    listen.kill().unwrap();
-    listen.wait().unwrap();
+    drop(listen);
     let saved: Value = serde_json::from_slice(&std::fs::read(&cursor_file).unwrap()).unwrap();
     assert!(saved["cursor"].as_str().is_some_and(|c| !c.is_empty()));
 }

@@ -35,6 +35,18 @@ const ROUTES: &[(&str, &str)] = &[
     ),
     ("POST", "/api/agent-api/conversations/{id}/read"),
     ("GET", "/api/agent-api/conversations/{id}/messages/wait"),
+    (
+        "POST",
+        "/api/agent-api/conversations/{id}/messages/{mid}/append",
+    ),
+    (
+        "POST",
+        "/api/agent-api/conversations/{id}/messages/{mid}/complete",
+    ),
+    (
+        "POST",
+        "/api/agent-api/conversations/{id}/messages/{mid}/cancel",
+    ),
     ("POST", "/api/agent-api/polls"),
     ("GET", "/api/agent-api/polls/{id}"),
     ("POST", "/api/agent-api/polls/{id}/vote"),
@@ -190,6 +202,8 @@ async fn document_is_openapi_3_and_lists_exactly_the_served_routes() {
     flattened["reactions"] = json!([{"emoji": "👍", "count": 1, "mine": false}]);
     flattened["cardPayload"] = json!(null);
     flattened["poll"] = json!(null);
+    flattened["state"] = json!("complete");
+    flattened["version"] = json!(0);
     let rest_ref = json!({"$ref": "#/components/schemas/RestMessage"});
     spec.check(&rest_ref, &flattened, "").unwrap();
     flattened["stray"] = json!(true);

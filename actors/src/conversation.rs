@@ -23,8 +23,10 @@
 //! self-expiring), which are ephemeral and never stored.
 
 mod amend;
+mod draft;
 
 pub use amend::{Action, Amend, AmendOutcome};
+pub use draft::{AppendToDraft, DraftReply, DraftSettings, EndDraft, EndOutcome, Ending};
 
 use crate::model::{roster, Conversation, Participant, StoredMessage};
 use crate::store::{AppendOutcome, Idempotency, NewMessage, Store, StoreError};
@@ -36,9 +38,10 @@ use std::time::{Duration, Instant};
 use switchboard_protocol::card::Card;
 use switchboard_protocol::event::{ReplyToView, SenderView, REPLY_PREVIEW_CHARS};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
+use switchboard_protocol::model::MessageState;
 use switchboard_protocol::model::{ParticipantKind, RosterMember};
 use switchboard_protocol::poll::PollState;
-use switchboard_protocol::routing::{route, RouteInput};
+use switchboard_protocol::routing::{route, RouteInput, Routing};
 
 /// Attempts of a post whose routing went stale before giving up as contended.
 const STALE_ATTEMPTS: usize = 8;
@@ -54,6 +57,9 @@ pub struct ConversationActor {
     idle_timeout: Duration,
     /// Participant → when their typing indicator expires.
     typing: HashMap<ParticipantId, Instant>,
+    /// Open drafts this actor has appended to or buffers appends for.
+    drafts: HashMap<MessageId, draft::DraftBuffer>,
+    draft_settings: DraftSettings,
     last_activity: Instant,
     /// What routing needs, shared with the post future. Only posts touch
     /// it and they run one at a time (`AtomicResponse`), so the lock is
@@ -107,6 +113,7 @@ impl ConversationActor {
         store: Arc<dyn Store>,
         typing_ttl: Duration,
         idle_timeout: Duration,
+        draft_settings: DraftSettings,
     ) -> Self {
         ConversationActor {
             bay,
@@ -115,6 +122,8 @@ impl ConversationActor {
             typing_ttl,
             idle_timeout,
             typing: HashMap::new(),
+            drafts: HashMap::new(),
+            draft_settings,
             last_activity: Instant::now(),
             cache: Arc::default(),
         }
@@ -129,7 +138,10 @@ impl Actor for ConversationActor {
         ctx.run_interval(every, |act, ctx| {
             let now = Instant::now();
             act.typing.retain(|_, until| *until > now);
-            if now.duration_since(act.last_activity) >= act.idle_timeout && act.typing.is_empty() {
+            if now.duration_since(act.last_activity) >= act.idle_timeout
+                && act.typing.is_empty()
+                && act.drafts.values().all(|d| d.is_idle())
+            {
                 ctx.stop();
             }
         });
@@ -157,6 +169,9 @@ pub struct Post {
     pub poll: Option<PollState>,
     /// The send's idempotency key, if the client gave one.
     pub idempotency: Option<Idempotency>,
+    /// Open a draft (`"stream": true`): stored with state `streaming` and
+    /// no routing; `content` may be empty. Routing runs at completion.
+    pub stream: bool,
 }
 
 /// Outcome of a [`Post`].
@@ -305,25 +320,21 @@ async fn post(
             continue;
         };
         let conversation = &snap.conversation;
-        let routing = route(&RouteInput {
-            conversation_type: conversation.kind,
-            policy: &conversation.policy,
-            roster: &snap.roster,
-            sender: &msg.sender.id,
-            sender_kind: msg.sender.kind,
-            content: &msg.content,
-            reply_to_sender: reply_target.as_ref().map(|m| (&m.sender, m.sender_kind)),
-        });
-        let mut metadata = msg.metadata.clone();
-        if !routing.addressed_agents.is_empty() {
-            let ids = serde_json::to_value(&routing.addressed_agents).unwrap_or_default();
-            match &mut metadata {
-                Some(serde_json::Value::Object(map)) => {
-                    map.insert("addressedAgents".into(), ids);
-                }
-                _ => metadata = Some(serde_json::json!({ "addressedAgents": ids })),
-            }
-        }
+        let routing = if msg.stream {
+            // A draft wakes nobody while it streams: routed at completion.
+            Routing::default()
+        } else {
+            route(&RouteInput {
+                conversation_type: conversation.kind,
+                policy: &conversation.policy,
+                roster: &snap.roster,
+                sender: &msg.sender.id,
+                sender_kind: msg.sender.kind,
+                content: &msg.content,
+                reply_to_sender: reply_target.as_ref().map(|m| (&m.sender, m.sender_kind)),
+            })
+        };
+        let metadata = with_addressed_agents(msg.metadata.clone(), &routing);
         let mut message = StoredMessage::new(
             MessageId(format!(
                 "msg_{}",
@@ -348,6 +359,9 @@ async fn post(
         );
         message.card = msg.card.clone();
         message.poll = msg.poll.clone();
+        if msg.stream {
+            message.state = MessageState::Streaming;
+        }
         let outcome = store
             .append_message(
                 bay,
@@ -381,6 +395,25 @@ async fn post(
         doing: "posting a message",
         cause: format!("conversation {id} kept changing under concurrent updates"),
     })
+}
+
+/// `metadata` with `addressedAgents` set to the agents routing addressed
+/// by plain name (protocol §4), when there are any: written by the server
+/// only.
+fn with_addressed_agents(
+    mut metadata: Option<serde_json::Value>,
+    routing: &Routing,
+) -> Option<serde_json::Value> {
+    if !routing.addressed_agents.is_empty() {
+        let ids = serde_json::to_value(&routing.addressed_agents).unwrap_or_default();
+        match &mut metadata {
+            Some(serde_json::Value::Object(map)) => {
+                map.insert("addressedAgents".into(), ids);
+            }
+            _ => metadata = Some(serde_json::json!({ "addressedAgents": ids })),
+        }
+    }
+    metadata
 }
 
 /// Shows `participant` as typing for the TTL (protocol §11: 5 s, no stop call).

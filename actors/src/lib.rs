@@ -22,9 +22,11 @@
 #![warn(missing_docs)]
 
 pub mod conversation;
+pub mod drafts;
 pub mod feed;
 pub mod model;
 pub mod node;
+pub mod orphans;
 pub mod registry;
 pub mod replay;
 pub mod session;

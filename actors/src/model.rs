@@ -5,7 +5,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::event::{ConversationRef, Event, MessageView, ReplyToView, SenderView};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
-use switchboard_protocol::model::{ConversationType, ParticipantKind, Policy, Role, RosterMember};
+use switchboard_protocol::model::{
+    ConversationType, MessageState, ParticipantKind, Policy, Role, RosterMember,
+};
 use switchboard_protocol::routing::Routing;
 
 /// A tenant. Nothing is ever visible across Bays (protocol §1).
@@ -158,6 +160,12 @@ pub struct StoredMessage {
     /// The poll this message carries (protocol v1.12, `card.poll`), votes included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll: Option<switchboard_protocol::poll::PollState>,
+    /// `complete` for an ordinary message; a draft sent with `"stream":
+    /// true` is `streaming` (its `content` is the text so far, and its
+    /// `routing` is empty until it completes), then `complete`,
+    /// `cancelled` or `failed`.
+    #[serde(default, skip_serializing_if = "MessageState::is_complete")]
+    pub state: MessageState,
 }
 
 /// One emoji's reactions on a message: who reacted, in order.
@@ -197,7 +205,19 @@ impl StoredMessage {
             reactions: Vec::new(),
             card: None,
             poll: None,
+            state: MessageState::Complete,
         }
+    }
+
+    /// Whether the message is an open draft.
+    pub fn is_streaming(&self) -> bool {
+        self.state == MessageState::Streaming
+    }
+
+    /// The content's length in Unicode scalar values: a draft's `offset`
+    /// unit.
+    pub fn length(&self) -> u64 {
+        self.content.chars().count() as u64
     }
 
     /// Whether the message is a tombstone.
@@ -252,14 +272,25 @@ impl StoredMessage {
             sender,
             mentions: self.routing.mentions.clone(),
             reply_to: self.reply_to.clone(),
-            // A tombstone asks nobody to respond.
+            // A tombstone asks nobody to respond, and neither does a draft
+            // (its routing runs at completion).
             should_respond: !self.is_deleted()
+                && self.state == MessageState::Complete
                 && self.routing.should_respond(recipient, &self.sender.id),
         }
     }
 
-    /// The `/updates` / `/ws` event for `recipient`.
+    /// The `/updates` / `/ws` event for `recipient`: `message`, or for a
+    /// draft that just opened, `message.streaming`.
     pub fn event_for(&self, conversation: &ConversationRef, recipient: &ParticipantId) -> Event {
+        if self.is_streaming() {
+            return Event::MessageStreaming {
+                conversation_id: conversation.id.clone(),
+                message: self.view_for(recipient, self.sender.clone()),
+                version: self.version,
+                conversation: conversation.clone(),
+            };
+        }
         Event::Message {
             conversation_id: conversation.id.clone(),
             message: self.view_for(recipient, self.sender.clone()),

@@ -5,7 +5,7 @@
 //! (threads), spread by a hash of their id, so HTTP workers only parse,
 //! serialize and write.
 
-use crate::conversation::ConversationActor;
+use crate::conversation::{ConversationActor, DraftSettings};
 use crate::feed::{BayFeed, CloseAll, FeedSettings};
 use crate::session::CloseReason;
 use crate::store::Store;
@@ -27,6 +27,8 @@ pub struct RegistrySettings {
     pub typing_ttl: Duration,
     /// A conversation actor with no traffic for this long stops.
     pub actor_idle_timeout: Duration,
+    /// Streaming drafts: flush window and length limit.
+    pub drafts: DraftSettings,
     /// Dedicated arbiter threads for feeds and conversation actors.
     pub arbiters: usize,
 }
@@ -108,12 +110,13 @@ impl Registry {
         }
         convs.retain(|_, a| a.connected());
         let (b, c, store) = (bay.clone(), conversation.clone(), self.inner.store.clone());
-        let (ttl, idle) = (
+        let (ttl, idle, drafts) = (
             self.inner.settings.typing_ttl,
             self.inner.settings.actor_idle_timeout,
+            self.inner.settings.drafts,
         );
         let addr = ConversationActor::start_in_arbiter(self.arbiter_for(&key), move |_| {
-            ConversationActor::new(b, c, store, ttl, idle)
+            ConversationActor::new(b, c, store, ttl, idle, drafts)
         });
         convs.insert(key, addr.clone());
         addr

@@ -14,6 +14,7 @@
 //! single feed → session mailbox, the `through` of the last batch received
 //! is such an X.
 
+use crate::drafts::DraftVersions;
 use crate::store::log::LogRecord;
 use actix::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -203,6 +204,8 @@ pub struct SessionCursor {
     replayed_through: EntryId,
     /// Everything ≤ this addressed to the session was handed to the transport.
     position: EntryId,
+    /// Drafts the session was sent a snapshot of (see [`crate::drafts`]).
+    drafts: DraftVersions,
 }
 
 impl SessionCursor {
@@ -212,12 +215,27 @@ impl SessionCursor {
             epoch,
             replayed_through: through,
             position: through,
+            drafts: DraftVersions::default(),
         }
+    }
+
+    /// The same, for a replay that sent draft snapshots: live deltas they
+    /// cover are dropped.
+    pub fn with_drafts(mut self, drafts: DraftVersions) -> Self {
+        self.drafts = drafts;
+        self
     }
 
     /// Whether a live record still needs sending (the replay did not cover it).
     pub fn is_new(&self, id: EntryId) -> bool {
         id > self.replayed_through
+    }
+
+    /// Whether a live record goes out: the replay did not cover it, and it
+    /// is not a draft delta that a snapshot the session was sent already
+    /// holds. Live text thus never repeats what a replay gave.
+    pub fn admits(&mut self, record: &LogRecord) -> bool {
+        self.is_new(record.id) && self.drafts.admits(record)
     }
 
     /// Records that the session is past `through` (never moves backwards).

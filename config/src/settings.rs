@@ -213,6 +213,14 @@ pub struct Timing {
     /// Idle conversation actors stop after this long (Bay feeds never stop).
     #[serde(with = "humantime_serde")]
     pub actor_idle_timeout: Duration,
+    /// How long appends to a draft are gathered before they are stored and
+    /// delivered as one `message.delta` (40 ms by default). Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub draft_flush_interval: Duration,
+    /// A draft whose author holds no session and appended nothing for this
+    /// long fails (`message.failed`; 30 s by default). Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub draft_orphan_timeout: Duration,
 }
 
 /// Push delivery to agents' webhooks (protocol §11, "Webhook contract v2";

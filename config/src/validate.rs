@@ -118,6 +118,8 @@ impl Settings {
         non_zero("timing.sse_heartbeat", timing.sse_heartbeat)?;
         non_zero("timing.watermark_interval", timing.watermark_interval)?;
         non_zero("timing.typing_ttl", timing.typing_ttl)?;
+        non_zero("timing.draft_flush_interval", timing.draft_flush_interval)?;
+        non_zero("timing.draft_orphan_timeout", timing.draft_orphan_timeout)?;
         // timing.drain_timeout: zero is valid (close connections at once).
         non_zero("timing.actor_idle_timeout", timing.actor_idle_timeout)?;
 

@@ -55,6 +55,8 @@ fn defaults_equal_the_protocol_values() {
             watermark_interval: secs(1),
             feed_linger: Duration::ZERO,
             typing_ttl: secs(5), // protocol §11: typing has a 5s TTL
+            draft_flush_interval: Duration::from_millis(40),
+            draft_orphan_timeout: secs(30),
             drain_timeout: secs(10),
             drain_grace: secs(3),
             actor_idle_timeout: secs(60),

@@ -23,6 +23,8 @@ pub struct ApiError {
     pub message: String,
     /// Seconds a client should wait before retrying (`Retry-After`).
     pub retry_after: Option<Duration>,
+    /// A draft's length, for the append refusals (the body's `length`).
+    pub length: Option<u64>,
 }
 
 impl ApiError {
@@ -32,7 +34,14 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            length: None,
         }
+    }
+
+    /// Adds the draft's `length` (in Unicode scalar values) to the body.
+    pub fn with_length(mut self, length: u64) -> Self {
+        self.length = Some(length);
+        self
     }
 
     /// Adds `Retry-After` (rounded up to whole seconds, at least 1).
@@ -64,8 +73,9 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        let mut res = HttpResponse::build(self.status_code())
-            .json(ErrorBody::new(self.code, self.message.clone()));
+        let mut body = ErrorBody::new(self.code, self.message.clone());
+        body.length = self.length;
+        let mut res = HttpResponse::build(self.status_code()).json(body);
         if let Some(wait) = self.retry_after {
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
             if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {

@@ -34,7 +34,9 @@ use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use switchboard_actors::conversation::DraftSettings;
 use switchboard_actors::feed::FeedSettings;
+use switchboard_actors::orphans::OrphanSweep;
 use switchboard_actors::registry::{Registry, RegistrySettings};
 use switchboard_actors::session::CloseReason;
 use switchboard_actors::store::instrumented::Instrumented;
@@ -162,11 +164,20 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             },
             typing_ttl: t.typing_ttl,
             actor_idle_timeout: t.actor_idle_timeout,
+            drafts: DraftSettings {
+                flush_interval: t.draft_flush_interval,
+                max_chars: settings.limits.max_content_chars,
+            },
             arbiters: 2,
         },
     );
     let webhooks = webhook_dispatcher(&settings, store.clone(), registry.clone());
     webhooks.start();
+    actix::Actor::start(OrphanSweep::new(
+        store.clone(),
+        registry.clone(),
+        t.draft_orphan_timeout,
+    ));
     let state = AppState {
         webhooks,
         // Counted in Redis with the redis engine (cluster-wide), per node otherwise.
@@ -211,6 +222,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
                     .configure(api::agent::routes)
                     .configure(api::directory::routes)
                     .configure(api::messages::routes)
+                    .configure(api::drafts::routes)
                     .configure(api::webhook::routes)
                     .configure(api::polls::routes)
                     .configure(realtime::updates::routes)

@@ -67,6 +67,14 @@ pub enum ErrorCode {
     IdempotencyKeyReused,
     /// 409: the poll is closed (protocol v1.12).
     PollClosed,
+    /// 409: a draft append whose `offset` lies beyond the draft's length;
+    /// the error carries the `length` to resume from.
+    AppendGap,
+    /// 409: a draft append overlapping accepted text that it disagrees with.
+    AppendConflict,
+    /// 409: the message is not an open draft (never streamed, or already
+    /// completed, cancelled or failed).
+    DraftClosed,
     /// 410: the message was deleted (an edit of it, or a retried send whose
     /// message has since been deleted: it is never recreated).
     MessageDeleted,
@@ -110,7 +118,8 @@ impl ErrorCode {
             NotParticipant | Forbidden => 403,
             NotFound | PollNotFound => 404,
             MethodNotAllowed => 405,
-            AlreadyExists | CursorExpired | IdempotencyKeyReused | PollClosed => 409,
+            AlreadyExists | CursorExpired | IdempotencyKeyReused | PollClosed | AppendGap
+            | AppendConflict | DraftClosed => 409,
             MessageDeleted => 410,
             PayloadTooLarge => 413,
             UnsupportedMediaType => 415,
@@ -149,6 +158,9 @@ impl ErrorCode {
             CursorExpired => "CURSOR_EXPIRED",
             IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
             PollClosed => "POLL_CLOSED",
+            AppendGap => "APPEND_GAP",
+            AppendConflict => "APPEND_CONFLICT",
+            DraftClosed => "DRAFT_CLOSED",
             MessageDeleted => "MESSAGE_DELETED",
             PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
@@ -182,6 +194,11 @@ pub struct ErrorBody {
     pub code: String,
     /// Human-readable, lowercase text; not meant to be matched on.
     pub message: String,
+    /// For `APPEND_GAP`, `APPEND_CONFLICT` and a draft grown past the
+    /// content limit: the draft's length in Unicode scalar values, where
+    /// the author resumes. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length: Option<u64>,
 }
 
 impl ErrorBody {
@@ -191,6 +208,7 @@ impl ErrorBody {
             error: code.snake(),
             code: code.as_str().to_owned(),
             message: message.into(),
+            length: None,
         }
     }
 }

@@ -117,6 +117,106 @@ pub enum Event {
         /// `{ id, type, title }` of the conversation.
         conversation: ConversationRef,
     },
+    /// `message.streaming`: a draft opened (its author streams the reply
+    /// with appends), or, in a replay, the draft's snapshot: its full text
+    /// so far at `version`. Live `message.delta` events continue from that
+    /// version; a delta at or below it is never sent after the snapshot.
+    /// A draft asks nobody to respond (`shouldRespond` is false) until it
+    /// completes.
+    #[serde(rename = "message.streaming", rename_all = "camelCase")]
+    MessageStreaming {
+        /// The draft's conversation.
+        conversation_id: ConversationId,
+        /// The draft as it stands: `content` is the text so far.
+        message: MessageView,
+        /// The draft's version: bumped by every accepted flush of appends.
+        version: u64,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+    /// `message.delta`: text appended to a draft, coalesced per flush
+    /// window (`timing.draft_flush_interval`, 40 ms by default).
+    #[serde(rename = "message.delta", rename_all = "camelCase")]
+    MessageDelta {
+        /// The draft's conversation.
+        conversation_id: ConversationId,
+        /// The draft.
+        message_id: MessageId,
+        /// Where `text` starts in the draft, in Unicode scalar values.
+        offset: u64,
+        /// The appended text.
+        text: String,
+        /// The draft's version after this delta.
+        version: u64,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+    /// `message.completed`: the draft is final. Routing ran on the final
+    /// text, once: `shouldRespond` and `mentions` are this recipient's
+    /// verdicts, exactly as for a `message` event.
+    #[serde(rename = "message.completed", rename_all = "camelCase")]
+    MessageCompleted {
+        /// The message's conversation.
+        conversation_id: ConversationId,
+        /// The final message as this recipient sees it.
+        message: MessageView,
+        /// The message's version at completion.
+        version: u64,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+    /// `message.cancelled`: a member stopped the draft. Its text stays as
+    /// it was; no more appends are accepted.
+    #[serde(rename = "message.cancelled", rename_all = "camelCase")]
+    MessageCancelled {
+        /// The draft's conversation.
+        conversation_id: ConversationId,
+        /// The draft.
+        message_id: MessageId,
+        /// Who cancelled it.
+        cancelled_by: ParticipantId,
+        /// The draft's final length, in Unicode scalar values.
+        length: u64,
+        /// The draft's version after the cancel.
+        version: u64,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+    /// `message.cancel_requested`: sent to the draft's author instead of
+    /// `message.cancelled`: stop generating. The draft is cancelled
+    /// already, so further appends answer 409 `DRAFT_CLOSED`.
+    #[serde(rename = "message.cancel_requested", rename_all = "camelCase")]
+    MessageCancelRequested {
+        /// The draft's conversation.
+        conversation_id: ConversationId,
+        /// The draft.
+        message_id: MessageId,
+        /// Who asked.
+        requested_by: ParticipantId,
+        /// The draft's length when it was cancelled, in Unicode scalar values.
+        length: u64,
+        /// The draft's version after the cancel.
+        version: u64,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+    /// `message.failed`: the draft was abandoned: its author held no
+    /// session and appended nothing for `timing.draft_orphan_timeout`.
+    #[serde(rename = "message.failed", rename_all = "camelCase")]
+    MessageFailed {
+        /// The draft's conversation.
+        conversation_id: ConversationId,
+        /// The draft.
+        message_id: MessageId,
+        /// Why, lowercase text (e.g. `"author went away"`).
+        reason: String,
+        /// The draft's final length, in Unicode scalar values.
+        length: u64,
+        /// The draft's version after the failure.
+        version: u64,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
 }
 
 impl Event {
@@ -142,6 +242,24 @@ impl Event {
                 conversation_id, ..
             }
             | Event::ReadUpdated {
+                conversation_id, ..
+            }
+            | Event::MessageStreaming {
+                conversation_id, ..
+            }
+            | Event::MessageDelta {
+                conversation_id, ..
+            }
+            | Event::MessageCompleted {
+                conversation_id, ..
+            }
+            | Event::MessageCancelled {
+                conversation_id, ..
+            }
+            | Event::MessageCancelRequested {
+                conversation_id, ..
+            }
+            | Event::MessageFailed {
                 conversation_id, ..
             } => conversation_id,
         }

@@ -36,6 +36,16 @@ pub enum SenderType {
     Agent,
 }
 
+impl SenderType {
+    /// The participant kind that sends with this type.
+    pub fn kind(self) -> ParticipantKind {
+        match self {
+            SenderType::User => ParticipantKind::User,
+            SenderType::Agent => ParticipantKind::Agent,
+        }
+    }
+}
+
 /// `conversation.type` (protocol §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -157,4 +167,42 @@ pub struct RosterMember {
     /// What an agent is FOR (its operator's one-liner); always `None` for users.
     #[schema(required = true)]
     pub description: Option<String>,
+}
+
+/// Where a message stands in its life. Most messages are `complete` from
+/// the start; a message sent with `"stream": true` is a draft that its
+/// author appends to (`streaming`) until it completes, is cancelled by a
+/// member, or fails (its author went away).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageState {
+    /// Final: routed, delivered as `message` or `message.completed`.
+    #[default]
+    Complete,
+    /// An open draft: appends are accepted; nobody is asked to respond yet.
+    Streaming,
+    /// A member cancelled the draft; its text stays as it was.
+    Cancelled,
+    /// The draft was abandoned (its author held no session and appended
+    /// nothing for `timing.draft_orphan_timeout`).
+    Failed,
+}
+
+impl MessageState {
+    /// Whether this is the default state (omitted from stored records).
+    pub fn is_complete(&self) -> bool {
+        *self == MessageState::Complete
+    }
+
+    /// The wire name: `complete`, `streaming`, `cancelled` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageState::Complete => "complete",
+            MessageState::Streaming => "streaming",
+            MessageState::Cancelled => "cancelled",
+            MessageState::Failed => "failed",
+        }
+    }
 }

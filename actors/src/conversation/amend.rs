@@ -190,6 +190,12 @@ fn apply(
             _ => Err(AmendOutcome::Deleted),
         };
     }
+    if current.is_streaming() && matches!(msg.action, Action::Edit { .. } | Action::Delete) {
+        return Err(AmendOutcome::Refused(
+            ErrorCode::InvalidRequest,
+            "an open draft cannot be edited or deleted: complete or cancel it first".into(),
+        ));
+    }
     let change = match &msg.action {
         Action::Edit { content } => {
             if !is_sender {

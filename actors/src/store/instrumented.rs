@@ -6,9 +6,9 @@
 
 use super::log::LogEvent;
 use super::{
-    AppendOutcome, Changed, ConversationChange, Created, MessageChange, NewMessage, Opening,
-    Principal, ReadState, Replay, Revisioned, RosterChange, Store, StoreError, Updated, Webhook,
-    WebhookStatus,
+    AppendOutcome, Changed, ConversationChange, Created, DraftAppend, DraftAppended, MessageChange,
+    NewMessage, OpenDraft, Opening, Principal, ReadState, Replay, Revisioned, RosterChange,
+    RoundStep, Store, StoreError, Updated, Webhook, WebhookStatus,
 };
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -284,6 +284,30 @@ impl Store for Instrumented {
         change: MessageChange,
     ) -> Result<Changed, StoreError> {
         timed("change_message", self.inner.change_message(bay, change)).await
+    }
+    async fn append_draft(
+        &self,
+        bay: &BayId,
+        append: DraftAppend,
+    ) -> Result<DraftAppended, StoreError> {
+        timed("append_draft", self.inner.append_draft(bay, append)).await
+    }
+    async fn close_draft(
+        &self,
+        bay: &BayId,
+        change: MessageChange,
+        round: Option<RoundStep>,
+    ) -> Result<Changed, StoreError> {
+        timed("close_draft", self.inner.close_draft(bay, change, round)).await
+    }
+    async fn open_drafts(&self, bay: &BayId) -> Result<Vec<OpenDraft>, StoreError> {
+        timed("open_drafts", self.inner.open_drafts(bay)).await
+    }
+    async fn draft_bays(&self) -> Result<Vec<BayId>, StoreError> {
+        timed("draft_bays", self.inner.draft_bays()).await
+    }
+    async fn prune_draft_bay(&self, bay: &BayId) -> Result<(), StoreError> {
+        timed("prune_draft_bay", self.inner.prune_draft_bay(bay)).await
     }
     async fn poll_message(
         &self,

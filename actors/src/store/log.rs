@@ -196,12 +196,64 @@ pub enum Change {
         /// The newest message they have read.
         message: MessageId,
     },
+    /// `message.delta`: one flush window's appends to a draft.
+    Delta {
+        /// The draft.
+        message: MessageId,
+        /// Where `text` starts, in Unicode scalar values.
+        offset: u64,
+        /// The appended text.
+        text: String,
+        /// The draft's version after the flush.
+        version: u64,
+    },
+    /// `message.completed`: the draft became final, routed on its text.
+    Completed {
+        /// The message as stored at completion (final content, routing,
+        /// `routing.suppressed` from the round cap).
+        message: StoredMessage,
+    },
+    /// `message.cancelled` to members, `message.cancel_requested` to the
+    /// draft's author.
+    Cancelled {
+        /// The draft.
+        message: MessageId,
+        /// Its author (who receives `message.cancel_requested`).
+        author: ParticipantId,
+        /// Who cancelled it.
+        by: ParticipantId,
+        /// Its final length, in Unicode scalar values.
+        length: u64,
+        /// Its version after the cancel.
+        version: u64,
+    },
+    /// `message.failed`: the draft was abandoned.
+    Failed {
+        /// The draft.
+        message: MessageId,
+        /// Why, lowercase text.
+        reason: String,
+        /// Its final length, in Unicode scalar values.
+        length: u64,
+        /// Its version after the failure.
+        version: u64,
+    },
 }
 
 impl Change {
     /// Whether recipients see different events (a poll's `mine`).
     pub fn per_recipient(&self) -> bool {
-        matches!(self, Change::Poll { .. })
+        matches!(
+            self,
+            Change::Poll { .. } | Change::Completed { .. } | Change::Cancelled { .. }
+        )
+    }
+
+    /// Whether the change is a step of a draft's stream (`message.delta`):
+    /// replays coalesce these into one snapshot, and webhooks skip them
+    /// (a draft wakes nobody while it streams).
+    pub fn is_delta(&self) -> bool {
+        matches!(self, Change::Delta { .. })
     }
 
     /// Who made the change, when the log knows (a vote's voter is inside
@@ -213,17 +265,22 @@ impl Change {
             Change::Reaction { participant, .. } | Change::Read { participant, .. } => {
                 Some(participant)
             }
-            Change::Poll { .. } => None,
+            Change::Completed { message } => Some(&message.sender.id),
+            Change::Cancelled { by, .. } => Some(by),
+            Change::Poll { .. } | Change::Delta { .. } | Change::Failed { .. } => None,
         }
     }
 
     /// The message the change is about, if any.
     pub fn message(&self) -> Option<&MessageId> {
         match self {
-            Change::Edited { message } => Some(&message.id),
+            Change::Edited { message } | Change::Completed { message } => Some(&message.id),
             Change::Deleted { message, .. }
             | Change::Reaction { message, .. }
-            | Change::Poll { message, .. } => Some(message),
+            | Change::Poll { message, .. }
+            | Change::Delta { message, .. }
+            | Change::Cancelled { message, .. }
+            | Change::Failed { message, .. } => Some(message),
             Change::Read { .. } => None,
         }
     }
@@ -298,6 +355,65 @@ impl Change {
                 last_read_message_id: message.clone(),
                 conversation,
             },
+            Change::Delta {
+                message,
+                offset,
+                text,
+                version,
+            } => Event::MessageDelta {
+                conversation_id,
+                message_id: message.clone(),
+                offset: *offset,
+                text: text.clone(),
+                version: *version,
+                conversation,
+            },
+            Change::Completed { message } => Event::MessageCompleted {
+                conversation_id,
+                message: message.view_for(recipient, message.sender.clone()),
+                version: message.version,
+                conversation,
+            },
+            Change::Cancelled {
+                message,
+                author,
+                by,
+                length,
+                version,
+            } => {
+                if author == recipient {
+                    Event::MessageCancelRequested {
+                        conversation_id,
+                        message_id: message.clone(),
+                        requested_by: by.clone(),
+                        length: *length,
+                        version: *version,
+                        conversation,
+                    }
+                } else {
+                    Event::MessageCancelled {
+                        conversation_id,
+                        message_id: message.clone(),
+                        cancelled_by: by.clone(),
+                        length: *length,
+                        version: *version,
+                        conversation,
+                    }
+                }
+            }
+            Change::Failed {
+                message,
+                reason,
+                length,
+                version,
+            } => Event::MessageFailed {
+                conversation_id,
+                message_id: message.clone(),
+                reason: reason.clone(),
+                length: *length,
+                version: *version,
+                conversation,
+            },
         }
     }
 }
@@ -327,7 +443,15 @@ impl LogEvent {
             | LogEvent::Change {
                 change: Change::Edited { message },
                 ..
+            }
+            | LogEvent::Change {
+                change: Change::Completed { message },
+                ..
             } => message.content.len() + 512,
+            LogEvent::Change {
+                change: Change::Delta { text, .. },
+                ..
+            } => text.len() + 256,
             LogEvent::Change { .. } => 512,
             LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => 64,
         }

@@ -53,3 +53,23 @@ impl<T: DeserializeOwned + 'static> FromRequest for Object<T> {
         })
     }
 }
+
+/// A body that may be absent: empty (or only whitespace) is `None`;
+/// anything else must be a JSON object decoding into `T` (400
+/// `INVALID_JSON` otherwise), as [`Object`] requires.
+pub fn optional_object<T: DeserializeOwned>(body: &[u8]) -> Result<Option<T>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let invalid = |e: serde_json::Error| {
+        ApiError::new(ErrorCode::InvalidJson, format!("invalid json body: {e}"))
+    };
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(invalid)?;
+    if !value.is_object() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidJson,
+            "the body must be a JSON object",
+        ));
+    }
+    serde_json::from_value(value).map(Some).map_err(invalid)
+}

@@ -60,7 +60,8 @@ pub(crate) struct SendBody {
     /// With a `card`, the plain-text fallback shown where the card cannot
     /// render (protocol v1.11).
     #[schema(value_type = String, min_length = 1, max_length = 32000)]
-    content: serde_json::Value,
+    #[serde(default, deserialize_with = "present")]
+    content: Option<serde_json::Value>,
     /// Quote an earlier message of the same conversation.
     #[schema(value_type = Option<MessageId>)]
     reply_to_message_id: Option<String>,
@@ -75,10 +76,33 @@ pub(crate) struct SendBody {
     /// The idempotency key, as an alternative to the `Idempotency-Key`
     /// header (the same rules; when both are given they must be equal).
     client_id: Option<String>,
+    /// Open a draft that you stream into with `…/append` and finalize with
+    /// `…/complete` (docs/websocket.md, "Streaming replies"). `content` is
+    /// then optional (the text to start with) and routing runs at completion.
+    stream: Option<bool>,
     #[schema(ignore)]
     attachments: Option<serde_json::Value>,
     #[schema(ignore)]
     attachment_id: Option<serde_json::Value>,
+}
+
+/// A field that is present, `null` included (`Some(Value::Null)`); with
+/// `#[serde(default)]` an absent one is `None`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde::Deserialize::deserialize(d).map(Some)
+}
+
+/// Checks the `content` a draft opens with: absent (or `null`) is `""`;
+/// else a string of at most `max` characters (Unicode scalar values).
+fn draft_start(content: serde_json::Value, max: usize) -> Result<String, ApiError> {
+    match content {
+        serde_json::Value::Null => Ok(String::new()),
+        serde_json::Value::String(s) if s.chars().count() <= max => Ok(s),
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidContent,
+            format!("content of a draft must be a string of at most {max} characters (unicode scalar values)"),
+        )),
+    }
 }
 
 /// Checks `content` of a send or an edit: a string of 1 to `max`
@@ -184,6 +208,7 @@ struct Fingerprint<'a> {
     metadata: &'a Option<serde_json::Value>,
     card: &'a Option<Card>,
     poll: Option<(&'a str, &'a [String], bool)>,
+    stream: bool,
 }
 
 /// A validated send, ready for the conversation actor.
@@ -195,6 +220,8 @@ pub(crate) struct Send {
     pub card: Option<Card>,
     pub poll: Option<PollState>,
     pub key: Option<String>,
+    /// Open a draft (`"stream": true`).
+    pub stream: bool,
 }
 
 /// Posts `send` for `caller` and answers as `POST …/messages` does:
@@ -219,6 +246,7 @@ pub(crate) async fn post_and_answer(
                 .poll
                 .as_ref()
                 .map(|p| (p.question.as_str(), p.options.as_slice(), p.allow_multiple)),
+            stream: send.stream,
         })
         .unwrap_or_default()
         .as_bytes()]),
@@ -234,6 +262,7 @@ pub(crate) async fn post_and_answer(
             card: send.card,
             poll: send.poll,
             idempotency,
+            stream: send.stream,
         })
         .await??;
     let reader = &sender.id;
@@ -308,7 +337,24 @@ async fn send_message(
             validate_card(raw, has_attachments).map_err(|e| ApiError::new(e.code, e.message))?,
         ),
     };
-    let content = checked_content(body.content, state.settings.limits.max_content_chars)?;
+    let stream = body.stream.unwrap_or(false);
+    let max = state.settings.limits.max_content_chars;
+    let content = match (stream, body.content) {
+        (true, content) => draft_start(content.unwrap_or_default(), max)?,
+        (false, Some(content)) => checked_content(content, max)?,
+        (false, None) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidJson,
+                "invalid json body: missing field `content`",
+            ))
+        }
+    };
+    if stream && card.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "a streamed message cannot carry a card",
+        ));
+    }
     if !matches!(
         body.metadata,
         None | Some(serde_json::Value::Object(_)) | Some(serde_json::Value::Null)
@@ -336,6 +382,7 @@ async fn send_message(
         card,
         poll: None,
         key,
+        stream,
     };
     post_and_answer(&state, &caller, send).await
 }

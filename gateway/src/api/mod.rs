@@ -4,6 +4,7 @@ pub mod admin;
 pub mod agent;
 pub mod body;
 pub mod directory;
+pub mod drafts;
 pub mod messages;
 pub mod polls;
 pub mod views;

@@ -142,6 +142,7 @@ async fn create_poll(
         card: None,
         poll: Some(poll),
         key,
+        stream: false,
     };
     post_and_answer(&state, &caller, send).await
 }

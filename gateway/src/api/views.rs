@@ -9,7 +9,7 @@ use switchboard_protocol::context::{ContextEnvelope, ParticipantView, YouView};
 use switchboard_protocol::event::REPLY_PREVIEW_CHARS;
 use switchboard_protocol::event::{MessageView, SenderView};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
-use switchboard_protocol::model::{ParticipantKind, RosterMember};
+use switchboard_protocol::model::{MessageState, ParticipantKind, RosterMember};
 use switchboard_protocol::poll::PollView;
 use switchboard_protocol::routing::{instructions, is_orchestrator, policy_view};
 
@@ -125,6 +125,12 @@ pub struct RestMessage {
     /// A `card.poll` message's tally as the reader sees it, else `null`.
     #[schema(required = true)]
     pub poll: Option<PollView>,
+    /// `complete`, or for a streamed message `streaming` (an open draft:
+    /// `content` is the text so far), `cancelled` or `failed`.
+    pub state: MessageState,
+    /// Bumped by every change after the send (edit, delete, reaction, vote,
+    /// a draft's flush of appends).
+    pub version: u64,
 }
 
 /// One emoji's reactions on a message, as `reader` sees them.
@@ -157,6 +163,8 @@ impl RestMessage {
                 (None, None) => None,
             },
             poll: message.poll.as_ref().map(|p| p.view(reader, true)),
+            state: message.state,
+            version: message.version,
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use actix::Addr;
 use std::collections::HashSet;
+use switchboard_actors::drafts::snapshot_drafts;
 use switchboard_actors::feed::{Attach, AttachError, BayFeed};
 use switchboard_actors::replay::memberships_at;
 use switchboard_actors::session::{SessionCursor, SessionHandle};
@@ -267,25 +268,32 @@ pub async fn open_session(
                 }
             }
         }
-        if let Some(at) = stopped_at {
-            let done = read_all && records.last().map(|r| r.id) == Some(at);
-            let through = if done { through } else { at };
+        let finished = match stopped_at {
+            Some(at) => {
+                let done = read_all && records.last().map(|r| r.id) == Some(at);
+                Some((if done { through } else { at }, done))
+            }
+            None if read_all => Some((through, true)),
+            None => None,
+        };
+        if let Some((through, complete)) = finished {
+            // Drafts replay as one snapshot each, not as their deltas.
+            let tagged = events.into_iter().map(|r| (r.entry, r.event)).collect();
+            let (tagged, drafts) = snapshot_drafts(&*store, &bay, participant, tagged)
+                .await
+                .map_err(ApiError::from)?;
+            let events = tagged
+                .into_iter()
+                .map(|(entry, event)| Replayed { entry, event })
+                .collect();
             return Ok(Opened {
                 feed,
-                cursor: SessionCursor::after_replay(from.epoch, through),
+                cursor: SessionCursor::after_replay(from.epoch, through).with_drafts(drafts),
                 events,
-                complete: done,
+                complete,
             });
         }
         from.entry = through;
-        if read_all {
-            return Ok(Opened {
-                feed,
-                cursor: SessionCursor::after_replay(from.epoch, through),
-                events,
-                complete: true,
-            });
-        }
     }
 }
 
@@ -320,15 +328,16 @@ pub fn project(
 }
 
 /// Projects records the feed pushed (already filtered to the participant's
-/// conversations), skipping those the replay covered.
+/// conversations), skipping those the replay covered (draft deltas a
+/// replayed snapshot holds included).
 pub fn live_events(
     records: &[std::sync::Arc<LogRecord>],
-    cursor: &SessionCursor,
+    cursor: &mut SessionCursor,
     participant: &ParticipantId,
 ) -> Vec<Event> {
     records
         .iter()
-        .filter(|r| cursor.is_new(r.id))
+        .filter(|r| cursor.admits(r))
         .filter_map(|r| r.event_for(participant))
         .collect()
 }

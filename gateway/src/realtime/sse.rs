@@ -467,7 +467,7 @@ impl Handler<Deliver> for SseSession {
         let events: Vec<Replayed> = msg
             .records
             .iter()
-            .filter(|r| live.cursor.is_new(r.id))
+            .filter(|r| live.cursor.admits(r))
             .filter_map(|r| {
                 r.event_for(participant)
                     .map(|event| Replayed { entry: r.id, event })

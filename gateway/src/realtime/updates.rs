@@ -311,7 +311,11 @@ impl Handler<Deliver> for PollSession {
                 }
             }
         }
-        let events = live_events(records, &live.cursor, &self.caller.principal.participant.id);
+        let events = live_events(
+            records,
+            &mut live.cursor,
+            &self.caller.principal.participant.id,
+        );
         observe_live_delivery(records, &live.cursor, Transport::Updates);
         live.cursor.advance(through);
         if !events.is_empty() {

@@ -400,7 +400,7 @@ impl Handler<Deliver> for WsSession {
         let frames: Vec<_> = msg
             .records
             .iter()
-            .filter(|r| live.cursor.is_new(r.id))
+            .filter(|r| live.cursor.admits(r))
             .filter_map(|r| r.ws_event_frame(participant))
             .collect();
         observe_live_delivery(&msg.records, &live.cursor, Transport::Ws);

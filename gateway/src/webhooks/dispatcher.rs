@@ -305,7 +305,9 @@ impl Worker {
             };
             for record in &records {
                 let event = project(record, &agent.id, &mut memberships);
-                if let Some(event) = event.filter(|_| !made_by(record, &agent.id)) {
+                if let Some(event) =
+                    event.filter(|_| !made_by(record, &agent.id) && !streaming(record))
+                {
                     match self
                         .deliver(&agent, &webhook, &position, record, &event)
                         .await?
@@ -579,6 +581,17 @@ fn made_by(record: &LogRecord, agent: &ParticipantId) -> bool {
     match &record.event {
         LogEvent::Message { message, .. } => &message.sender.id == agent,
         LogEvent::Change { change, .. } => change.actor() == Some(agent),
+        _ => false,
+    }
+}
+
+/// Whether `record` is a step of a draft's stream (its opening or a
+/// delta): webhooks skip them, since a draft wakes nobody while it
+/// streams; its `message.completed` (or cancel, or failure) is delivered.
+fn streaming(record: &LogRecord) -> bool {
+    match &record.event {
+        LogEvent::Message { message, .. } => message.is_streaming(),
+        LogEvent::Change { change, .. } => change.is_delta(),
         _ => false,
     }
 }

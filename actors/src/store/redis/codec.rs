@@ -177,6 +177,8 @@ pub enum ScriptStatus {
     Conflict,
     /// The conversation moved past the revision the caller routed with.
     Stale,
+    /// The draft is not open (anymore).
+    Closed,
 }
 
 /// The status word a script answers first. An unknown word is `Corrupt`.
@@ -191,6 +193,7 @@ pub fn status(doing: &'static str, key: &str, reply: &[Value]) -> Result<ScriptS
         "exists" => ScriptStatus::Exists,
         "conflict" => ScriptStatus::Conflict,
         "stale" => ScriptStatus::Stale,
+        "closed" => ScriptStatus::Closed,
         other => return Err(corrupt(doing, key, format!("script said {other:?}"))),
     })
 }

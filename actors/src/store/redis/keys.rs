@@ -19,6 +19,10 @@
 //! | `sb:{bay}:conv:<cid>:msgs`        | stream | history, id `<createdAt ms>-0`, field `m` = JSON   |
 //! | `sb:{bay}:conv:<cid>:ids`         | hash   | message id → its history stream id                 |
 //! | `sb:{bay}:conv:<cid>:state`       | hash   | `rounds` (round counter) and `last_ms` (createdAt) |
+//! | `sb:{bay}:conv:<cid>:draft:<mid>` | string | an open draft's text so far                        |
+//! | `sb:{bay}:drafts`                 | zset   | open draft id → last activity ms                   |
+//! | `sb:{bay}:draft-info`             | hash   | open draft id → `"<cid> <author>"`                 |
+//! | `sb:draft-bays`                   | set    | Bays that may hold open drafts (sweep index)       |
 //! | `sb:{tok:<4 hex>}:<token hash>`   | string | token index: JSON `{bay, participant}`             |
 //!
 //! The token index is the one global lookup (a token names its Bay), so it
@@ -191,6 +195,30 @@ impl BayKeys {
     pub fn idempotency(&self, key: &str) -> String {
         format!("{}:idem:{key}", self.base)
     }
+
+    /// `sb:{bay}:drafts`: sorted set, open draft message id → its last
+    /// activity (Unix ms): what the orphan sweep reads.
+    pub fn drafts(&self) -> String {
+        format!("{}:drafts", self.base)
+    }
+
+    /// `sb:{bay}:draft-info`: hash, open draft message id →
+    /// `"<conversation id> <author id>"`.
+    pub fn draft_info(&self) -> String {
+        format!("{}:draft-info", self.base)
+    }
+
+    /// `sb:{bay}:conv:<cid>:draft:<mid>`: string, an open draft's text so
+    /// far (appends are `APPEND`s; the body keeps the text at opening).
+    pub fn draft_text(&self, conversation: &ConversationId, message: &str) -> String {
+        format!("{}:conv:{conversation}:draft:{message}", self.base)
+    }
+}
+
+/// `sb:draft-bays`: set of Bay ids that may hold open drafts, across Bays
+/// (an index for the orphan sweep; the Bay's `drafts` set is the truth).
+pub fn draft_bays() -> String {
+    format!("{PREFIX}:draft-bays")
 }
 
 /// `sb:webhook-owners`: set of `"<bay> <participant>"` with a webhook,

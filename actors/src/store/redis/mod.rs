@@ -63,9 +63,10 @@ pub use setup::{connect, connect_cluster, connect_to};
 
 use super::log::{Change, LogEvent};
 use super::{
-    new_revision, AppendOutcome, Appended, Changed, ConversationChange, Created, MessageChange,
-    NewMessage, Opening, Principal, ReadState, Replay, Revisioned, RosterChange, Store, StoreError,
-    Updated, Webhook, WebhookStatus, OPENINGS_KEPT,
+    new_revision, AppendOutcome, Appended, Changed, ConversationChange, Created, DraftAppend,
+    DraftAppended, MessageChange, NewMessage, OpenDraft, Opening, Principal, ReadState, Replay,
+    Revisioned, RosterChange, RoundStep, Store, StoreError, Updated, Webhook, WebhookStatus,
+    OPENINGS_KEPT,
 };
 
 /// One node's entry in a Bay's presence hash.
@@ -163,6 +164,39 @@ impl RedisStore {
     }
 
     /// Deletes the token index entry of `token` if it still names `owner`.
+    /// Brings open drafts among `messages` up to date: their body keeps
+    /// the text they opened with; the text so far and the version live
+    /// apart (see `APPEND_DRAFT`).
+    async fn fill_drafts(
+        &self,
+        bay: &BayId,
+        messages: &mut [StoredMessage],
+    ) -> Result<(), StoreError> {
+        let doing = "reading a draft";
+        let k = BayKeys::new(bay);
+        for m in messages.iter_mut().filter(|m| m.is_streaming()) {
+            let (text_key, versions) = (
+                k.draft_text(&m.conversation_id, m.id.as_str()),
+                k.versions(&m.conversation_id),
+            );
+            let (text, version): (Option<String>, Option<u64>) = self
+                .invoke(
+                    doing,
+                    &scripts::DRAFT_STATE,
+                    &[&text_key, &versions],
+                    &[m.id.as_str()],
+                )
+                .await?;
+            // Missing text: the draft ended between the two reads; the
+            // body read first is still a consistent older state.
+            if let Some(text) = text {
+                m.content = text;
+                m.version = version.unwrap_or(m.version);
+            }
+        }
+        Ok(())
+    }
+
     async fn release_token(&self, doing: &'static str, token: &TokenHash, owner: &str) {
         let key = keys::token(token);
         if let Err(err) = self
@@ -681,7 +715,11 @@ impl Store for RedisStore {
             k.reads(cid),
             k.polls(),
             k.idempotency(idempotency.map_or("none", |i| i.key.as_str())),
+            k.draft_text(cid, new.message.id.as_str()),
+            k.drafts(),
+            k.draft_info(),
         ];
+        let draft = new.message.is_streaming();
         let (msgs, log) = (&keys[3], &keys[5]);
         // The message with holes for `createdAt`, `routing.suppressed` and
         // `seq`, and the log event with a hole for the message: the script
@@ -741,6 +779,16 @@ impl Store for RedisStore {
                     idempotency.map_or("", |i| i.fingerprint.as_str()),
                     poll,
                     new.message.sender.id.as_str(),
+                    if draft {
+                        new.message.sender.id.as_str()
+                    } else {
+                        ""
+                    },
+                    if draft {
+                        new.message.content.as_str()
+                    } else {
+                        ""
+                    },
                 ],
             )
             .await?;
@@ -783,6 +831,14 @@ impl Store for RedisStore {
         message.seq = text(doing, msgs, seq)?
             .parse()
             .map_err(|e| corrupt(doing, msgs, e))?;
+        if draft {
+            // The sweep's cross-Bay index lives in another slot: written
+            // after the Bay's own keys; the sweep checks the Bay's set.
+            let index = keys::draft_bays();
+            let _: i64 = self
+                .query(doing, &index, cmd("SADD").arg(&index).arg(bay.as_str()))
+                .await?;
+        }
         Ok(AppendOutcome::Appended(Box::new(Appended {
             entry: entry_id(doing, log, entry)?,
             message,
@@ -850,6 +906,232 @@ impl Store for RedisStore {
             ScriptStatus::Missing => Changed::NotFound,
             other => return Err(corrupt(doing, &keys[4], format!("script said {other:?}"))),
         })
+    }
+
+    async fn append_draft(
+        &self,
+        bay: &BayId,
+        append: DraftAppend,
+    ) -> Result<DraftAppended, StoreError> {
+        let doing = "appending to a draft";
+        let k = BayKeys::new(bay);
+        let cid = &append.conversation.id;
+        let keys = [
+            k.versions(cid),
+            k.draft_text(cid, append.message.as_str()),
+            k.drafts(),
+            k.log(),
+            k.epoch(),
+            k.log_meta(),
+            k.rosters(),
+        ];
+        let version = append.version + 1;
+        let text = append.text.clone();
+        let event = to_text(
+            doing,
+            &to_value(
+                doing,
+                &LogEvent::Change {
+                    conversation: append.conversation,
+                    change: Change::Delta {
+                        message: append.message.clone(),
+                        offset: append.offset,
+                        text: append.text,
+                        version,
+                    },
+                },
+            )?,
+        )?;
+        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let reply = self
+            .invoke_status(
+                doing,
+                &scripts::APPEND_DRAFT,
+                &key_refs,
+                &[
+                    append.message.as_str(),
+                    &append.version.to_string(),
+                    &text,
+                    &event,
+                    &epoch_candidate(),
+                    &self.window_ms(),
+                    &self.max_entries(),
+                ],
+            )
+            .await?;
+        Ok(match status(doing, &keys[1], &reply)? {
+            ScriptStatus::Ok => {
+                let entry = reply
+                    .get(1)
+                    .ok_or_else(|| corrupt(doing, &keys[3], "no log id"))?;
+                DraftAppended::Appended {
+                    entry: entry_id(doing, &keys[3], entry)?,
+                    version,
+                }
+            }
+            ScriptStatus::Conflict => DraftAppended::Conflict,
+            ScriptStatus::Closed => DraftAppended::Closed,
+            other => return Err(corrupt(doing, &keys[1], format!("script said {other:?}"))),
+        })
+    }
+
+    async fn close_draft(
+        &self,
+        bay: &BayId,
+        change: MessageChange,
+        round: Option<RoundStep>,
+    ) -> Result<Changed, StoreError> {
+        let doing = "ending a draft";
+        let k = BayKeys::new(bay);
+        let cid = &change.conversation.id;
+        let mid = change.message.id.clone();
+        let keys = [
+            k.conversations(),
+            k.revisions(),
+            k.message_ids(cid),
+            k.versions(cid),
+            k.bodies(cid),
+            k.log(),
+            k.epoch(),
+            k.log_meta(),
+            k.rosters(),
+            k.conversation_state(cid),
+            k.draft_text(cid, mid.as_str()),
+            k.drafts(),
+            k.draft_info(),
+        ];
+        // Both outcomes of the round cap, rendered here: the script picks
+        // one, so it never edits JSON.
+        let render = |suppressed: bool| -> Result<(String, String), StoreError> {
+            let mut message = change.message.clone();
+            let mut logged = change.change.clone();
+            message.routing.suppressed = suppressed;
+            if let Change::Completed { message: m } = &mut logged {
+                m.routing.suppressed = suppressed;
+            }
+            let body = to_text(doing, &to_value(doing, &message)?)?;
+            let event = to_text(
+                doing,
+                &to_value(
+                    doing,
+                    &LogEvent::Change {
+                        conversation: change.conversation.clone(),
+                        change: logged,
+                    },
+                )?,
+            )?;
+            Ok((body, event))
+        };
+        let given = change.message.routing.suppressed;
+        // Without a round step the given flag stands; with one, the
+        // script decides and picks the matching rendering.
+        let (body, event) = render(given && round.is_none())?;
+        let (body_yes, event_yes) = match round {
+            Some(_) => render(true)?,
+            None => (String::new(), String::new()),
+        };
+        let kind = match round.map(|r| r.sender) {
+            Some(ParticipantKind::User) => "user",
+            Some(ParticipantKind::Agent) => "agent",
+            None => "",
+        };
+        let cap = round
+            .and_then(|r| r.cap)
+            .map(|c| c.to_string())
+            .unwrap_or_default();
+        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let reply = self
+            .invoke_status(
+                doing,
+                &scripts::CLOSE_DRAFT,
+                &key_refs,
+                &[
+                    cid.as_str(),
+                    mid.as_str(),
+                    &change.revision.to_string(),
+                    &change.message.version.to_string(),
+                    &body,
+                    &event,
+                    &epoch_candidate(),
+                    &self.window_ms(),
+                    &self.max_entries(),
+                    kind,
+                    &cap,
+                    &body_yes,
+                    &event_yes,
+                    if given { "true" } else { "false" },
+                ],
+            )
+            .await?;
+        Ok(match status(doing, &keys[4], &reply)? {
+            ScriptStatus::Ok => {
+                let entry = reply
+                    .get(1)
+                    .ok_or_else(|| corrupt(doing, &keys[5], "no log id"))?;
+                Changed::Changed(entry_id(doing, &keys[5], entry)?)
+            }
+            ScriptStatus::Stale => Changed::Stale,
+            ScriptStatus::Conflict => Changed::Conflict,
+            ScriptStatus::Missing => Changed::NotFound,
+            other => return Err(corrupt(doing, &keys[4], format!("script said {other:?}"))),
+        })
+    }
+
+    async fn open_drafts(&self, bay: &BayId) -> Result<Vec<OpenDraft>, StoreError> {
+        let doing = "listing open drafts";
+        let k = BayKeys::new(bay);
+        let (drafts, info) = (k.drafts(), k.draft_info());
+        let scored: Vec<(String, i64)> = self
+            .query(
+                doing,
+                &drafts,
+                cmd("ZRANGE").arg(&drafts).arg(0).arg(-1).arg("WITHSCORES"),
+            )
+            .await?;
+        if scored.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = scored.iter().map(|(m, _)| m.as_str()).collect();
+        let infos: Vec<Option<String>> = self
+            .query(doing, &info, cmd("HMGET").arg(&info).arg(&ids))
+            .await?;
+        Ok(scored
+            .iter()
+            .zip(infos)
+            .filter_map(|((mid, ms), info)| {
+                let info = info?;
+                let (cid, author) = info.split_once(' ')?;
+                Some(OpenDraft {
+                    conversation: ConversationId(cid.to_owned()),
+                    message: MessageId(mid.clone()),
+                    author: ParticipantId(author.to_owned()),
+                    last_activity: DateTime::<Utc>::from_timestamp_millis(*ms)?,
+                })
+            })
+            .collect())
+    }
+
+    async fn draft_bays(&self) -> Result<Vec<BayId>, StoreError> {
+        let doing = "listing Bays with drafts";
+        let key = keys::draft_bays();
+        let raw: Vec<String> = self.query(doing, &key, cmd("SMEMBERS").arg(&key)).await?;
+        Ok(raw.into_iter().map(BayId).collect())
+    }
+
+    async fn prune_draft_bay(&self, bay: &BayId) -> Result<(), StoreError> {
+        let doing = "pruning the draft index";
+        let drafts = BayKeys::new(bay).drafts();
+        let open: i64 = self
+            .query(doing, &drafts, cmd("ZCARD").arg(&drafts))
+            .await?;
+        if open == 0 {
+            // A draft opened between the two calls re-adds the Bay itself.
+            let key = keys::draft_bays();
+            let _: i64 = self
+                .query(doing, &key, cmd("SREM").arg(&key).arg(bay.as_str()))
+                .await?;
+        }
+        Ok(())
     }
 
     async fn set_webhook(
@@ -1247,7 +1529,13 @@ impl Store for RedisStore {
                 &[message.as_str()],
             )
             .await?;
-        raw.map(|r| decode(doing, &msgs, &r)).transpose()
+        let mut found: Vec<StoredMessage> = raw
+            .map(|r| decode(doing, &msgs, &r))
+            .transpose()?
+            .into_iter()
+            .collect();
+        self.fill_drafts(bay, &mut found).await?;
+        Ok(found.pop())
     }
 
     async fn messages_since(
@@ -1279,7 +1567,12 @@ impl Store for RedisStore {
                 &[&start, &limit.min(MAX_COUNT).to_string()],
             )
             .await?;
-        reply.iter().map(|raw| decode(doing, &key, raw)).collect()
+        let mut out = reply
+            .iter()
+            .map(|raw| decode(doing, &key, raw))
+            .collect::<Result<Vec<StoredMessage>, _>>()?;
+        self.fill_drafts(bay, &mut out).await?;
+        Ok(out)
     }
 
     async fn messages_before(
@@ -1317,6 +1610,7 @@ impl Store for RedisStore {
             .map(|v| decode::<StoredMessage>(doing, &msgs, bytes(doing, &msgs, v)?))
             .collect::<Result<Vec<_>, _>>()?;
         out.reverse();
+        self.fill_drafts(bay, &mut out).await?;
         Ok((out, more))
     }
 

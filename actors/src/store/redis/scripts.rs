@@ -213,7 +213,13 @@ end
 local st = redis.call('HMGET', KEYS[3], 'rounds', 'last_ms', 'seq')
 local rounds = tonumber(st[1] or '0')
 local suppressed = ARGV[5]
-if ARGV[3] == 'agent' then
+if ARGV[19] ~= '' then
+  -- A draft: the round cap applies at completion. Its text so far lives
+  -- apart, so appends are APPENDs; the sweep index notes its author.
+  redis.call('SET', KEYS[14], ARGV[20])
+  redis.call('ZADD', KEYS[15], now_ms(), ARGV[2])
+  redis.call('HSET', KEYS[16], ARGV[2], ARGV[1] .. ' ' .. ARGV[19])
+elseif ARGV[3] == 'agent' then
   rounds = rounds + 1
   if ARGV[4] ~= '' then
     if rounds >= tonumber(ARGV[4]) then suppressed = 'true' else suppressed = 'false' end
@@ -593,6 +599,96 @@ return iso_ms(tonumber(ARGV[1]))
     ))
 });
 
+/// Appends one flush window's text to an open draft and logs the
+/// `message.delta`, if the draft is open and at the expected version.
+///
+/// KEYS: versions, draft text, drafts (sweep index), log, epoch, log-meta, rosters.
+/// ARGV: message id, expected version, text, event JSON, epoch candidate,
+/// window ms, max entries.
+/// Reply: `{'ok', <entry id>, <new version>}`, `{'closed'}`, `{'conflict'}`.
+pub static APPEND_DRAFT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then return {'closed'} end
+local version = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if version ~= tonumber(ARGV[2]) then return {'conflict'} end
+local next = string.format('%d', version + 1)
+redis.call('HSET', KEYS[1], ARGV[1], next)
+redis.call('APPEND', KEYS[2], ARGV[3])
+redis.call('ZADD', KEYS[3], now_ms(), ARGV[1])
+local id = append_log(KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[5], ARGV[6], ARGV[7], ARGV[4])
+return {'ok', id, next}
+"#
+    ))
+});
+
+/// Ends an open draft: stores its final body, logs the change and drops
+/// the draft's text and index entries; with a round step, applies the
+/// round cap like `APPEND_MESSAGE` and picks the body and event written
+/// with the resulting `suppressed` flag.
+///
+/// KEYS: conversations, revisions, message ids, versions, bodies, log,
+/// epoch, log-meta, rosters, conversation state, draft text, drafts,
+/// draft-info.
+/// ARGV: conversation id, message id, revision, new version, body
+/// (suppressed false), event (false), epoch candidate, window ms, max
+/// entries, sender kind (`user`/`agent`, or `''` for no round step), cap
+/// (`''` for none), body (suppressed true), event (true), given suppressed.
+/// Reply: `{'ok', <entry id>, 'true'|'false'}`, `{'stale'}`, `{'conflict'}`,
+/// `{'missing'}`.
+pub static CLOSE_DRAFT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+local rev = redis.call('HGET', KEYS[2], ARGV[1])
+if not rev then
+  if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {'missing'} end
+  rev = '0'
+end
+if rev ~= ARGV[3] then return {'stale'} end
+if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 0 then return {'missing'} end
+if not redis.call('ZSCORE', KEYS[12], ARGV[2]) then return {'conflict'} end
+local version = tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or '0')
+if version + 1 ~= tonumber(ARGV[4]) then return {'conflict'} end
+local suppressed = ARGV[14]
+if ARGV[10] ~= '' then
+  local rounds = tonumber(redis.call('HGET', KEYS[10], 'rounds') or '0')
+  if ARGV[10] == 'agent' then
+    rounds = rounds + 1
+    if ARGV[11] ~= '' then
+      if rounds >= tonumber(ARGV[11]) then suppressed = 'true' else suppressed = 'false' end
+    end
+  else
+    rounds = 0
+  end
+  redis.call('HSET', KEYS[10], 'rounds', string.format('%d', rounds))
+end
+local body, event = ARGV[5], ARGV[6]
+if ARGV[10] ~= '' and suppressed == 'true' then body, event = ARGV[12], ARGV[13] end
+redis.call('HSET', KEYS[4], ARGV[2], ARGV[4])
+redis.call('HSET', KEYS[5], ARGV[2], body)
+redis.call('DEL', KEYS[11])
+redis.call('ZREM', KEYS[12], ARGV[2])
+redis.call('HDEL', KEYS[13], ARGV[2])
+local id = append_log(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[7], ARGV[8], ARGV[9], event)
+return {'ok', id, suppressed}
+"#
+    ))
+});
+
+/// An open draft's text so far and version.
+///
+/// KEYS: draft text, versions. ARGV: message id.
+/// Reply: `{<text or false>, <version or false>}`.
+pub static DRAFT_STATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+return {redis.call('GET', KEYS[1]), redis.call('HGET', KEYS[2], ARGV[1])}
+"#,
+    )
+});
+
 /// Whether `script` changes nothing a client could observe twice, so it
 /// may be retried after a broken connection. The log readers only mint a
 /// missing epoch (`SET NX`) and fill the meta hash, both idempotent.
@@ -606,6 +702,7 @@ pub fn is_read_only(script: &Script) -> bool {
         &*MESSAGES_SINCE,
         &*READ_STATES,
         &*CONVERSATION_REVISIONED,
+        &*DRAFT_STATE,
     ]
     .iter()
     .any(|s| s.get_hash() == script.get_hash())

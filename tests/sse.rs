@@ -389,3 +389,81 @@ async fn a_stream_too_slow_to_keep_up_ends_with_slow_consumer_and_resumes_withou
     );
     assert_eq!(got, posted, "nothing lost, nothing twice, in order");
 }
+
+/// Streaming replies (drafts) flow through SSE with no SSE-specific code:
+/// live deltas, and on a resume mid-draft one snapshot then live deltas.
+#[tokio::test]
+async fn streaming_drafts_flow_through_and_resume_as_one_snapshot() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let mut brain = sse_at(&base(&gw), &w.brain, SseOpen::default())
+        .await
+        .unwrap();
+    brain.until("cursor").await;
+    let path = "/conversations/group/messages";
+    let (s, d) = gw
+        .post_json(
+            &w.rex,
+            path,
+            serde_json::json!({"content": "Once ", "stream": true}),
+        )
+        .await;
+    assert_eq!(s, 201, "{d}");
+    let draft = id_of(&d);
+    let append = |offset: u64, text: &'static str| {
+        let draft = draft.clone();
+        let gw = &gw;
+        let rex = w.rex.clone();
+        async move {
+            let (s, b) = gw
+                .post_json(
+                    &rex,
+                    &format!("{path}/{draft}/append"),
+                    serde_json::json!({"offset": offset, "text": text}),
+                )
+                .await;
+            assert_eq!(s, 200, "{b}");
+            b["length"].as_u64().unwrap()
+        }
+    };
+    let mut length = append(5, "upon ").await;
+    // The draft's opening event, then its first delta.
+    let last_id = loop {
+        let (id, e) = brain.data_events(1).await.remove(0);
+        if e["type"] == "message.delta" {
+            break id;
+        }
+    };
+    drop(brain);
+    for chunk in ["a ", "time "] {
+        length = append(length, chunk).await;
+    }
+    let mut brain = sse_at(
+        &base(&gw),
+        &w.brain,
+        SseOpen {
+            last_event_id: Some(&last_id),
+            cursor: None,
+        },
+    )
+    .await
+    .unwrap();
+    let (_, snapshot) = brain.data_events(1).await.remove(0);
+    assert_eq!(snapshot["type"], "message.streaming", "{snapshot}");
+    assert_eq!(snapshot["message"]["content"], "Once upon a time ");
+    append(length, "there.").await;
+    let (s, b) = gw
+        .post_json(
+            &w.rex,
+            &format!("{path}/{draft}/complete"),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let mut kinds = Vec::new();
+    while kinds.last().map(String::as_str) != Some("message.completed") {
+        let (_, e) = brain.data_events(1).await.remove(0);
+        kinds.push(e["type"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(kinds, ["message.delta", "message.completed"]);
+}

@@ -134,6 +134,7 @@ impl Nginx {
             1,
         );
         std::fs::write(self.dir.path().join("switchboard.conf"), marked).expect("write site");
+        let old_workers = self.workers();
         let out = Command::new(nginx_bin())
             .arg("-p")
             .arg(self.dir.path())
@@ -158,6 +159,40 @@ impl Nginx {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Old workers accept no new connection once they are shutting down
+        // (they keep the ones they hold, as in production); until then a
+        // new connection could still reach the old config.
+        while old_workers.iter().any(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| !String::from_utf8_lossy(&c).contains("shutting down"))
+                .unwrap_or(false)
+        }) {
+            assert!(
+                Instant::now() < deadline,
+                "old nginx workers kept accepting"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The worker processes of this nginx (children of its master).
+    fn workers(&self) -> Vec<u32> {
+        let master = self.child.id().to_string();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|stat| {
+                        // `pid (comm) state ppid …`: comm may hold spaces.
+                        let after = stat.rsplit_once(')')?.1.to_owned();
+                        after.split_whitespace().nth(1).map(|p| p == master)
+                    })
+                    .unwrap_or(false)
+            })
+            .collect()
     }
 
     /// The generation the config serving new connections answers.

@@ -11,13 +11,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Feeds publish presence every 5 s (`PRESENCE_INTERVAL` in the gateway),
-/// and a record lives three intervals.
-const PRESENCE_TTL: Duration = Duration::from_secs(15);
+/// Feeds refresh presence every `timing.presence_interval` (2 s), and a
+/// record lives three intervals.
+const PRESENCE_TTL: Duration = Duration::from_secs(6);
 /// How long a participant may take to show offline: a record's life plus
-/// a margin (on a live node it takes at most two intervals).
-const OFFLINE_PATIENCE: Duration = Duration::from_secs(20);
-/// A new session is published at once, not at the next 5 s tick.
+/// a margin (on a live node it takes the linger, 2.5 s).
+const OFFLINE_PATIENCE: Duration = Duration::from_secs(12);
+/// A new session is published at once, not at the next tick.
 const ONLINE_PATIENCE: Duration = Duration::from_secs(4);
 
 /// The `/agents` answer for `token` on `gw`; asserts 200.
@@ -60,6 +60,7 @@ fn agent(id: &str, name: &str, description: Value, status: &str) -> Value {
         "description": description,
         "avatar": null,
         "status": status,
+        "presence": status,
         "capabilities": [],
     })
 }

@@ -179,16 +179,14 @@ async fn a_draft_streams_deltas_and_routes_once_on_completion() {
     assert_eq!(completed["message"]["content"], done["content"]);
     assert_eq!(completed["version"], done["version"]);
 
-    // A replay over /updates gives one snapshot instead of the deltas.
+    // A replay over /updates of a draft that completed meanwhile skips
+    // its history: the completion carries the whole message.
     let (events, _) = updates_until(&gw, &w.ana, &start, "message.completed").await;
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["message.completed"], "{events:?}");
+    assert_eq!(events[0]["message"]["content"], done["content"]);
     assert_eq!(
-        types,
-        ["message.streaming", "message.completed"],
-        "{events:?}"
-    );
-    assert_eq!(
-        events[1]["message"]["shouldRespond"], false,
+        events[0]["message"]["shouldRespond"], false,
         "ana was not asked"
     );
 
@@ -345,17 +343,13 @@ async fn resuming_mid_draft_gives_a_snapshot_then_live_deltas_without_duplicates
     );
     assert_eq!(length, 37);
 
-    // The same over /updates, from the same old cursor: a snapshot of the
-    // final text, then the completion.
+    // The same over /updates, from the same old cursor, after the end:
+    // just the completion, with the final text.
     let (events, _) = updates_until(&gw, &w.brain, &cursor, "message.completed").await;
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["message.completed"], "{events:?}");
     assert_eq!(
-        types,
-        ["message.streaming", "message.completed"],
-        "{events:?}"
-    );
-    assert_eq!(
-        rebuild(&events, &draft),
+        events[0]["message"]["content"],
         "Once upon a time there was a gateway."
     );
 }
@@ -481,4 +475,119 @@ async fn cancel_reaches_the_author_on_another_node_and_a_kill_loses_no_accepted_
     assert_eq!(s, 200, "{body}");
     let events = ws_until(&mut rex, "message.cancel_requested").await;
     assert_eq!(events.last().unwrap()["length"], length);
+}
+
+#[tokio::test]
+async fn a_removed_member_reads_no_draft_text_written_after_removal() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "removal").await;
+    let (_, start) = gw.updates(&w.ben, None, "1").await;
+    let start = start["cursor"].as_str().unwrap().to_owned();
+    let draft = open_draft(&gw, &w.rex, "group", "public ").await;
+    let length = appended(&gw, &w.rex, &draft, 7, "part ").await;
+    gw.remove_member("removal", "group", "ben").await;
+    appended(&gw, &w.rex, &draft, length, "SECRET").await;
+    let (s, b) = end(
+        &gw,
+        &w.rex,
+        &draft,
+        "complete",
+        json!({"content": "FINAL secret"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = gw.updates(&w.ben, Some(&start), "1").await;
+    assert_eq!(s, 200, "{b}");
+    let body = b.to_string();
+    assert!(
+        !body.contains("SECRET") && !body.contains("secret"),
+        "{body}"
+    );
+    assert_eq!(
+        rebuild(b["events"].as_array().unwrap(), &draft),
+        "public part "
+    );
+}
+
+#[tokio::test]
+async fn a_removed_author_cannot_append_and_a_stranger_learns_nothing() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "outsider").await;
+    let draft = open_draft(&gw, &w.rex, "group", "draft ").await;
+    // Ben is not in the DM: a draft there and an unknown id look alike.
+    let dm = open_draft(&gw, &w.rex, "dm", "private ").await;
+    let (s, b) = append(&gw, &w.ben, "dm", &dm, 8, "x").await;
+    assert_error(s, &b, 404, "NOT_FOUND");
+    let (s, b) = append(&gw, &w.ben, "dm", "msg_unknown", 8, "x").await;
+    assert_error(s, &b, 404, "NOT_FOUND");
+    gw.remove_member("outsider", "group", "rex").await;
+    let (s, b) = append(&gw, &w.rex, "group", &draft, 6, "after removal").await;
+    assert_error(s, &b, 404, "NOT_FOUND");
+    assert_eq!(rest_message(&gw, &w.ana, &draft).await["content"], "draft ");
+}
+
+#[tokio::test]
+async fn a_replay_after_completion_and_an_edit_never_goes_back_in_versions() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "versions").await;
+    let (_, start) = gw.updates(&w.scout, None, "1").await;
+    let start = start["cursor"].as_str().unwrap().to_owned();
+    let draft = open_draft(&gw, &w.rex, "group", "one").await;
+    appended(&gw, &w.rex, &draft, 3, " two").await;
+    let (s, _) = end(&gw, &w.rex, &draft, "complete", json!({})).await;
+    assert_eq!(s, 200);
+    let res = gw
+        .http
+        .patch(gw.url(&format!(
+            "/api/agent-api/conversations/group/messages/{draft}"
+        )))
+        .bearer_auth(&w.rex)
+        .json(&json!({"content": "EDITED"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let (events, _) = updates_until(&gw, &w.scout, &start, "message.updated").await;
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        ["message.completed", "message.updated"],
+        "{events:?}"
+    );
+    assert_eq!(events[0]["message"]["content"], "one two");
+}
+
+#[tokio::test]
+async fn waiting_for_a_reply_skips_an_open_draft_and_returns_it_completed() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "waitdraft").await;
+    let (_, asked) = gw.post_message(&w.ana, "dm", "@Rex status?").await;
+    let asked = asked["id"].as_str().unwrap().to_owned();
+    let draft = open_draft(&gw, &w.rex, "dm", "Checking").await;
+    let wait = {
+        let (http, url, ana) = (
+            gw.http.clone(),
+            gw.url(&format!(
+                "/api/agent-api/conversations/dm/messages/wait?after={asked}&timeout=20"
+            )),
+            w.ana.clone(),
+        );
+        tokio::spawn(async move {
+            let res = http.get(url).bearer_auth(ana).send().await.unwrap();
+            res.json::<Value>().await.unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!wait.is_finished(), "an open draft answered the wait");
+    let (s, b) = gw
+        .post_json(
+            &w.rex,
+            &format!("/conversations/dm/messages/{draft}/complete"),
+            json!({"content": "All green."}),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let got = wait.await.unwrap();
+    assert_eq!(got["messages"][0]["content"], "All green.", "{got}");
+    assert_eq!(got["messages"][0]["state"], "complete");
 }

@@ -14,9 +14,9 @@
 
 use crate::store::log::{Change, LogEvent, LogRecord};
 use crate::store::{Store, StoreError};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use switchboard_protocol::event::Event;
-use switchboard_protocol::ids::{BayId, MessageId, ParticipantId};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 
 /// Drafts a session was sent a snapshot of, with the snapshot's version.
 /// Entries go when the draft ends.
@@ -61,6 +61,14 @@ impl DraftVersions {
 /// entry); a snapshot keeps the tag of the event whose place it takes.
 /// Returns the events and the snapshots' versions.
 ///
+/// Only open drafts of conversations `recipient` is a member of at the end
+/// of the replay (`members`) get a snapshot: the store's text is the text
+/// *now*, which someone removed meanwhile must not read. A draft that
+/// ended keeps its events when the replay holds its end (they are its
+/// exact history, and the end's version follows theirs); one that
+/// completed loses its opening and deltas instead, since
+/// `message.completed` carries the whole message.
+///
 /// # Errors
 ///
 /// [`StoreError`] when a draft cannot be read.
@@ -68,64 +76,117 @@ pub async fn snapshot_drafts<T>(
     store: &dyn Store,
     bay: &BayId,
     recipient: &ParticipantId,
+    members: &HashSet<ConversationId>,
     events: Vec<(T, Event)>,
 ) -> Result<(Vec<(T, Event)>, DraftVersions), StoreError> {
     let mut versions = DraftVersions::default();
-    let streamed: Vec<MessageId> = {
-        let mut ids: Vec<MessageId> = events
-            .iter()
-            .filter_map(|(_, e)| match e {
-                Event::MessageDelta { message_id, .. } => Some(message_id.clone()),
-                _ => None,
-            })
-            .collect();
-        ids.sort_by(|a, b| a.0.cmp(&b.0));
-        ids.dedup();
-        ids
-    };
+    let mut streamed: HashMap<MessageId, Fate> = HashMap::new();
+    for (_, e) in &events {
+        match e {
+            Event::MessageDelta { message_id, .. } => {
+                streamed.entry(message_id.clone()).or_insert(Fate::Open);
+            }
+            Event::MessageCompleted { message, .. } => {
+                streamed.insert(message.id.clone(), Fate::Completed);
+            }
+            Event::MessageCancelled { message_id, .. }
+            | Event::MessageCancelRequested { message_id, .. }
+            | Event::MessageFailed { message_id, .. } => {
+                streamed.insert(message_id.clone(), Fate::Ended);
+            }
+            _ => {}
+        }
+    }
+    // Only drafts with deltas in the replay are rewritten.
+    let with_deltas: HashSet<&MessageId> = events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::MessageDelta { message_id, .. } => Some(message_id),
+            _ => None,
+        })
+        .collect();
+    streamed.retain(|id, _| with_deltas.contains(id));
     if streamed.is_empty() {
         return Ok((events, versions));
     }
     let mut out = Vec::with_capacity(events.len());
+    let mut decided: HashMap<MessageId, bool> = HashMap::new();
     for (tag, event) in events {
-        let id = match &event {
-            Event::MessageDelta { message_id, .. } => Some(message_id),
-            Event::MessageStreaming { message, .. } => Some(&message.id),
-            _ => None,
+        let (id, conversation) = match &event {
+            Event::MessageDelta {
+                message_id,
+                conversation,
+                ..
+            } => (message_id, conversation),
+            Event::MessageStreaming {
+                message,
+                conversation,
+                ..
+            } => (&message.id, conversation),
+            _ => {
+                out.push((tag, event));
+                continue;
+            }
         };
-        let Some(id) = id.filter(|id| streamed.contains(id)).cloned() else {
+        let Some(fate) = streamed.get(id).copied() else {
             out.push((tag, event));
             continue;
         };
-        if versions.0.contains_key(&id) {
-            // Covered by the snapshot sent at the draft's first event.
+        match fate {
+            Fate::Ended => {
+                out.push((tag, event));
+                continue;
+            }
+            Fate::Completed => continue,
+            Fate::Open => {}
+        }
+        if let Some(snapshotted) = decided.get(id) {
+            if !snapshotted {
+                out.push((tag, event));
+            }
             continue;
         }
-        let conversation = match &event {
-            Event::MessageDelta { conversation, .. }
-            | Event::MessageStreaming { conversation, .. } => conversation.clone(),
-            _ => unreachable!("filtered above"),
+        let id = id.clone();
+        let conversation = conversation.clone();
+        let draft = if members.contains(&conversation.id) {
+            store
+                .message(bay, &conversation.id, &id)
+                .await?
+                .filter(|d| d.is_streaming())
+        } else {
+            None
         };
-        match store.message(bay, &conversation.id, &id).await? {
-            Some(draft) => {
-                let mut message = draft.view_for(recipient, draft.sender.clone());
-                // A snapshot asks nobody to respond, even of a draft that
-                // completed meanwhile: its `message.completed` follows.
-                message.should_respond = false;
-                versions.0.insert(id, draft.version);
-                out.push((
-                    tag,
-                    Event::MessageStreaming {
-                        conversation_id: conversation.id.clone(),
-                        message,
-                        version: draft.version,
-                        conversation,
-                    },
-                ));
-            }
-            // Gone (its conversation was lost): the deltas are all there is.
-            None => out.push((tag, event)),
-        }
+        let Some(draft) = draft else {
+            // Not a member any more, gone, or ended after the replay's
+            // end: its replayed events are exact as they are.
+            decided.insert(id, false);
+            out.push((tag, event));
+            continue;
+        };
+        decided.insert(id.clone(), true);
+        let mut message = draft.view_for(recipient, draft.sender.clone());
+        message.should_respond = false;
+        versions.0.insert(id, draft.version);
+        out.push((
+            tag,
+            Event::MessageStreaming {
+                conversation_id: conversation.id.clone(),
+                message,
+                version: draft.version,
+                conversation,
+            },
+        ));
     }
     Ok((out, versions))
+}
+
+/// What the replay shows became of a draft.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Still streaming as far as the replay goes.
+    Open,
+    /// Completed within the replay.
+    Completed,
+    /// Cancelled or failed within the replay.
+    Ended,
 }

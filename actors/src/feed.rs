@@ -20,26 +20,32 @@
 //! tail reads the Bay's displacement channel (see [`Opening`]): a newer
 //! connection of a token, on any node, displaces the older ones (4000).
 //!
-//! Presence: every `presence_interval` the feed records which participants
-//! hold a session on this node ([`Store::set_presence`] under
-//! [`node::id`](crate::node::id), for [`FeedSettings::presence_ttl`]), so
-//! any node can tell who is online ([`Store::online`]). A participant
-//! counts as online while it holds a `/ws` or `/updates` session here, and
-//! for one interval after its last one ended: an `/updates` client polls
-//! in a loop with short gaps between requests, and must not flicker
-//! offline in them. A participant's first session on this node is
-//! published at once; going offline shows at the second publish after the
-//! last session ended (or, when the node dies, once its record expires).
-//! A failed write is logged and retried at the next tick; the feed goes on.
+//! Presence: every `presence_interval` the feed records what this node
+//! knows of the Bay's participants ([`Store::set_presence`] under
+//! [`node::id`](crate::node::id), living
+//! [`PresenceSettings::record_ttl`]): who holds a `/ws` or `/updates`
+//! session here, who lingers after its last one (for
+//! `presence_linger`: an `/updates` client polls in a loop with short
+//! gaps between requests, and must not flicker offline in them), and the
+//! activity the node's REST handlers reported ([`NoteActivity`]: sends,
+//! typing, an agent's 👀). A participant's first session here, the end
+//! of its last one, a typing indicator, and a send that may end one or an
+//! idle spell are written at once; the rest (a send by an active
+//! participant only pushes its idle timer back) at the interval. A failed write is logged and retried at the next tick;
+//! the feed goes on. The feed also runs the Bay's presence publisher
+//! ([`crate::presence::run_publisher`]; one node per Bay publishes at a
+//! time) and delivers its `Presence` entries to the participants who
+//! share a conversation with the one whose presence changed.
 
+use crate::presence::PresenceSettings;
 use crate::session::{estimate_bytes, Close, CloseReason, Deliver, SessionHandle, Watermark};
-use crate::store::log::{LogEvent, LogRecord};
-use crate::store::{Opening, Replay, Store, StoreError};
+use crate::store::log::{Change, LogEvent, LogRecord};
+use crate::store::{now_ms, Opening, ParticipantPresence, Replay, Store, StoreError};
 use crate::token_cache::TokenCache;
 use actix::prelude::*;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId, SessionId, TokenId};
 
@@ -51,10 +57,7 @@ pub const RECENT_RECORDS: usize = 10_000;
 /// Sessions detached for falling too far behind (counter).
 pub const SLOW_CONSUMERS: &str = "switchboard_slow_consumer_disconnects_total";
 
-/// A presence record lives this many `presence_interval`s: a node that
-/// stops refreshing (killed, partitioned) drops out of [`Store::online`]
-/// within three intervals, and one late or failed write is survived.
-pub const PRESENCE_TTL_INTERVALS: u32 = 3;
+pub use crate::presence::PRESENCE_TTL_INTERVALS;
 
 /// Tunables of a feed.
 #[derive(Clone, Copy, Debug)]
@@ -76,18 +79,9 @@ pub struct FeedSettings {
     pub replay_window: Duration,
     /// How long one blocking log read waits before reading again.
     pub block: Duration,
-    /// How often the feed records who holds a session on this node (see
-    /// the module docs); each record lives [`FeedSettings::presence_ttl`].
-    /// Zero turns presence publishing off.
-    pub presence_interval: Duration,
-}
-
-impl FeedSettings {
-    /// How long one presence record lives:
-    /// [`PRESENCE_TTL_INTERVALS`] × `presence_interval`.
-    pub fn presence_ttl(&self) -> Duration {
-        self.presence_interval * PRESENCE_TTL_INTERVALS
-    }
+    /// Presence records and the publisher (see the module docs). A zero
+    /// `interval` turns records off; a zero `tick` the publisher.
+    pub presence: PresenceSettings,
 }
 
 /// The feed actor. See the module docs.
@@ -125,29 +119,52 @@ pub struct BayFeed {
 
 /// The feed's presence bookkeeping (see the module docs).
 struct Presence {
-    /// When each participant's last session on this node ended: it stays
-    /// online for one `presence_interval` after that. Pruned at each write.
-    ended: HashMap<ParticipantId, Instant>,
-    /// What the last write issued (in flight or done) said is online
-    /// here; `None` after a failed one. Starts empty: node ids are new at
-    /// every start, so the store holds nothing of this node yet, and a
-    /// feed without sessions (one a webhook worker keeps) never writes.
-    published: Option<HashSet<ParticipantId>>,
-    /// A write is in flight. Writes are serialized, so an older set never
-    /// lands after a newer one.
+    /// Unix ms until which each participant whose last session on this
+    /// node ended stays present (`presence_linger` after the end). Pruned
+    /// at each write.
+    linger_until: HashMap<ParticipantId, u64>,
+    /// Activity the node's handlers reported ([`NoteActivity`]). Pruned
+    /// at each write once the typing indicator ended and the activity is
+    /// older than `presence_idle_after` (it then changes nothing).
+    activity: HashMap<ParticipantId, Activity>,
+    /// What the last write issued (in flight or done) said, by
+    /// participant; `None` after a failed one. Starts empty: node ids are
+    /// new at every start, so the store holds nothing of this node yet,
+    /// and a feed without sessions (one a webhook worker keeps) never
+    /// writes.
+    published: Option<HashMap<ParticipantId, ParticipantPresence>>,
+    /// A write is in flight. Writes are serialized, so an older record
+    /// never lands after a newer one.
     writing: bool,
+    /// A change asks for a write at the end of the current handler.
+    due: bool,
     /// Another write is due once the one in flight ends.
     again: bool,
     /// The last write failed (so the next failure logs at debug only).
     failing: bool,
 }
 
+/// One participant's activity as this node saw it (Unix ms; 0 = none).
+#[derive(Clone, Copy, Debug, Default)]
+struct Activity {
+    /// Its typing indicator lives until then.
+    thinking_until_ms: u64,
+    /// When that typing indicator started.
+    typed_ms: u64,
+    /// Its last send.
+    sent_ms: u64,
+    /// Its last send, typing, 👀 or first session here.
+    active_ms: u64,
+}
+
 impl Default for Presence {
     fn default() -> Self {
         Presence {
-            ended: HashMap::new(),
-            published: Some(HashSet::new()),
+            linger_until: HashMap::new(),
+            activity: HashMap::new(),
+            published: Some(HashMap::new()),
             writing: false,
+            due: false,
             again: false,
             failing: false,
         }
@@ -197,55 +214,125 @@ impl BayFeed {
         }
     }
 
-    /// Notes that a session of `participant` ended: it stays online for
-    /// one more `presence_interval` (see the module docs).
+    /// Notes that a session of `participant` ended: after its last one
+    /// here it stays present for `presence_linger` (see the module docs),
+    /// written at the handler's end ([`BayFeed::publish_if_due`]) so the
+    /// linger starts now.
     fn session_ended(&mut self, participant: &ParticipantId) {
+        if self.by_participant.contains_key(participant) {
+            return;
+        }
+        let until = now_ms() + self.settings.presence.linger.as_millis() as u64;
         self.presence
-            .ended
-            .insert(participant.clone(), Instant::now());
+            .linger_until
+            .insert(participant.clone(), until);
+        self.presence.due = true;
     }
 
-    /// Who counts as online on this node now: every participant holding a
-    /// session, and those whose last session ended within one interval.
-    fn online_here(&mut self) -> HashSet<ParticipantId> {
-        let window = self.settings.presence_interval;
-        self.presence.ended.retain(|_, at| at.elapsed() < window);
-        self.by_participant
-            .keys()
-            .chain(self.presence.ended.keys())
-            .cloned()
-            .collect()
+    /// Writes the presence record if something asked for a write at once.
+    fn publish_if_due(&mut self, ctx: &mut Context<Self>) {
+        if std::mem::take(&mut self.presence.due) {
+            self.publish_presence(ctx);
+        }
     }
 
-    /// Writes who is online on this node to the store, unless nothing is
-    /// and nothing was. One write at a time: asked while one is in flight,
-    /// it writes again (with the set as it is then) once that one ends.
+    /// Notes that a session of `participant` started. Its first one here
+    /// (not merely a reconnect within the linger) counts as activity.
+    fn session_started(&mut self, participant: &ParticipantId, ctx: &mut Context<Self>) {
+        let now = now_ms();
+        let lingering = self
+            .presence
+            .linger_until
+            .remove(participant)
+            .is_some_and(|until| until > now);
+        let had_session = self
+            .by_participant
+            .get(participant)
+            .is_some_and(|s| s.len() > 1);
+        if !lingering && !had_session {
+            self.presence
+                .activity
+                .entry(participant.clone())
+                .or_default()
+                .active_ms = now;
+        }
+        // A participant not yet written as holding a session here is
+        // written at once, not at the tick.
+        let known = self
+            .presence
+            .published
+            .as_ref()
+            .and_then(|p| p.get(participant))
+            .is_some_and(|e| e.session);
+        if !known {
+            self.publish_presence(ctx);
+        }
+    }
+
+    /// This node's presence record now: an entry for every participant
+    /// holding a session here, lingering after one, or with activity
+    /// that still matters. Prunes what no longer does.
+    fn record_here(&mut self) -> HashMap<ParticipantId, ParticipantPresence> {
+        let now = now_ms();
+        let idle_ms = self.settings.presence.idle_after.as_millis() as u64;
+        self.presence.linger_until.retain(|_, until| *until > now);
+        self.presence
+            .activity
+            .retain(|_, a| a.thinking_until_ms > now || a.active_ms + idle_ms > now);
+        let mut out: HashMap<ParticipantId, ParticipantPresence> = HashMap::new();
+        fn entry<'a>(
+            out: &'a mut HashMap<ParticipantId, ParticipantPresence>,
+            p: &ParticipantId,
+        ) -> &'a mut ParticipantPresence {
+            out.entry(p.clone())
+                .or_insert_with(|| ParticipantPresence::new(p.clone()))
+        }
+        for p in self.by_participant.keys() {
+            entry(&mut out, p).session = true;
+        }
+        for (p, until) in &self.presence.linger_until {
+            entry(&mut out, p).linger_until_ms = *until;
+        }
+        for (p, a) in &self.presence.activity {
+            let e = entry(&mut out, p);
+            e.thinking_until_ms = a.thinking_until_ms;
+            e.typed_ms = a.typed_ms;
+            e.sent_ms = a.sent_ms;
+            e.active_ms = a.active_ms;
+        }
+        out
+    }
+
+    /// Writes this node's presence record to the store, unless it is
+    /// empty and was empty. One write at a time: asked while one is in
+    /// flight, it writes again (with the record as it is then) once that
+    /// one ends.
     fn publish_presence(&mut self, ctx: &mut Context<Self>) {
-        if self.settings.presence_interval.is_zero() {
+        if self.settings.presence.interval.is_zero() {
             return;
         }
         if self.presence.writing {
             self.presence.again = true;
             return;
         }
-        let online = self.online_here();
-        if online.is_empty()
+        let record = self.record_here();
+        if record.is_empty()
             && self
                 .presence
                 .published
                 .as_ref()
-                .is_some_and(HashSet::is_empty)
+                .is_some_and(HashMap::is_empty)
         {
             return;
         }
-        let mut list: Vec<ParticipantId> = online.iter().cloned().collect();
-        list.sort();
+        let mut list: Vec<ParticipantPresence> = record.values().cloned().collect();
+        list.sort_by(|a, b| a.participant.cmp(&b.participant));
         self.presence.writing = true;
-        self.presence.published = Some(online);
+        self.presence.published = Some(record);
         let (store, bay, ttl) = (
             self.store.clone(),
             self.bay.clone(),
-            self.settings.presence_ttl(),
+            self.settings.presence.record_ttl(),
         );
         let write = async move {
             store
@@ -257,7 +344,7 @@ impl BayFeed {
             match res {
                 Ok(()) => act.presence.failing = false,
                 Err(err) => {
-                    // Retried at the next tick (or the next new participant).
+                    // Retried at the next tick (or the next change).
                     act.presence.published = None;
                     if std::mem::replace(&mut act.presence.failing, true) {
                         tracing::debug!(bay = %act.bay, error = %err, "presence still cannot be recorded");
@@ -272,15 +359,34 @@ impl BayFeed {
         }));
     }
 
+    /// The participants who share a conversation with `participant` as of
+    /// the feed's position, itself excluded: who its `Presence` entries
+    /// reach.
+    fn peers_of(&self, participant: &ParticipantId) -> HashSet<ParticipantId> {
+        self.members
+            .values()
+            .filter(|m| m.contains(participant))
+            .flatten()
+            .filter(|p| *p != participant)
+            .cloned()
+            .collect()
+    }
+
     /// Hands `record`, a message, to the waiters of its conversation that
     /// did not send it.
     fn wake_waiters(&mut self, record: &Arc<LogRecord>) {
-        let LogEvent::Message {
-            conversation,
-            message,
-        } = &record.event
-        else {
-            return;
+        // A message is a reply once it is final: posted whole, or a draft
+        // completed (an open draft wakes nobody).
+        let (conversation, message) = match &record.event {
+            LogEvent::Message {
+                conversation,
+                message,
+            } if !message.is_streaming() => (conversation, message),
+            LogEvent::Change {
+                conversation,
+                change: Change::Completed { message },
+            } => (conversation, message),
+            _ => return,
         };
         let Some(waiting) = self.waiters.remove(&conversation.id) else {
             return;
@@ -509,7 +615,7 @@ impl BayFeed {
                     self.close_session(&s, CloseReason::Revoked);
                 }
             }
-            LogEvent::Message { .. } | LogEvent::Change { .. } => {}
+            LogEvent::Message { .. } | LogEvent::Change { .. } | LogEvent::Presence { .. } => {}
         }
     }
 }
@@ -532,10 +638,20 @@ impl Actor for BayFeed {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.load(ctx);
-        if !self.settings.presence_interval.is_zero() {
-            ctx.run_interval(self.settings.presence_interval, |act, ctx| {
+        let presence = self.settings.presence;
+        if !presence.interval.is_zero() {
+            ctx.run_interval(presence.interval, |act, ctx| {
                 act.publish_presence(ctx);
             });
+        }
+        if !presence.tick.is_zero() {
+            let feed = ctx.address().downgrade();
+            actix_rt::spawn(crate::presence::run_publisher(
+                self.bay.clone(),
+                self.store.clone(),
+                presence,
+                move || feed.upgrade().is_some(),
+            ));
         }
         ctx.run_interval(self.settings.watermark_interval, |act, _| {
             let Some(pos) = &act.position else { return };
@@ -586,6 +702,10 @@ pub struct Attached {
     /// feed's recent records cover that range (same epoch, not older than
     /// what the feed keeps, not ahead of it): the replay, with no store read.
     pub replay: Option<Vec<Arc<LogRecord>>>,
+    /// Who shares a conversation with the participant as of `position`
+    /// (itself excluded): the replay gives it the `Presence` entries of
+    /// these participants.
+    pub peers: HashSet<ParticipantId>,
 }
 
 /// Why an [`Attach`] was refused.
@@ -645,19 +765,14 @@ impl Handler<Attach> for BayFeed {
                 last_sent: position.entry,
             },
         );
-        // A participant new on this node shows online at once, not at the tick.
-        let known = self
-            .presence
-            .published
-            .as_ref()
-            .is_some_and(|p| p.contains(&msg.participant));
-        if !known {
-            self.publish_presence(ctx);
-        }
+        self.session_started(&msg.participant, ctx);
+        self.publish_if_due(ctx);
+        let peers = self.peers_of(&msg.participant);
         Ok(Attached {
             position,
             conversations,
             replay,
+            peers,
         })
     }
 }
@@ -718,17 +833,80 @@ pub struct Detach {
 impl Handler<Detach> for BayFeed {
     type Result = ();
 
-    fn handle(&mut self, msg: Detach, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Detach, ctx: &mut Self::Context) {
         if let Some(att) = self.sessions.remove(&msg.session) {
             remove_from(&mut self.by_participant, &att.participant, &msg.session);
             remove_from(&mut self.by_token, &att.token, &msg.session);
             self.session_ended(&att.participant);
         }
+        self.publish_if_due(ctx);
     }
 }
 
-/// Closes every session with `reason` (graceful drain), and records that
-/// nobody is online on this node any more.
+/// Activity a REST handler of this node served for a participant of the
+/// feed's Bay: it feeds presence (`thinking`, and `idle` once there has
+/// been none for `presence_idle_after`). Written to the node's presence
+/// record at once.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct NoteActivity {
+    /// Who was active.
+    pub participant: ParticipantId,
+    /// What it did.
+    pub activity: ActivityKind,
+}
+
+/// What a [`NoteActivity`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActivityKind {
+    /// Sent a message: active now, and its typing indicator ends (as the
+    /// conversation actor ends it).
+    Sent,
+    /// Started a typing indicator (`POST …/typing`, or an agent's 👀
+    /// reaction), living `ttl` (protocol §11: 5 s).
+    Typing {
+        /// The indicator's lifetime (`timing.typing_ttl`).
+        ttl: Duration,
+    },
+}
+
+impl Handler<NoteActivity> for BayFeed {
+    type Result = ();
+
+    fn handle(&mut self, msg: NoteActivity, ctx: &mut Self::Context) {
+        let now = now_ms();
+        let idle_ms = self.settings.presence.idle_after.as_millis() as u64;
+        let a = self.presence.activity.entry(msg.participant).or_default();
+        let before = *a;
+        a.active_ms = now;
+        match msg.activity {
+            ActivityKind::Sent => {
+                a.sent_ms = now;
+                a.thinking_until_ms = 0;
+            }
+            ActivityKind::Typing { ttl } => {
+                a.typed_ms = now;
+                a.thinking_until_ms = now + ttl.as_millis() as u64;
+            }
+        }
+        // Written at once when it may change a state now: a typing
+        // indicator starts or ends, or the participant may show idle. A
+        // send by an active participant waits for the next interval (it
+        // only pushes the idle timer back), so a steady stream of posts
+        // costs the store no write each.
+        let urgent = a.thinking_until_ms > now
+            || before.thinking_until_ms > now
+            || before.active_ms + idle_ms / 2 <= now;
+        if urgent {
+            self.publish_presence(ctx);
+        }
+    }
+}
+
+/// Closes every session with `reason` (graceful drain), and records at
+/// once that nobody holds a session on this node any more: its
+/// participants linger (`presence_linger`), so clients that reconnect to
+/// another node within it change nothing, and the others go offline.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct CloseAll {
@@ -744,8 +922,7 @@ impl Handler<CloseAll> for BayFeed {
         for s in all {
             self.close_session(&s, msg.reason);
         }
-        // Draining: its clients reconnect elsewhere, and show online there.
-        self.presence.ended.clear();
+        self.presence.due = false;
         self.publish_presence(ctx);
     }
 }
@@ -761,7 +938,7 @@ struct Batch {
 impl Handler<Batch> for BayFeed {
     type Result = ();
 
-    fn handle(&mut self, msg: Batch, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Batch, ctx: &mut Self::Context) {
         let mut outbox: HashMap<SessionId, Vec<Arc<LogRecord>>> = HashMap::new();
         for record in &msg.records {
             match &record.event {
@@ -774,6 +951,16 @@ impl Handler<Batch> for BayFeed {
                     };
                     for participant in members {
                         for session in self.by_participant.get(participant).into_iter().flatten() {
+                            outbox
+                                .entry(session.clone())
+                                .or_default()
+                                .push(record.clone());
+                        }
+                    }
+                }
+                LogEvent::Presence { participant, .. } => {
+                    for peer in self.peers_of(participant) {
+                        for session in self.by_participant.get(&peer).into_iter().flatten() {
                             outbox
                                 .entry(session.clone())
                                 .or_default()
@@ -815,6 +1002,7 @@ impl Handler<Batch> for BayFeed {
             pos.entry = msg.through;
         }
         self.head.send_replace(msg.through);
+        self.publish_if_due(ctx);
     }
 }
 
@@ -828,10 +1016,11 @@ struct Openings {
 impl Handler<Openings> for BayFeed {
     type Result = ();
 
-    fn handle(&mut self, msg: Openings, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Openings, ctx: &mut Self::Context) {
         for o in msg.openings {
             self.displace_older(&o.token, o.id, &o.session);
         }
+        self.publish_if_due(ctx);
     }
 }
 
@@ -855,6 +1044,7 @@ impl Handler<LogLost> for BayFeed {
         self.position = None;
         self.recent.clear();
         self.recent_floor = None;
+        self.publish_if_due(ctx);
         // The index may be stale too: reload it from the new head.
         self.load(ctx);
     }
@@ -898,6 +1088,16 @@ mod presence_tests {
 
     impl Fixture {
         async fn start(presence_interval: Duration) -> Fixture {
+            Self::start_with(PresenceSettings {
+                interval: presence_interval,
+                linger: presence_interval,
+                tick: Duration::ZERO,
+                idle_after: Duration::from_secs(300),
+            })
+            .await
+        }
+
+        async fn start_with(presence: PresenceSettings) -> Fixture {
             let store: Arc<dyn Store> = Arc::new(MemoryStore::new(MemoryLimits {
                 replay_window: Duration::from_secs(900),
                 max_entries: 1000,
@@ -917,7 +1117,7 @@ mod presence_tests {
                 recent_max: 100,
                 replay_window: Duration::from_secs(900),
                 block: Duration::from_millis(100),
-                presence_interval,
+                presence,
             };
             let feed = BayFeed::new(bay.clone(), store.clone(), settings, Arc::default()).start();
             Fixture {
@@ -1026,10 +1226,91 @@ mod presence_tests {
         });
     }
 
+    /// The store's entries about `participant`, once they satisfy `ok`.
+    async fn wait_entry(
+        f: &Fixture,
+        participant: &str,
+        ok: impl Fn(&ParticipantPresence) -> bool,
+    ) -> ParticipantPresence {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let found = f
+                .store
+                .presence_records(&f.bay)
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|e| e.participant.0 == participant);
+            if let Some(e) = found.filter(|e| ok(e)) {
+                return e;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no entry of {participant} as expected"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     #[test]
-    fn a_drain_publishes_that_nobody_is_online_here() {
+    fn a_session_end_is_written_at_once_as_a_linger() {
+        actix::System::new().block_on(async {
+            // Ticks far away: only the writes at once can answer in time.
+            let f = Fixture::start_with(PresenceSettings {
+                interval: Duration::from_secs(60),
+                linger: Duration::from_secs(30),
+                tick: Duration::ZERO,
+                idle_after: Duration::from_secs(300),
+            })
+            .await;
+            f.attach("s1", "p1").await;
+            let e = wait_entry(&f, "p1", |e| e.session).await;
+            assert!(e.active_ms > 0, "connecting counts as activity: {e:?}");
+            f.detach("s1").await;
+            let e = wait_entry(&f, "p1", |e| !e.session).await;
+            let left = e.linger_until_ms.saturating_sub(now_ms());
+            assert!(
+                (20_000..=30_000).contains(&left),
+                "lingers for the setting: {e:?}"
+            );
+            assert_eq!(f.online().await, ["p1"]);
+        });
+    }
+
+    #[test]
+    fn typing_is_written_at_once_and_a_send_ends_it() {
         actix::System::new().block_on(async {
             let f = Fixture::start(Duration::from_secs(60)).await;
+            let note = |activity| NoteActivity {
+                participant: ParticipantId("p1".into()),
+                activity,
+            };
+            f.feed
+                .send(note(ActivityKind::Typing {
+                    ttl: Duration::from_secs(5),
+                }))
+                .await
+                .unwrap();
+            let e = wait_entry(&f, "p1", |e| e.thinking_until_ms > now_ms()).await;
+            assert!(!e.session && e.active_ms > 0, "{e:?}");
+            f.feed.send(note(ActivityKind::Sent)).await.unwrap();
+            wait_entry(&f, "p1", |e| e.thinking_until_ms == 0).await;
+            // Typing alone makes nobody present.
+            assert!(f.online().await.is_empty());
+        });
+    }
+
+    #[test]
+    fn a_drain_publishes_that_nobody_holds_a_session_here_and_lets_them_linger() {
+        actix::System::new().block_on(async {
+            // A record refresh far away: only the write on drain counts.
+            let f = Fixture::start_with(PresenceSettings {
+                interval: Duration::from_secs(60),
+                linger: Duration::from_millis(500),
+                tick: Duration::ZERO,
+                idle_after: Duration::from_secs(300),
+            })
+            .await;
             f.attach("s1", "p1").await;
             f.wait_online(&["p1"], Duration::from_secs(2)).await;
             f.feed
@@ -1038,6 +1319,8 @@ mod presence_tests {
                 })
                 .await
                 .unwrap();
+            let e = wait_entry(&f, "p1", |e| !e.session).await;
+            assert!(e.linger_until_ms > 0, "{e:?}");
             f.wait_online(&[], Duration::from_secs(2)).await;
         });
     }

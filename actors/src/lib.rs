@@ -9,6 +9,8 @@
 //! - [`conversation::ConversationActor`]: one per live conversation; the
 //!   write path (validate, route, append) and ephemeral typing state;
 //! - [`registry::Registry`]: creates and finds the above on demand;
+//! - [`presence`]: activity presence (the state rule and the Bay's
+//!   publisher of `presence.updated`);
 //! - [`replay`]: what a replay from a cursor needs beyond the log itself
 //!   (the memberships in force at the cursor);
 //! - [`token_cache::TokenCache`]: authenticated tokens per node, kept
@@ -27,6 +29,7 @@ pub mod feed;
 pub mod model;
 pub mod node;
 pub mod orphans;
+pub mod presence;
 pub mod registry;
 pub mod replay;
 pub mod session;

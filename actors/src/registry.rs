@@ -6,7 +6,7 @@
 //! serialize and write.
 
 use crate::conversation::{ConversationActor, DraftSettings};
-use crate::feed::{BayFeed, CloseAll, FeedSettings};
+use crate::feed::{ActivityKind, BayFeed, CloseAll, FeedSettings, NoteActivity};
 use crate::session::CloseReason;
 use crate::store::Store;
 use crate::token_cache::TokenCache;
@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
-use switchboard_protocol::ids::{BayId, ConversationId};
+use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
 
 /// Settings the registry passes to the actors it starts.
 #[derive(Clone, Copy, Debug)]
@@ -120,6 +120,16 @@ impl Registry {
         });
         convs.insert(key, addr.clone());
         addr
+    }
+
+    /// Tells the Bay's feed on this node of `participant`'s activity (a
+    /// send, a typing indicator), for presence; starts the feed if needed,
+    /// since the participant's sessions may live on other nodes.
+    pub fn note_activity(&self, bay: &BayId, participant: ParticipantId, activity: ActivityKind) {
+        self.feed(bay).do_send(NoteActivity {
+            participant,
+            activity,
+        });
     }
 
     /// Number of live feeds and conversation actors (for metrics).

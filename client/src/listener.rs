@@ -418,7 +418,7 @@ mod tests {
             "reactions":[],"cardPayload":null,"poll":null});
         let raw = recovered_event(&conversation, &message).unwrap();
         let event: Event = serde_json::from_value(raw.clone()).unwrap();
-        assert_eq!(event.conversation_id().0, "c1");
+        assert_eq!(event.conversation_id().map(|c| c.0.as_str()), Some("c1"));
         assert!(raw["message"].get("reactions").is_none());
         let mut deleted = message.clone();
         deleted["deletedAt"] = json!("2026-12-01T00:00:01.000Z");

@@ -201,6 +201,26 @@ pub struct Timing {
     /// Lifetime of a typing indicator (protocol §11: 5 s).
     #[serde(with = "humantime_serde")]
     pub typing_ttl: Duration,
+    /// How often each node refreshes its presence record of a Bay (who
+    /// holds sessions there, and their activity); a record lives three
+    /// intervals, so a killed node's participants go offline within about
+    /// three intervals. Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub presence_interval: Duration,
+    /// How long a participant stays present after its last session on a
+    /// node ended (an `/updates` client between polls; a reconnect inside
+    /// it changes nothing). Zero is allowed (offline at once).
+    #[serde(with = "humantime_serde")]
+    pub presence_linger: Duration,
+    /// How often the node holding a Bay's presence lease computes states
+    /// and logs `presence.updated` events. Zero turns those events off
+    /// (`GET /agents` still shows `presence`).
+    #[serde(with = "humantime_serde")]
+    pub presence_tick: Duration,
+    /// A present participant with no send, typing or draft for this long
+    /// is `idle`. Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub presence_idle_after: Duration,
     /// Grace period for open connections on shutdown; zero is allowed (close at once).
     #[serde(with = "humantime_serde")]
     pub drain_timeout: Duration,

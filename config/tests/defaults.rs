@@ -57,6 +57,10 @@ fn defaults_equal_the_protocol_values() {
             typing_ttl: secs(5), // protocol §11: typing has a 5s TTL
             draft_flush_interval: Duration::from_millis(40),
             draft_orphan_timeout: secs(30),
+            presence_interval: secs(2),
+            presence_linger: Duration::from_millis(2500),
+            presence_tick: Duration::from_millis(500),
+            presence_idle_after: secs(300),
             drain_timeout: secs(10),
             drain_grace: secs(3),
             actor_idle_timeout: secs(60),
@@ -243,6 +247,12 @@ fn out_of_range_values_name_their_key() {
         }),
         ("timing.typing_ttl", |s| {
             s.timing.typing_ttl = Duration::ZERO
+        }),
+        ("timing.presence_interval", |s| {
+            s.timing.presence_interval = Duration::ZERO
+        }),
+        ("timing.presence_idle_after", |s| {
+            s.timing.presence_idle_after = Duration::ZERO
         }),
         ("timing.actor_idle_timeout", |s| {
             s.timing.actor_idle_timeout = Duration::ZERO

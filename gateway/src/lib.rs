@@ -37,6 +37,7 @@ use std::time::Duration;
 use switchboard_actors::conversation::DraftSettings;
 use switchboard_actors::feed::FeedSettings;
 use switchboard_actors::orphans::OrphanSweep;
+use switchboard_actors::presence::PresenceSettings;
 use switchboard_actors::registry::{Registry, RegistrySettings};
 use switchboard_actors::session::CloseReason;
 use switchboard_actors::store::instrumented::Instrumented;
@@ -48,11 +49,6 @@ use switchboard_config::{Settings, StoreKind};
 /// Replays (session opens from a cursor) that read the log at once per node;
 /// the rest queue. Bounds the memory a resume storm takes at one time.
 const REPLAY_SLOTS: usize = 256;
-
-/// How often each Bay feed records who holds a session on this node
-/// (`GET /agents` `status`); records live three intervals. A constant
-/// until the config crate grows a `timing.presence_interval` setting.
-const PRESENCE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -160,7 +156,12 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
                 recent_max: settings.replay_max_entries,
                 replay_window: settings.replay_window,
                 block: Duration::from_secs(5),
-                presence_interval: PRESENCE_INTERVAL,
+                presence: PresenceSettings {
+                    interval: t.presence_interval,
+                    linger: t.presence_linger,
+                    tick: t.presence_tick,
+                    idle_after: t.presence_idle_after,
+                },
             },
             typing_ttl: t.typing_ttl,
             actor_idle_timeout: t.actor_idle_timeout,

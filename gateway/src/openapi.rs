@@ -184,6 +184,7 @@ mod tests {
             "ErrorBody" => parse::<switchboard_protocol::error::ErrorBody>(example),
             "Event" => parse::<switchboard_protocol::event::Event>(example),
             "SendBody" => parse::<crate::api::messages::SendBody>(example),
+            "AppendBody" => parse::<crate::api::drafts::AppendBody>(example),
             "CreatePoll" => parse::<crate::api::polls::CreatePoll>(example),
             "Card" => parse::<switchboard_protocol::card::Card>(example),
             "PollView" => parse::<switchboard_protocol::poll::PollView>(example),

@@ -3,6 +3,7 @@
 
 use crate::ids::{ConversationId, MessageId, ParticipantId};
 use crate::model::{ConversationType, ParticipantKind, Role, SenderType};
+use crate::presence::PresenceState;
 use serde::{Deserialize, Serialize};
 
 /// One element of `/updates`'s `events` array, or the payload of a `/ws`
@@ -217,12 +218,27 @@ pub enum Event {
         /// `{ id, type, title }` of the conversation.
         conversation: ConversationRef,
     },
+    /// `presence.updated`: a participant who shares at least one
+    /// conversation with the recipient changed its activity presence
+    /// (never sent about the recipient itself). Not tied to one
+    /// conversation, so it has no `conversationId`.
+    #[serde(rename = "presence.updated", rename_all = "camelCase")]
+    PresenceUpdated {
+        /// Whose presence changed.
+        participant_id: ParticipantId,
+        /// The new state.
+        state: PresenceState,
+        /// When the change was noticed, RFC 3339 UTC with milliseconds.
+        #[schema(format = DateTime)]
+        at: String,
+    },
 }
 
 impl Event {
-    /// The conversation the event happened in.
-    pub fn conversation_id(&self) -> &ConversationId {
-        match self {
+    /// The conversation the event happened in; `None` for events about a
+    /// participant rather than a conversation (`presence.updated`).
+    pub fn conversation_id(&self) -> Option<&ConversationId> {
+        Some(match self {
             Event::Message {
                 conversation_id, ..
             }
@@ -262,7 +278,8 @@ impl Event {
             | Event::MessageFailed {
                 conversation_id, ..
             } => conversation_id,
-        }
+            Event::PresenceUpdated { .. } => return None,
+        })
     }
 }
 

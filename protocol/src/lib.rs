@@ -20,6 +20,7 @@ pub mod frame;
 pub mod ids;
 pub mod model;
 pub mod poll;
+pub mod presence;
 pub mod routing;
 
 /// Protocol version advertised by `GET /api/agent-api/me` (protocol §2,

@@ -48,6 +48,21 @@ fn event_json_is_exact() {
 }
 
 #[test]
+fn presence_updated_json_is_exact() {
+    use switchboard_protocol::presence::PresenceState;
+    let e = Event::PresenceUpdated {
+        participant_id: ParticipantId("rex".into()),
+        state: PresenceState::Thinking,
+        at: "2026-12-01T04:00:00.123Z".into(),
+    };
+    assert_eq!(
+        serde_json::to_string(&e).unwrap(),
+        r#"{"type":"presence.updated","participantId":"rex","state":"thinking","at":"2026-12-01T04:00:00.123Z"}"#
+    );
+    assert_eq!(e.conversation_id(), None);
+}
+
+#[test]
 fn server_frames_are_exact() {
     let e = event();
     let cases = [

@@ -559,6 +559,10 @@ pub fn serve_command(opts: &Opts) -> Command {
         .env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "100000")
         .env("SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE", "1000000")
         .env("SWITCHBOARD_TIMING__WATERMARK_INTERVAL", "100ms")
+        // No presence.updated events: the other suites assert exact event
+        // sequences; tests/presence.rs turns them on (and /agents shows
+        // presence either way).
+        .env("SWITCHBOARD_TIMING__PRESENCE_TICK", "0s")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

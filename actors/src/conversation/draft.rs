@@ -28,7 +28,6 @@ use actix::prelude::*;
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 use switchboard_protocol::error::ErrorCode;
-use switchboard_protocol::event::ConversationRef;
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 use switchboard_protocol::model::MessageState;
 use switchboard_protocol::routing::{route, RouteInput};
@@ -328,33 +327,67 @@ impl Window<'_> {
                 text: p.text.clone(),
             })
             .collect();
+        let every =
+            |reply: Result<DraftReply, &StoreError>| -> Vec<Result<DraftReply, StoreError>> {
+                asks.iter()
+                    .map(|_| match &reply {
+                        Ok(r) => Ok(r.clone()),
+                        Err(e) => Err(again(e)),
+                    })
+                    .collect()
+            };
         let mut replies: Vec<Result<DraftReply, StoreError>> = Vec::new();
+        let mut fresh_roster = false;
         for _ in 0..STALE_ATTEMPTS {
+            let snap = match snapshot(
+                self.store,
+                self.bay,
+                self.conversation,
+                self.cache,
+                fresh_roster,
+            )
+            .await
+            {
+                Ok(Some(snap)) => snap,
+                Ok(None) => {
+                    replies = every(Ok(DraftReply::NotFound));
+                    break;
+                }
+                Err(e) => {
+                    replies = every(Err(&e));
+                    break;
+                }
+            };
             let fresh = base.is_none();
             let current = match base.take() {
                 Some(b) => b,
                 None => match self.load(id).await {
                     Ok(Ok(b)) => b,
                     Ok(Err(reply)) => {
-                        replies = asks.iter().map(|_| Ok(reply.clone())).collect();
+                        replies = every(Ok(reply));
                         break;
                     }
                     Err(e) => {
-                        replies = asks.iter().map(|_| Err(again(&e))).collect();
+                        replies = every(Err(&e));
                         break;
                     }
                 },
             };
-            let (added, judged) = self.judge_all(&current, &asks);
+            let (added, judged) = self.judge_all(&current, &asks, &snap.conversation);
             let refused = judged.iter().any(|r| {
                 matches!(
                     r,
-                    Ok(DraftReply::Gap { .. } | DraftReply::Overlap { .. } | DraftReply::Forbidden)
+                    Ok(DraftReply::Gap { .. }
+                        | DraftReply::Overlap { .. }
+                        | DraftReply::Forbidden
+                        | DraftReply::NotFound)
                 )
             });
-            if refused && !fresh {
-                // The cached draft may be behind (appends through another
-                // node): only a fresh read may refuse.
+            if refused && !(fresh && fresh_roster) {
+                // The cached draft or roster may be behind (appends through
+                // another node, a member added there): only fresh reads
+                // may refuse.
+                fresh_roster = true;
                 continue;
             }
             if added.is_empty() {
@@ -362,25 +395,14 @@ impl Window<'_> {
                 base = Some(current);
                 break;
             }
-            let conversation = match self.reference().await {
-                Ok(Some(r)) => r,
-                Ok(None) => {
-                    replies = asks.iter().map(|_| Ok(DraftReply::NotFound)).collect();
-                    break;
-                }
-                Err(e) => {
-                    replies = asks.iter().map(|_| Err(again(&e))).collect();
-                    base = Some(current);
-                    break;
-                }
-            };
             let outcome = self
                 .store
                 .append_draft(
                     self.bay,
                     DraftAppend {
-                        conversation,
+                        conversation: snap.conversation.reference(),
                         message: id.clone(),
+                        revision: snap.revision,
                         version: current.version,
                         offset: current.chars,
                         text: added.clone(),
@@ -408,14 +430,19 @@ impl Window<'_> {
                     base = Some(next);
                     break;
                 }
+                // Membership may have changed (on any node): check again.
+                Ok(DraftAppended::Stale) => {
+                    fresh_roster = true;
+                    base = Some(current);
+                }
                 // Moved on (another node, a reaction, its end): read again.
                 Ok(DraftAppended::Conflict) | Ok(DraftAppended::Closed) => base = None,
                 Ok(DraftAppended::NotFound) => {
-                    replies = asks.iter().map(|_| Ok(DraftReply::NotFound)).collect();
+                    replies = every(Ok(DraftReply::NotFound));
                     break;
                 }
                 Err(e) => {
-                    replies = asks.iter().map(|_| Err(again(&e))).collect();
+                    replies = every(Err(&e));
                     break;
                 }
             }
@@ -444,12 +471,18 @@ impl Window<'_> {
         &self,
         current: &Base,
         asks: &[Ask],
+        conversation: &crate::model::Conversation,
     ) -> (String, Vec<Result<DraftReply, StoreError>>) {
         let mut text = current.text.clone();
         let mut chars = current.chars;
         let mut added = String::new();
         let mut replies = Vec::with_capacity(asks.len());
         for ask in asks {
+            // A non-member learns nothing, not even that the draft exists.
+            if conversation.member(&ask.by).is_none() {
+                replies.push(Ok(DraftReply::NotFound));
+                continue;
+            }
             if ask.by != current.author {
                 replies.push(Ok(DraftReply::Forbidden));
                 continue;
@@ -474,15 +507,6 @@ impl Window<'_> {
             replies.push(Ok(reply));
         }
         (added, replies)
-    }
-
-    /// `{ id, type, title }` of the conversation, from the cached snapshot.
-    async fn reference(&self) -> Result<Option<ConversationRef>, StoreError> {
-        Ok(
-            snapshot(self.store, self.bay, self.conversation, self.cache, false)
-                .await?
-                .map(|s| s.conversation.reference()),
-        )
     }
 }
 

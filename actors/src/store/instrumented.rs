@@ -7,8 +7,9 @@
 use super::log::LogEvent;
 use super::{
     AppendOutcome, Changed, ConversationChange, Created, DraftAppend, DraftAppended, MessageChange,
-    NewMessage, OpenDraft, Opening, Principal, ReadState, Replay, Revisioned, RosterChange,
-    RoundStep, Store, StoreError, Updated, Webhook, WebhookStatus,
+    NewMessage, OpenDraft, Opening, ParticipantPresence, PresenceChange, Principal, Published,
+    ReadState, Replay, Revisioned, RosterChange, RoundStep, Store, StoreError, Updated, Webhook,
+    WebhookStatus,
 };
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -23,6 +24,7 @@ use switchboard_protocol::ids::{
     BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
 };
 use switchboard_protocol::model::ParticipantKind;
+use switchboard_protocol::presence::PresenceState;
 
 /// Histogram of store call latency, seconds, labelled by `op`.
 pub const STORE_SECONDS: &str = "switchboard_store_operation_seconds";
@@ -266,17 +268,40 @@ impl Store for Instrumented {
         &self,
         bay: &BayId,
         node: &str,
-        online: &[ParticipantId],
+        entries: &[ParticipantPresence],
         ttl: Duration,
     ) -> Result<(), StoreError> {
         timed(
             "set_presence",
-            self.inner.set_presence(bay, node, online, ttl),
+            self.inner.set_presence(bay, node, entries, ttl),
         )
         .await
     }
+    async fn presence_records(&self, bay: &BayId) -> Result<Vec<ParticipantPresence>, StoreError> {
+        timed("presence_records", self.inner.presence_records(bay)).await
+    }
     async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
         timed("online", self.inner.online(bay)).await
+    }
+    async fn published_presence(
+        &self,
+        bay: &BayId,
+    ) -> Result<Vec<(ParticipantId, PresenceState)>, StoreError> {
+        timed("published_presence", self.inner.published_presence(bay)).await
+    }
+    async fn publish_presence(
+        &self,
+        bay: &BayId,
+        changes: &[PresenceChange],
+    ) -> Result<Published, StoreError> {
+        timed(
+            "publish_presence",
+            self.inner.publish_presence(bay, changes),
+        )
+        .await
+    }
+    async fn draft_authors(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
+        timed("draft_authors", self.inner.draft_authors(bay)).await
     }
     async fn change_message(
         &self,

@@ -19,6 +19,7 @@ use switchboard_protocol::frame::ServerFrame;
 use switchboard_protocol::ids::MessageId;
 use switchboard_protocol::ids::{ConversationId, ParticipantId, TokenId};
 use switchboard_protocol::poll::PollState;
+use switchboard_protocol::presence::PresenceState;
 
 /// One log entry: its id and what happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -58,6 +59,15 @@ impl LogRecord {
                 conversation,
                 change,
             } => Some(change.event_for(conversation, recipient)),
+            LogEvent::Presence {
+                participant,
+                state,
+                at,
+            } => Some(Event::PresenceUpdated {
+                participant_id: participant.clone(),
+                state: *state,
+                at: wire_time(*at),
+            }),
             LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => None,
         }
     }
@@ -83,6 +93,18 @@ impl LogRecord {
                 let frames = self.frames.get_or_init(|| {
                     let event = change.event_for(conversation, recipient);
                     let frame: ByteString = ServerFrame::Event { event: &event }.to_json().into();
+                    [frame.clone(), frame]
+                });
+                return Some(frames[0].clone());
+            }
+            LogEvent::Presence { .. } => {
+                // The same frame for every recipient: render once, share.
+                let frames = self.frames.get_or_init(|| {
+                    let frame: ByteString = self
+                        .event_for(recipient)
+                        .map(|event| ServerFrame::Event { event: &event }.to_json())
+                        .unwrap_or_default()
+                        .into();
                     [frame.clone(), frame]
                 });
                 return Some(frames[0].clone());
@@ -139,6 +161,18 @@ pub enum LogEvent {
         /// Every member after the change, in roster order (a snapshot, not
         /// a delta).
         members: Vec<ParticipantId>,
+    },
+    /// A participant's activity presence changed (`presence.updated`);
+    /// delivered to the participants who share a conversation with it as
+    /// of this entry, never to itself, and never to webhooks. Logged by
+    /// the Bay's presence publisher ([`crate::presence`]).
+    Presence {
+        /// Whose presence changed.
+        participant: ParticipantId,
+        /// The new state.
+        state: PresenceState,
+        /// When the publisher noticed the change.
+        at: DateTime<Utc>,
     },
     /// A token was rotated or revoked: its sessions close (4001 / 401).
     CredentialRevoked {
@@ -425,14 +459,27 @@ pub fn wire_time(at: DateTime<Utc>) -> String {
 
 impl LogEvent {
     /// The conversation whose members receive this entry as an event, for
-    /// entries that are delivered (messages and changes).
+    /// entries that are delivered (messages and changes). `Presence`
+    /// entries go to a participant's peers instead: see
+    /// [`LogEvent::Presence`].
     pub fn delivered_in(&self) -> Option<&ConversationId> {
         match self {
             LogEvent::Message { conversation, .. } | LogEvent::Change { conversation, .. } => {
                 Some(&conversation.id)
             }
-            LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => None,
+            LogEvent::Roster { .. }
+            | LogEvent::CredentialRevoked { .. }
+            | LogEvent::Presence { .. } => None,
         }
+    }
+
+    /// Whether the entry becomes an event for some recipients (messages,
+    /// changes, presence), as opposed to a control entry.
+    pub fn is_event(&self) -> bool {
+        matches!(
+            self,
+            LogEvent::Message { .. } | LogEvent::Change { .. } | LogEvent::Presence { .. }
+        )
     }
 
     /// Bytes a session is charged for this entry while it is queued
@@ -453,6 +500,7 @@ impl LogEvent {
                 ..
             } => text.len() + 256,
             LogEvent::Change { .. } => 512,
+            LogEvent::Presence { .. } => 160,
             LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => 64,
         }
     }
@@ -471,7 +519,7 @@ impl LogEvent {
             LogEvent::Message { conversation, .. }
             | LogEvent::Change { conversation, .. }
             | LogEvent::Roster { conversation, .. } => Some(&conversation.id),
-            LogEvent::CredentialRevoked { .. } => None,
+            LogEvent::CredentialRevoked { .. } | LogEvent::Presence { .. } => None,
         }
     }
 }

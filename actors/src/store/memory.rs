@@ -9,9 +9,9 @@
 use super::log::{Change, LogEvent, LogRecord};
 use super::{
     new_revision, next_round, AppendOutcome, Appended, Changed, ConversationChange, Created,
-    DraftAppend, DraftAppended, MessageChange, NewMessage, OpenDraft, Opening, Principal,
-    ReadState, Replay, Revisioned, RosterChange, RoundStep, Store, StoreError, Updated, Webhook,
-    WebhookStatus, OPENINGS_KEPT,
+    DraftAppend, DraftAppended, MessageChange, NewMessage, OpenDraft, Opening, ParticipantPresence,
+    PresenceChange, Principal, Published, ReadState, Replay, Revisioned, RosterChange, RoundStep,
+    Store, StoreError, Updated, Webhook, WebhookStatus, OPENINGS_KEPT,
 };
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -28,6 +28,7 @@ use switchboard_protocol::ids::{
     BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
 };
 use switchboard_protocol::model::ParticipantKind;
+use switchboard_protocol::presence::PresenceState;
 use tokio::sync::watch;
 
 /// Replay-buffer limits of the memory engine.
@@ -69,8 +70,10 @@ struct BayState {
     webhooks: HashMap<ParticipantId, WebhookState>,
     /// Delivery status by owner; outlives the webhook.
     webhook_status: HashMap<ParticipantId, WebhookStatus>,
-    /// Node → (participants with a session there, expiry in Unix ms).
-    presence: HashMap<String, (Vec<ParticipantId>, u64)>,
+    /// Node → (its presence record, expiry in Unix ms).
+    presence: HashMap<String, (Vec<ParticipantPresence>, u64)>,
+    /// Published presence states; absent = `offline`.
+    published: HashMap<ParticipantId, PresenceState>,
     /// Open drafts by message id: conversation, author, last activity.
     drafts: HashMap<MessageId, OpenDraft>,
 }
@@ -295,6 +298,7 @@ impl Store for MemoryStore {
                 webhook_status: HashMap::new(),
                 presence: HashMap::new(),
                 drafts: HashMap::new(),
+                published: HashMap::new(),
             },
         );
         Ok(Created::Created(bay))
@@ -680,6 +684,9 @@ impl Store for MemoryStore {
         let Some(conv) = b.conversations.get_mut(&append.conversation.id) else {
             return Ok(DraftAppended::NotFound);
         };
+        if conv.revision != append.revision {
+            return Ok(DraftAppended::Stale);
+        }
         let Some(at) = conv.position(&append.message) else {
             return Ok(DraftAppended::NotFound);
         };
@@ -1005,39 +1012,83 @@ impl Store for MemoryStore {
         &self,
         bay: &BayId,
         node: &str,
-        online: &[ParticipantId],
+        entries: &[ParticipantPresence],
         ttl: Duration,
     ) -> Result<(), StoreError> {
         let mut st = self.state.lock();
         if let Some(b) = st.bays.get_mut(bay) {
             b.presence.insert(
                 node.to_owned(),
-                (online.to_vec(), now_ms() + ttl.as_millis() as u64),
+                (entries.to_vec(), now_ms() + ttl.as_millis() as u64),
             );
         }
         Ok(())
     }
 
-    async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
+    async fn presence_records(&self, bay: &BayId) -> Result<Vec<ParticipantPresence>, StoreError> {
         let now = now_ms();
         let mut st = self.state.lock();
-        if let Some(b) = st.bays.get_mut(bay) {
-            b.presence.retain(|_, (_, until)| *until > now);
-        }
-        let mut out: Vec<ParticipantId> = st
+        let Some(b) = st.bays.get_mut(bay) else {
+            return Ok(Vec::new());
+        };
+        b.presence.retain(|_, (_, until)| *until > now);
+        Ok(b.presence
+            .values()
+            .flat_map(|(entries, _)| entries.iter().cloned())
+            .collect())
+    }
+
+    async fn published_presence(
+        &self,
+        bay: &BayId,
+    ) -> Result<Vec<(ParticipantId, PresenceState)>, StoreError> {
+        let st = self.state.lock();
+        let mut out: Vec<(ParticipantId, PresenceState)> = st
             .bays
             .get(bay)
-            .map(|b| {
-                b.presence
-                    .values()
-                    .filter(|(_, until)| *until > now)
-                    .flat_map(|(ids, _)| ids.iter().cloned())
-                    .collect()
-            })
+            .map(|b| b.published.iter().map(|(p, s)| (p.clone(), *s)).collect())
             .unwrap_or_default();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out.dedup();
+        out.sort();
         Ok(out)
+    }
+
+    async fn publish_presence(
+        &self,
+        bay: &BayId,
+        changes: &[PresenceChange],
+    ) -> Result<Published, StoreError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let Some(b) = st.bays.get_mut(bay) else {
+            return Ok(Published::Conflict);
+        };
+        let current = |p: &ParticipantId| {
+            b.published
+                .get(p)
+                .copied()
+                .unwrap_or(PresenceState::Offline)
+        };
+        if changes.iter().any(|c| current(&c.participant) != c.from) {
+            return Ok(Published::Conflict);
+        }
+        let log = log_of(&mut st.logs, bay);
+        let mut ids = Vec::with_capacity(changes.len());
+        for c in changes {
+            if c.to == PresenceState::Offline {
+                b.published.remove(&c.participant);
+            } else {
+                b.published.insert(c.participant.clone(), c.to);
+            }
+            ids.push(log.append(
+                LogEvent::Presence {
+                    participant: c.participant.clone(),
+                    state: c.to,
+                    at: c.at,
+                },
+                &self.limits,
+            ));
+        }
+        Ok(Published::Logged(ids))
     }
 
     async fn message(

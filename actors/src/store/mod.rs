@@ -25,6 +25,7 @@ use switchboard_protocol::ids::{
     BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
 };
 use switchboard_protocol::model::{ParticipantKind, Policy};
+use switchboard_protocol::presence::PresenceState;
 
 /// Store failures. Expected outcomes (not found, already exists, expired
 /// cursor) are return values, not errors.
@@ -119,6 +120,14 @@ pub struct Revisioned<T> {
     /// Its revision: random, new at creation and at each change (0 for
     /// records written before revisions existed).
     pub revision: u64,
+}
+
+/// The Unix time in ms (0 if the clock is before 1970): the clock of
+/// presence records and leases.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A fresh revision for [`Revisioned`]: random and never 0.
@@ -292,6 +301,10 @@ pub struct DraftAppend {
     pub conversation: switchboard_protocol::event::ConversationRef,
     /// The draft.
     pub message: MessageId,
+    /// Revision of the conversation the author's membership was checked
+    /// at: refused as [`DraftAppended::Stale`] when it moved on, so a
+    /// removed author cannot append.
+    pub revision: u64,
     /// The draft's version the text extends: refused as
     /// [`DraftAppended::Conflict`] when the stored one differs.
     pub version: u64,
@@ -315,6 +328,9 @@ pub enum DraftAppended {
     /// The draft moved on since `version` (an append through another node,
     /// or its end): read it again and redo.
     Conflict,
+    /// The conversation's revision moved on: reload it and check the
+    /// author's membership again.
+    Stale,
     /// The message is not an open draft (anymore).
     Closed,
     /// No such message in that conversation.
@@ -428,6 +444,86 @@ pub struct WebhookStatus {
     /// Since when deliveries have failed without a success; `None` when
     /// the last attempt succeeded.
     pub failing_since: Option<DateTime<Utc>>,
+}
+
+/// What one node knows of one participant's presence in a Bay: part of
+/// the node's presence record ([`Store::set_presence`]). The Bay's
+/// presence publisher merges every live node's entries
+/// ([`crate::presence::compute`]). Times are Unix ms of the writing
+/// node's clock; 0 means "none".
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ParticipantPresence {
+    /// Whom the entry is about.
+    pub participant: ParticipantId,
+    /// Holds a `/ws` or `/updates` session on the node now.
+    #[serde(default)]
+    pub session: bool,
+    /// Its last session on the node ended: it counts as present until
+    /// this time (`timing.presence_linger` after the end).
+    #[serde(default)]
+    pub linger_until_ms: u64,
+    /// Its typing indicator, started through this node, lives until this
+    /// time (protocol §11: 5 s TTL).
+    #[serde(default)]
+    pub thinking_until_ms: u64,
+    /// When that typing indicator started. A send seen by any node after
+    /// it ends it (the conversation actor ends typing on a send; typing
+    /// and the send may go through different nodes).
+    #[serde(default)]
+    pub typed_ms: u64,
+    /// Its last send through this node.
+    #[serde(default)]
+    pub sent_ms: u64,
+    /// Its last activity this node saw: a send, a typing indicator, a 👀
+    /// reaction, or its first session here.
+    #[serde(default)]
+    pub active_ms: u64,
+}
+
+impl ParticipantPresence {
+    /// An entry about `participant` saying nothing yet.
+    pub fn new(participant: ParticipantId) -> Self {
+        ParticipantPresence {
+            participant,
+            session: false,
+            linger_until_ms: 0,
+            thinking_until_ms: 0,
+            typed_ms: 0,
+            sent_ms: 0,
+            active_ms: 0,
+        }
+    }
+
+    /// Whether the entry makes its participant present at `now_ms`.
+    pub fn present_at(&self, now_ms: u64) -> bool {
+        self.session || self.linger_until_ms > now_ms
+    }
+}
+
+/// One participant's published presence changing, logged as a
+/// [`LogEvent::Presence`] by [`Store::publish_presence`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresenceChange {
+    /// Whose presence changed.
+    pub participant: ParticipantId,
+    /// The published state the change was computed against; the store
+    /// refuses the whole batch when it no longer is (another publisher
+    /// went first).
+    pub from: PresenceState,
+    /// The new state.
+    pub to: PresenceState,
+    /// When the publisher noticed the change.
+    pub at: DateTime<Utc>,
+}
+
+/// Outcome of [`Store::publish_presence`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Published {
+    /// Recorded, each change logged at these entries, in order.
+    Logged(Vec<EntryId>),
+    /// Some participant's published state was not its change's `from`:
+    /// nothing was recorded or logged; read the states again.
+    Conflict,
 }
 
 /// Outcome of an update addressed at something that may not exist.
@@ -784,17 +880,64 @@ pub trait Store: Send + Sync + 'static {
     async fn lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError>;
     /// Gives the lease up if `holder` has it.
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError>;
-    /// Records that `node` holds sessions of `online` in `bay`, until
-    /// `ttl` from now (nodes refresh it well within).
+    /// Replaces `node`'s presence record of `bay` with `entries`, valid
+    /// until `ttl` from now (nodes refresh it well within; a node that
+    /// stops refreshing drops out when it expires).
     async fn set_presence(
         &self,
         bay: &BayId,
         node: &str,
-        online: &[ParticipantId],
+        entries: &[ParticipantPresence],
         ttl: Duration,
     ) -> Result<(), StoreError>;
-    /// Participants of `bay` holding a session on any node now.
-    async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError>;
+    /// The entries of every live (unexpired) presence record of `bay`,
+    /// all nodes together, in no particular order (one participant may
+    /// appear once per node). Engines may forget expired records here.
+    async fn presence_records(&self, bay: &BayId) -> Result<Vec<ParticipantPresence>, StoreError>;
+    /// Participants of `bay` present on any node now: holding a session,
+    /// or within the linger after their last one. Sorted by id.
+    async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
+        let now = now_ms();
+        let mut out: Vec<ParticipantId> = self
+            .presence_records(bay)
+            .await?
+            .into_iter()
+            .filter(|e| e.present_at(now))
+            .map(|e| e.participant)
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+    /// The presence states the Bay's publisher last logged, for every
+    /// participant not `offline` (absent means `offline`).
+    async fn published_presence(
+        &self,
+        bay: &BayId,
+    ) -> Result<Vec<(ParticipantId, PresenceState)>, StoreError>;
+    /// Records `changes` as the published states and logs one
+    /// [`LogEvent::Presence`] per change, in order, in one atomic step;
+    /// [`Published::Conflict`] (nothing done) when any participant's
+    /// published state is not its change's `from`, so two publishers
+    /// overlapping during a lease hand-over never log a change twice.
+    async fn publish_presence(
+        &self,
+        bay: &BayId,
+        changes: &[PresenceChange],
+    ) -> Result<Published, StoreError>;
+    /// Participants with an open streaming draft in the Bay (presence
+    /// `streaming`), each once: the authors of [`Store::open_drafts`].
+    async fn draft_authors(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
+        let mut authors: Vec<ParticipantId> = self
+            .open_drafts(bay)
+            .await?
+            .into_iter()
+            .map(|d| d.author)
+            .collect();
+        authors.sort();
+        authors.dedup();
+        Ok(authors)
+    }
 
     /// The roster changes logged after `after`, oldest first, within the
     /// replay buffer (empty when `after` is of another epoch: the replay

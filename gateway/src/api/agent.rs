@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::json;
 use switchboard_actors::conversation::{Typing, TypingOutcome};
+use switchboard_actors::feed::ActivityKind;
 use switchboard_protocol::context::ContextEnvelope;
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{ConversationId, MessageId};
@@ -321,10 +322,17 @@ async fn typing(
         })
         .await??;
     match outcome {
-        TypingOutcome::Started { ttl } => Ok(HttpResponse::Ok().json(json!({
+        TypingOutcome::Started { ttl } => {
+            state.registry.note_activity(
+                &caller.principal.bay,
+                caller.principal.participant.id.clone(),
+                ActivityKind::Typing { ttl },
+            );
+            Ok(HttpResponse::Ok().json(json!({
             "ok": true,
             "ttlMs": ttl.as_millis() as u64,
-        }))),
+            })))
+        }
         TypingOutcome::NotFound => Err(ApiError::not_found()),
     }
 }

@@ -12,10 +12,12 @@ use actix_web::{get, post, web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use switchboard_actors::model::{Conversation, Member};
-use switchboard_actors::store::Created;
+use switchboard_actors::presence;
+use switchboard_actors::store::{now_ms, Created};
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{ConversationId, ParticipantId};
 use switchboard_protocol::model::{ConversationType, ParticipantKind, Policy, Role};
+use switchboard_protocol::presence::PresenceState;
 use utoipa::ToSchema;
 
 /// Registers the routes under `/api/agent-api`.
@@ -45,9 +47,19 @@ pub(crate) struct DirectoryAgent {
     #[schema(required = true, value_type = Option<String>)]
     avatar: Option<String>,
     /// `online` while the agent holds a `/ws` or `/updates` session on any
-    /// node (an `/updates` client stays online between its polls), else
-    /// `offline`. Going offline can take up to about 15 s to show.
+    /// node, or held one within `timing.presence_linger` (an `/updates`
+    /// client stays online between its polls), else `offline`. Going
+    /// offline shows within the linger (2.5 s by default) after a clean
+    /// close, and within about three `timing.presence_interval`s (6 s)
+    /// when the node holding the session dies.
     status: AgentStatus,
+    /// Activity presence: `streaming` (an open streaming draft),
+    /// `thinking` (a live typing indicator, or a 👀 reaction), `online`,
+    /// `idle` (present, but no send, typing or draft for
+    /// `timing.presence_idle_after`, 5 min by default) or `offline`. The
+    /// same rule as `presence.updated` events (docs/websocket.md);
+    /// `status` keeps its older, session-only meaning.
+    presence: PresenceState,
     /// Always `[]`: this gateway stores no capabilities.
     capabilities: Vec<String>,
 }
@@ -68,7 +80,7 @@ pub(crate) enum AgentStatus {
     operation_id = "listAgents",
     tag = "agent",
     summary = "The other agents of the caller's Bay",
-    description = "Every agent of the caller's Bay except the caller, sorted by id, whether or not it shares a conversation with the caller. `status` is `online` while the agent holds a `/ws` or `/updates` session on any node (an `/updates` client stays online between its polls), else `offline`; going offline can take up to about 15 s to show. `avatar` is always `null` and `capabilities` always `[]`: this gateway stores neither. Works with user tokens too.",
+    description = "Every agent of the caller's Bay except the caller, sorted by id, whether or not it shares a conversation with the caller. `status` is `online` while the agent holds a `/ws` or `/updates` session on any node, or held one within `timing.presence_linger` (an `/updates` client stays online between its polls), else `offline`; going offline shows within 2.5 s of a clean close and within about 6 s when the agent's node dies (defaults). `presence` is its activity presence: `streaming`, `thinking`, `online`, `idle` or `offline`, by the rule of `presence.updated` events. `avatar` is always `null` and `capabilities` always `[]`: this gateway stores neither. Works with user tokens too.",
     responses(
         (status = 200, description = "The other agents of the Bay", body = AgentDirectory),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
@@ -83,9 +95,23 @@ async fn list_agents(state: web::Data<AppState>, caller: Caller) -> Result<HttpR
     state.limits.check_agent(&caller.principal.token).await?;
     let bay = &caller.principal.bay;
     let me = &caller.principal.participant.id;
-    let (participants, online) =
-        futures_util::try_join!(state.store.participants(bay), state.store.online(bay))?;
-    let online: HashSet<ParticipantId> = online.into_iter().collect();
+    let (participants, records, drafts) = futures_util::try_join!(
+        state.store.participants(bay),
+        state.store.presence_records(bay),
+        state.store.draft_authors(bay),
+    )?;
+    let now = now_ms();
+    let states = presence::compute(
+        &records,
+        &drafts,
+        now,
+        state.settings.timing.presence_idle_after,
+    );
+    let online: HashSet<&ParticipantId> = records
+        .iter()
+        .filter(|e| e.present_at(now))
+        .map(|e| &e.participant)
+        .collect();
     let mut agents: Vec<DirectoryAgent> = participants
         .into_iter()
         .filter(|p| p.kind == ParticipantKind::Agent && &p.id != me)
@@ -95,6 +121,7 @@ async fn list_agents(state: web::Data<AppState>, caller: Caller) -> Result<HttpR
             } else {
                 AgentStatus::Offline
             },
+            presence: states.of(&p.id),
             id: p.id,
             name: p.name,
             description: p.description,

@@ -14,6 +14,7 @@ use crate::state::AppState;
 use actix_web::{post, web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use switchboard_actors::conversation::{AppendToDraft, DraftReply, EndDraft, EndOutcome, Ending};
+use switchboard_actors::feed::ActivityKind;
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{ConversationId, MessageId};
 use switchboard_protocol::model::MessageState;
@@ -26,7 +27,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 
 /// Body of `POST …/messages/{mid}/append`.
 #[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 #[schema(examples(json!({"offset": 12, "text": " the launch PR"})))]
 pub(crate) struct AppendBody {
     /// The draft's length as the author believes it, in Unicode scalar
@@ -147,7 +147,6 @@ fn closed(state: MessageState) -> ApiError {
 
 /// Body of `POST …/messages/{mid}/complete`.
 #[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct CompleteBody {
     /// The final text instead of the streamed one (same rules as a send's
     /// `content`); absent keeps the streamed text.
@@ -161,7 +160,7 @@ pub(crate) struct CompleteBody {
     operation_id = "completeDraft",
     tag = "agent",
     summary = "Finalize your streaming draft",
-    description = "Ends the draft: routing (mentions, `shouldRespond`, the round cap) runs once, on the final text, and members get `message.completed` with their verdicts; webhooks deliver it. Appends accepted before are stored first. The author only.",
+    description = "Ends the draft: routing (mentions, `shouldRespond`, the round cap) runs once, on the final text, and members get `message.completed` with their verdicts; webhooks deliver it. Appends accepted before are stored first. The author only. The body is optional (none, or a JSON object); a second complete answers 409 DRAFT_CLOSED.",
     params(
         ("id" = String, Path, description = "Conversation id"),
         ("mid" = String, Path, description = "The draft's message id"),
@@ -173,7 +172,8 @@ pub(crate) struct CompleteBody {
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: not the draft's author", body = ErrorBody),
         (status = 404, description = "NOT_FOUND", body = ErrorBody),
-        (status = 409, description = "DRAFT_CLOSED: already completed, cancelled or failed", body = ErrorBody),
+        (status = 409, description = "DRAFT_CLOSED: already completed, cancelled or failed (a retry after a lost answer lands here: read the message to see it completed)", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED: the agent request budget (60/min by default) is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
     security(("agent_token" = [])),
@@ -202,11 +202,23 @@ async fn complete(
     )
     .await?;
     match outcome {
-        EndOutcome::Ended(m) => Ok(answer(&caller, &m)),
+        EndOutcome::Ended(m) => {
+            // A completed reply is a send: the author is active, not idle.
+            state.registry.note_activity(
+                &caller.principal.bay,
+                caller.principal.participant.id.clone(),
+                ActivityKind::Sent,
+            );
+            Ok(answer(&caller, &m))
+        }
         EndOutcome::NotOpen(m) => Err(closed(m.state)),
         _ => Err(ApiError::new(ErrorCode::Internal, "unexpected outcome")),
     }
 }
+
+/// Body of `POST …/messages/{mid}/cancel`: optional, and without fields.
+#[derive(Deserialize, ToSchema)]
+pub(crate) struct CancelBody {}
 
 /// `POST /conversations/{id}/messages/{mid}/cancel` → 200 with the draft.
 #[utoipa::path(
@@ -218,11 +230,14 @@ async fn complete(
         ("id" = String, Path, description = "Conversation id"),
         ("mid" = String, Path, description = "The draft's message id"),
     ),
+    request_body = CancelBody,
     responses(
         (status = 200, description = "The draft, `state: cancelled` (or `failed`)", body = RestMessage),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 404, description = "NOT_FOUND", body = ErrorBody),
+        (status = 400, description = "INVALID_JSON: a body was sent and is not a JSON object", body = ErrorBody),
         (status = 409, description = "DRAFT_CLOSED: it completed, or was never streamed", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED: the agent request budget (60/min by default) is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
     security(("agent_token" = [])),
@@ -232,8 +247,11 @@ async fn cancel(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<(String, String)>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
+    // No fields; a body, if sent, must still be a JSON object.
+    let _: Option<CancelBody> = optional_object(&body)?;
     match end(&state, &caller, path.into_inner(), Ending::Cancel).await? {
         EndOutcome::Ended(m) => Ok(answer(&caller, &m)),
         // A repeat (or a race with the sweep) is done already.

@@ -14,14 +14,17 @@ use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
-use switchboard_actors::conversation::{Action, Amend, AmendOutcome, Post, PostOutcome, Typing};
+use switchboard_actors::conversation::{
+    Action, Amend, AmendOutcome, Post, PostOutcome, Typing, TypingOutcome,
+};
+use switchboard_actors::feed::ActivityKind;
 use switchboard_actors::feed::WaitForMessage;
 use switchboard_actors::model::StoredMessage;
 use switchboard_actors::store::Idempotency;
 use switchboard_protocol::card::{validate_card, Card};
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{ConversationId, MessageId, ParticipantId};
-use switchboard_protocol::model::ParticipantKind;
+use switchboard_protocol::model::{MessageState, ParticipantKind};
 use switchboard_protocol::poll::PollState;
 use utoipa::{IntoParams, ToSchema};
 
@@ -270,6 +273,11 @@ pub(crate) async fn post_and_answer(
     match outcome {
         PostOutcome::Posted(message) => {
             metrics::counter!(crate::metrics::MESSAGES_ACCEPTED).increment(1);
+            state.registry.note_activity(
+                &caller.principal.bay,
+                sender.id.clone(),
+                ActivityKind::Sent,
+            );
             Ok(HttpResponse::Created().json(answer(&message)))
         }
         PostOutcome::Duplicate(first) if first.is_deleted() => Err(ApiError::new(
@@ -633,13 +641,20 @@ async fn add_reaction(
     .await?;
     let me = &caller.principal.participant;
     if pickup && me.kind == ParticipantKind::Agent {
-        state
+        let started = state
             .registry
             .conversation(&caller.principal.bay, &id)
             .send(Typing {
                 participant: me.id.clone(),
             })
             .await??;
+        if let TypingOutcome::Started { ttl } = started {
+            state.registry.note_activity(
+                &caller.principal.bay,
+                me.id.clone(),
+                ActivityKind::Typing { ttl },
+            );
+        }
     }
     reactions_answer(outcome, &me.id)
 }
@@ -833,7 +848,7 @@ async fn first_reply(
         }
         if let Some(found) = page
             .into_iter()
-            .find(|m| &m.sender.id != me && !m.is_deleted())
+            .find(|m| &m.sender.id != me && !m.is_deleted() && m.state == MessageState::Complete)
         {
             return Ok(Some(found));
         }
@@ -849,7 +864,7 @@ async fn first_reply(
     operation_id = "waitForMessage",
     tag = "agent",
     summary = "Wait for the next message someone else sends",
-    description = "Holds the request until a message the caller did not send arrives after `after` (or answers at once when one already has), else answers `{\"messages\": []}` after `timeout` seconds (1–50, default 25). The wait is registered before the history is read, so nothing falls between two calls: call again with `after` = the message you got. Tombstones are skipped.",
+    description = "Holds the request until a message the caller did not send arrives after `after` (or answers at once when one already has), else answers `{\"messages\": []}` after `timeout` seconds (1–50, default 25). The wait is registered before the history is read, so nothing falls between two calls: call again with `after` = the message you got. Tombstones and open drafts are skipped: a streamed reply is returned once it completes (at its opening time in the history).",
     params(("id" = String, Path, description = "Conversation id"), WaitQuery),
     responses(
         (status = 200, description = "Zero or one message", body = WaitAnswer),

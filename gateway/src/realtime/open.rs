@@ -257,7 +257,7 @@ pub async fn open_session(
         };
         let mut stopped_at: Option<EntryId> = None;
         for record in &records {
-            if let Some(event) = project(record, participant, &mut conversations) {
+            if let Some(event) = project(record, participant, &mut conversations, &attached.peers) {
                 events.push(Replayed {
                     entry: record.id,
                     event,
@@ -279,9 +279,10 @@ pub async fn open_session(
         if let Some((through, complete)) = finished {
             // Drafts replay as one snapshot each, not as their deltas.
             let tagged = events.into_iter().map(|r| (r.entry, r.event)).collect();
-            let (tagged, drafts) = snapshot_drafts(&*store, &bay, participant, tagged)
-                .await
-                .map_err(ApiError::from)?;
+            let (tagged, drafts) =
+                snapshot_drafts(&*store, &bay, participant, &conversations, tagged)
+                    .await
+                    .map_err(ApiError::from)?;
             let events = tagged
                 .into_iter()
                 .map(|(entry, event)| Replayed { entry, event })
@@ -299,12 +300,30 @@ pub async fn open_session(
 
 /// The event `record` gives `participant`, if any, keeping `conversations`
 /// (the participant's memberships) current as `Roster` entries pass by.
+/// A `Presence` entry reaches it when its subject is among `peers` (who
+/// shares a conversation with the participant). Replays pass the peers as
+/// of the feed's position at attach, i.e. the current memberships, not
+/// those of each entry's time as the live feed judges them: a presence
+/// event is a hint for live UIs, superseded by the next one, so a replay
+/// that shows a former peer's last change, or misses a new peer's, is
+/// acceptable. Webhook deliveries pass no peers: they never get presence.
 pub fn project(
     record: &LogRecord,
     participant: &ParticipantId,
     conversations: &mut HashSet<ConversationId>,
+    peers: &HashSet<ParticipantId>,
 ) -> Option<Event> {
     match &record.event {
+        LogEvent::Presence {
+            participant: subject,
+            ..
+        } => {
+            if subject != participant && peers.contains(subject) {
+                record.event_for(participant)
+            } else {
+                None
+            }
+        }
         LogEvent::Message { conversation, .. } | LogEvent::Change { conversation, .. } => {
             if conversations.contains(&conversation.id) {
                 record.event_for(participant)
@@ -354,7 +373,7 @@ pub fn observe_live_delivery(
     let now = chrono::Utc::now();
     let mut delivered = 0u64;
     for r in records.iter().filter(|r| cursor.is_new(r.id)) {
-        if matches!(r.event, LogEvent::Change { .. }) {
+        if matches!(r.event, LogEvent::Change { .. } | LogEvent::Presence { .. }) {
             delivered += 1;
         }
         if let LogEvent::Message { message, .. } = &r.event {

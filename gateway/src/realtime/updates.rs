@@ -300,7 +300,7 @@ impl Handler<Deliver> for PollSession {
         let mut records: &[std::sync::Arc<LogRecord>] = &msg.records;
         let mut new_messages = 0;
         for (i, r) in msg.records.iter().enumerate() {
-            if live.cursor.is_new(r.id) && r.event.delivered_in().is_some() {
+            if live.cursor.is_new(r.id) && r.event.is_event() {
                 new_messages += 1;
                 if new_messages == MAX_EVENTS_PER_ANSWER {
                     if i + 1 < msg.records.len() {

@@ -304,7 +304,8 @@ impl Worker {
                 }
             };
             for record in &records {
-                let event = project(record, &agent.id, &mut memberships);
+                // No peers: presence is for live UIs, never pushed (docs/webhooks.md).
+                let event = project(record, &agent.id, &mut memberships, &HashSet::new());
                 if let Some(event) =
                     event.filter(|_| !made_by(record, &agent.id) && !streaming(record))
                 {

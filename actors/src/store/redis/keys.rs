@@ -12,6 +12,8 @@
 //! | `sb:{bay}:log-meta`               | hash   | `last`, `maxdel` ids and `next_trim` ms of the log |
 //! | `sb:{bay}:rosters`                | stream | roster changes, ids = their log entry ids          |
 //! | `sb:{bay}:openings`               | stream | session openings (displacement), field `o` = JSON  |
+//! | `sb:{bay}:presence`               | hash   | node id → JSON presence record (TTL'd by `until`)  |
+//! | `sb:{bay}:presence-states`        | hash   | participant id → published presence state          |
 //! | `sb:{bay}:participants`           | hash   | participant id → JSON `Participant`                |
 //! | `sb:{bay}:participant-tokens`     | hash   | participant id → SHA-256 of its current token      |
 //! | `sb:{bay}:conversations`          | hash   | conversation id → JSON `Conversation` (+ members)  |
@@ -178,10 +180,21 @@ impl BayKeys {
         format!("{}:webhook-status", self.base)
     }
 
-    /// `sb:{bay}:presence`: hash, node id → JSON `{until, online}`: who
-    /// holds a session on that node, until `until` (Unix ms).
+    /// `sb:{bay}:presence`: hash, node id → JSON `{until, online,
+    /// entries}`: that node's presence record, valid until `until` (Unix
+    /// ms); `online` lists who is present there (read by older nodes),
+    /// `entries` the [`ParticipantPresence`](crate::store::ParticipantPresence)
+    /// of each participant the node knows of.
     pub fn presence(&self) -> String {
         format!("{}:presence", self.base)
+    }
+
+    /// `sb:{bay}:presence-states`: hash, participant id → its published
+    /// presence state (`online`, `thinking`, `streaming`, `idle`; absent =
+    /// `offline`), changed only together with the `Presence` log entry
+    /// that announces it.
+    pub fn presence_states(&self) -> String {
+        format!("{}:presence-states", self.base)
     }
 
     /// `sb:{bay}:polls`: hash, poll id → `"<conversation id> <message id>"`.
@@ -276,6 +289,8 @@ mod tests {
             k.reads(&c),
             k.polls(),
             k.idempotency("ab12"),
+            k.presence(),
+            k.presence_states(),
         ] {
             assert_eq!(hash_tag(&key), "acme", "{key}");
         }

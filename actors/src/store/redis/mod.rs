@@ -64,9 +64,9 @@ pub use setup::{connect, connect_cluster, connect_to};
 use super::log::{Change, LogEvent};
 use super::{
     new_revision, AppendOutcome, Appended, Changed, ConversationChange, Created, DraftAppend,
-    DraftAppended, MessageChange, NewMessage, OpenDraft, Opening, Principal, ReadState, Replay,
-    Revisioned, RosterChange, RoundStep, Store, StoreError, Updated, Webhook, WebhookStatus,
-    OPENINGS_KEPT,
+    DraftAppended, MessageChange, NewMessage, OpenDraft, Opening, ParticipantPresence,
+    PresenceChange, Principal, Published, ReadState, Replay, Revisioned, RosterChange, RoundStep,
+    Store, StoreError, Updated, Webhook, WebhookStatus, OPENINGS_KEPT,
 };
 
 /// One node's entry in a Bay's presence hash.
@@ -74,8 +74,14 @@ use super::{
 struct Presence {
     /// Unix ms after which the entry no longer counts.
     until: i64,
-    /// Participants with a session on that node.
+    /// Participants present on that node (a session, or within the
+    /// linger): all that nodes before activity presence read.
     online: Vec<ParticipantId>,
+    /// What the node knows of each participant; absent in records of
+    /// nodes before activity presence (their `online` then counts as
+    /// holding a session).
+    #[serde(default)]
+    entries: Option<Vec<ParticipantPresence>>,
 }
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -98,6 +104,7 @@ use switchboard_protocol::ids::{
     BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
 };
 use switchboard_protocol::model::ParticipantKind;
+use switchboard_protocol::presence::PresenceState;
 
 /// Replay-buffer limits of the Redis engine (as for the memory engine).
 #[derive(Clone, Copy, Debug)]
@@ -915,15 +922,17 @@ impl Store for RedisStore {
     ) -> Result<DraftAppended, StoreError> {
         let doing = "appending to a draft";
         let k = BayKeys::new(bay);
-        let cid = &append.conversation.id;
+        let cid = append.conversation.id.clone();
         let keys = [
-            k.versions(cid),
-            k.draft_text(cid, append.message.as_str()),
+            k.versions(&cid),
+            k.draft_text(&cid, append.message.as_str()),
             k.drafts(),
             k.log(),
             k.epoch(),
             k.log_meta(),
             k.rosters(),
+            k.conversations(),
+            k.revisions(),
         ];
         let version = append.version + 1;
         let text = append.text.clone();
@@ -956,6 +965,8 @@ impl Store for RedisStore {
                     &epoch_candidate(),
                     &self.window_ms(),
                     &self.max_entries(),
+                    cid.as_str(),
+                    &append.revision.to_string(),
                 ],
             )
             .await?;
@@ -971,6 +982,8 @@ impl Store for RedisStore {
             }
             ScriptStatus::Conflict => DraftAppended::Conflict,
             ScriptStatus::Closed => DraftAppended::Closed,
+            ScriptStatus::Stale => DraftAppended::Stale,
+            ScriptStatus::Missing => DraftAppended::NotFound,
             other => return Err(corrupt(doing, &keys[1], format!("script said {other:?}"))),
         })
     }
@@ -1338,18 +1351,24 @@ impl Store for RedisStore {
         &self,
         bay: &BayId,
         node: &str,
-        online: &[ParticipantId],
+        entries: &[ParticipantPresence],
         ttl: Duration,
     ) -> Result<(), StoreError> {
         let doing = "recording presence";
         let key = BayKeys::new(bay).presence();
         let until = Utc::now().timestamp_millis() + ttl.as_millis() as i64;
+        let now = super::now_ms();
         let value = encode(
             doing,
             &key,
             &Presence {
                 until,
-                online: online.to_vec(),
+                online: entries
+                    .iter()
+                    .filter(|e| e.present_at(now))
+                    .map(|e| e.participant.clone())
+                    .collect(),
+                entries: Some(entries.to_vec()),
             },
         )?;
         let _: i64 = self
@@ -1358,7 +1377,7 @@ impl Store for RedisStore {
         Ok(())
     }
 
-    async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
+    async fn presence_records(&self, bay: &BayId) -> Result<Vec<ParticipantPresence>, StoreError> {
         let doing = "reading presence";
         let key = BayKeys::new(bay).presence();
         let raw: Vec<(String, Vec<u8>)> = self.query(doing, &key, cmd("HGETALL").arg(&key)).await?;
@@ -1367,10 +1386,16 @@ impl Store for RedisStore {
         let mut expired = Vec::new();
         for (node, value) in raw {
             let p: Presence = decode(doing, &key, &value)?;
-            if p.until > now {
-                out.extend(p.online);
-            } else {
+            if p.until <= now {
                 expired.push(node);
+                continue;
+            }
+            match p.entries {
+                Some(entries) => out.extend(entries),
+                None => out.extend(p.online.into_iter().map(|participant| ParticipantPresence {
+                    session: true,
+                    ..ParticipantPresence::new(participant)
+                })),
             }
         }
         // Node ids are new at every start: drop the records of nodes gone
@@ -1380,9 +1405,78 @@ impl Store for RedisStore {
                 .query(doing, &key, cmd("HDEL").arg(&key).arg(&expired))
                 .await?;
         }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out.dedup();
         Ok(out)
+    }
+
+    async fn published_presence(
+        &self,
+        bay: &BayId,
+    ) -> Result<Vec<(ParticipantId, PresenceState)>, StoreError> {
+        let doing = "reading published presence";
+        let key = BayKeys::new(bay).presence_states();
+        let raw: Vec<(String, String)> = self.query(doing, &key, cmd("HGETALL").arg(&key)).await?;
+        let mut out = raw
+            .into_iter()
+            .map(|(p, state)| {
+                let state = PresenceState::parse(&state)
+                    .ok_or_else(|| corrupt(doing, &key, format!("unknown state {state:?}")))?;
+                Ok((ParticipantId(p), state))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        out.sort();
+        Ok(out)
+    }
+
+    async fn publish_presence(
+        &self,
+        bay: &BayId,
+        changes: &[PresenceChange],
+    ) -> Result<Published, StoreError> {
+        if changes.is_empty() {
+            return Ok(Published::Logged(Vec::new()));
+        }
+        let doing = "publishing presence";
+        let k = BayKeys::new(bay);
+        let (log, epoch, meta, rosters, states) = (
+            k.log(),
+            k.epoch(),
+            k.log_meta(),
+            k.rosters(),
+            k.presence_states(),
+        );
+        let mut args = vec![epoch_candidate(), self.window_ms(), self.max_entries()];
+        for c in changes {
+            args.push(c.participant.as_str().to_owned());
+            args.push(c.from.as_str().to_owned());
+            args.push(c.to.as_str().to_owned());
+            args.push(encode(
+                doing,
+                &log,
+                &LogEvent::Presence {
+                    participant: c.participant.clone(),
+                    state: c.to,
+                    at: c.at,
+                },
+            )?);
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let reply = self
+            .invoke_status(
+                doing,
+                &scripts::PUBLISH_PRESENCE,
+                &[&log, &epoch, &meta, &rosters, &states],
+                &argv,
+            )
+            .await?;
+        match status(doing, &log, &reply)? {
+            ScriptStatus::Ok => reply[1..]
+                .iter()
+                .map(|id| entry_id(doing, &log, id))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Published::Logged),
+            ScriptStatus::Conflict => Ok(Published::Conflict),
+            other => Err(corrupt(doing, &log, format!("script said {other:?}"))),
+        }
     }
 
     async fn poll_message(

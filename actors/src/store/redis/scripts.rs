@@ -305,6 +305,35 @@ return {'ok', id}
     ))
 });
 
+/// KEYS: 1 log, 2 epoch, 3 log-meta, 4 rosters, 5 presence-states.
+/// ARGV: 1 epoch candidate, 2 window ms, 3 maxlen, then per change four
+/// values: participant id, the state it was computed against, the new
+/// state (`offline` removes the participant), the `Presence` log event
+/// JSON. Compare-and-set: when any participant's published state is not
+/// the expected one, nothing is written. → `{'ok', id...}` or
+/// `{'conflict'}`.
+pub static PUBLISH_PRESENCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        lib!(),
+        r#"
+for i = 4, #ARGV, 4 do
+  local cur = redis.call('HGET', KEYS[5], ARGV[i]) or 'offline'
+  if cur ~= ARGV[i + 1] then return {'conflict'} end
+end
+local out = {'ok'}
+for i = 4, #ARGV, 4 do
+  if ARGV[i + 2] == 'offline' then
+    redis.call('HDEL', KEYS[5], ARGV[i])
+  else
+    redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 2])
+  end
+  table.insert(out, append_log(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[i + 3]))
+end
+return out
+"#
+    ))
+});
+
 /// KEYS: the lease. ARGV: holder, ttl ms. → 1 when the holder has the
 /// lease now (taken or renewed), else 0.
 pub static LEASE: LazyLock<Script> = LazyLock::new(|| {
@@ -602,14 +631,22 @@ return iso_ms(tonumber(ARGV[1]))
 /// Appends one flush window's text to an open draft and logs the
 /// `message.delta`, if the draft is open and at the expected version.
 ///
-/// KEYS: versions, draft text, drafts (sweep index), log, epoch, log-meta, rosters.
+/// KEYS: versions, draft text, drafts (sweep index), log, epoch, log-meta,
+/// rosters, conversations, revisions.
 /// ARGV: message id, expected version, text, event JSON, epoch candidate,
-/// window ms, max entries.
-/// Reply: `{'ok', <entry id>, <new version>}`, `{'closed'}`, `{'conflict'}`.
+/// window ms, max entries, conversation id, revision.
+/// Reply: `{'ok', <entry id>, <new version>}`, `{'closed'}`, `{'conflict'}`,
+/// `{'stale'}`, `{'missing'}`.
 pub static APPEND_DRAFT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         lib!(),
         r#"
+local rev = redis.call('HGET', KEYS[9], ARGV[8])
+if not rev then
+  if redis.call('HEXISTS', KEYS[8], ARGV[8]) == 0 then return {'missing'} end
+  rev = '0'
+end
+if rev ~= ARGV[9] then return {'stale'} end
 if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then return {'closed'} end
 local version = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if version ~= tonumber(ARGV[2]) then return {'conflict'} end

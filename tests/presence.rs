@@ -1,0 +1,463 @@
+//! End-to-end tests of activity presence: `presence.updated` events over
+//! `/ws` and `/updates`, and `presence` in `GET /agents`, against real
+//! `switchboard` processes (one node, and two nodes on one Redis with one
+//! killed). Most tests shorten the presence timings; one runs on the
+//! defaults.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Presence timings shortened for tests: records every 500 ms, a 1 s
+/// linger, the publisher looking every 200 ms.
+fn fast() -> Opts {
+    Opts::default()
+        .env("SWITCHBOARD_TIMING__PRESENCE_INTERVAL", "500ms")
+        .env("SWITCHBOARD_TIMING__PRESENCE_LINGER", "1s")
+        .env("SWITCHBOARD_TIMING__PRESENCE_TICK", "200ms")
+}
+
+/// The shipped presence timings. The test harness turns presence events
+/// off for the other suites (`presence_tick = 0s`); this sets the
+/// default tick back.
+fn defaults() -> Opts {
+    Opts::default().env("SWITCHBOARD_TIMING__PRESENCE_TICK", "500ms")
+}
+
+/// Reads `ws` until a `presence.updated` about `who` arrives; returns it.
+async fn next_presence_of(ws: &mut Ws, who: &str, patience: Duration) -> Value {
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match ws.next_within(left).await {
+            WsNext::Json(f)
+                if f["t"] == "event"
+                    && f["event"]["type"] == "presence.updated"
+                    && f["event"]["participantId"] == who =>
+            {
+                return f["event"].clone()
+            }
+            WsNext::Json(_) => continue,
+            other => panic!("no presence.updated about {who} within {patience:?}: {other:?}"),
+        }
+    }
+}
+
+/// The state of the next `presence.updated` about `who` on `ws`.
+async fn next_state_of(ws: &mut Ws, who: &str, patience: Duration) -> String {
+    next_presence_of(ws, who, patience).await["state"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Reads `ws` until the `message` event with id `marker`; returns the
+/// `presence.updated` events seen before it.
+async fn presence_until_message(ws: &mut Ws, marker: &Value) -> Vec<Value> {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match ws.next_within(left).await {
+            WsNext::Json(f) if f["t"] == "event" => {
+                let event = &f["event"];
+                if event["type"] == "message" && event["message"]["id"] == *marker {
+                    return seen;
+                }
+                if event["type"] == "presence.updated" {
+                    seen.push(event.clone());
+                }
+            }
+            WsNext::Json(_) => continue,
+            other => panic!("the marker message never came: {other:?}; presence seen: {seen:?}"),
+        }
+    }
+}
+
+/// Whether `at` reads `YYYY-MM-DDTHH:MM:SS.mmmZ` (RFC 3339, UTC, ms).
+fn is_utc_millis(at: &str) -> bool {
+    let shape = "0000-00-00T00:00:00.000Z";
+    at.len() == shape.len()
+        && at.chars().zip(shape.chars()).all(|(c, s)| match s {
+            '0' => c.is_ascii_digit(),
+            other => c == other,
+        })
+}
+
+/// Posts `content` as `token` in `conversation`; returns the message id.
+async fn post(gw: &Gateway, token: &str, conversation: &str, content: &str) -> Value {
+    let (s, m) = gw.post_message(token, conversation, content).await;
+    assert_eq!(s, 201, "{m}");
+    m["id"].clone()
+}
+
+/// `(status, presence)` of `agent` in `GET /agents` asked as `token`.
+async fn listed(gw: &Gateway, token: &str, agent: &str) -> (String, String) {
+    let (s, b) = gw.get(token, "/agents").await;
+    assert_eq!(s, 200, "{b}");
+    let a = b["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == agent)
+        .unwrap_or_else(|| panic!("{agent} not listed: {b}"))
+        .clone();
+    (
+        a["status"].as_str().unwrap().to_owned(),
+        a["presence"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Waits until `GET /agents` (as `token`) lists `agent` with `want`
+/// (`(status, presence)`).
+async fn wait_listed(gw: &Gateway, token: &str, agent: &str, want: (&str, &str)) {
+    let patience = Duration::from_secs(10);
+    let shown = eventually(patience, || async {
+        let (status, presence) = listed(gw, token, agent).await;
+        (status.as_str(), presence.as_str()) == want
+    })
+    .await;
+    assert!(
+        shown,
+        "{agent} not listed as {want:?} within {patience:?}: {:?}",
+        listed(gw, token, agent).await
+    );
+}
+
+#[tokio::test]
+async fn a_peer_sees_an_agent_come_online_over_ws_and_over_updates_and_nobody_else_does() {
+    let gw = Gateway::spawn_with(fast()).await;
+    let w = World::create(&gw, "b1").await;
+    // Loner shares a conversation with Ana only, none with Rex.
+    let loner = gw.create_participant("b1", "loner", "agent", "Loner").await;
+    gw.create_conversation("b1", "solo", "DM", &["ana", "loner"])
+        .await;
+
+    let (s, first) = gw.updates(&w.ana, None, "1").await;
+    assert_eq!(s, 200, "{first}");
+    let mut cursor = first["cursor"].as_str().unwrap().to_owned();
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    let mut loner_ws = gw.ws_ready(&loner, None).await;
+
+    let mut rex = gw.ws_ready(&w.rex, None).await;
+    let event = next_presence_of(&mut brain, "rex", Duration::from_secs(10)).await;
+    assert_eq!(event["state"], "online", "{event}");
+    let keys: Vec<&str> = event
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(keys.len(), 4, "{event}");
+    assert_eq!(event["type"], "presence.updated");
+    let at = event["at"].as_str().unwrap();
+    assert!(is_utc_millis(at), "at is RFC 3339, UTC, milliseconds: {at}");
+
+    // The same event reaches Ana's /updates.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let over_updates = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no presence.updated over /updates"
+        );
+        let (s, body) = gw.updates(&w.ana, Some(&cursor), "5").await;
+        assert_eq!(s, 200, "{body}");
+        cursor = body["cursor"].as_str().unwrap().to_owned();
+        let found = body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["type"] == "presence.updated" && e["participantId"] == "rex")
+            .cloned();
+        if let Some(e) = found {
+            break e;
+        }
+    };
+    assert_eq!(over_updates, event, "the same event on both transports");
+
+    // Rex is never told of itself; Loner, who shares nothing with Rex,
+    // is not told either. Markers posted after the event bound the reads.
+    let marker = post(&gw, &w.ana, "group", "marker for rex").await;
+    let to_rex = presence_until_message(&mut rex, &marker).await;
+    assert!(
+        to_rex.iter().all(|e| e["participantId"] != "rex"),
+        "rex was told of itself: {to_rex:?}"
+    );
+    let marker = post(&gw, &w.ana, "solo", "marker for loner").await;
+    let to_loner = presence_until_message(&mut loner_ws, &marker).await;
+    assert!(
+        to_loner.iter().all(|e| e["participantId"] != "rex"),
+        "loner shares no conversation with rex: {to_loner:?}"
+    );
+    wait_listed(&gw, &w.brain, "rex", ("online", "online")).await;
+}
+
+#[tokio::test]
+async fn offline_follows_a_clean_close_but_a_reconnect_inside_the_linger_emits_nothing() {
+    let linger = Duration::from_secs(3);
+    let gw = Gateway::spawn_with(fast().env("SWITCHBOARD_TIMING__PRESENCE_LINGER", "3s")).await;
+    let w = World::create(&gw, "b1").await;
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    let rex = gw.ws_ready(&w.rex, None).await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+
+    // Close, reconnect a second later (five publisher ticks, well inside
+    // the linger), then let the first close's linger run out (a negative
+    // needs the wait): had it counted, an `offline` would have been logged
+    // before the marker.
+    rex.close().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rex = gw.ws_ready(&w.rex, None).await;
+    tokio::time::sleep(linger + Duration::from_secs(1)).await;
+    let marker = post(&gw, &w.ana, "group", "marker").await;
+    let seen = presence_until_message(&mut brain, &marker).await;
+    assert!(
+        seen.iter().all(|e| e["participantId"] != "rex"),
+        "a reconnect inside the linger changed rex's presence: {seen:?}"
+    );
+    wait_listed(&gw, &w.brain, "rex", ("online", "online")).await;
+
+    rex.close().await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", linger + Duration::from_secs(5)).await,
+        "offline"
+    );
+    wait_listed(&gw, &w.brain, "rex", ("offline", "offline")).await;
+}
+
+#[tokio::test]
+async fn typing_shows_thinking_until_the_indicator_expires() {
+    let gw = Gateway::spawn_with(fast().env("SWITCHBOARD_TIMING__TYPING_TTL", "3s")).await;
+    let w = World::create(&gw, "b1").await;
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    let _rex = gw.ws_ready(&w.rex, None).await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+
+    let (s, b) = gw
+        .post_json(&w.rex, "/conversations/group/typing", json!({}))
+        .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(3)).await,
+        "thinking"
+    );
+    let (status, presence) = listed(&gw, &w.brain, "rex").await;
+    assert_eq!((status.as_str(), presence.as_str()), ("online", "thinking"));
+    // No stop call: it ends with the indicator's TTL.
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+    wait_listed(&gw, &w.brain, "rex", ("online", "online")).await;
+}
+
+#[tokio::test]
+async fn an_agents_eyes_reaction_shows_thinking_and_its_reply_ends_it() {
+    // A typing TTL far beyond the test: only the reply can end thinking.
+    let gw = Gateway::spawn_with(fast().env("SWITCHBOARD_TIMING__TYPING_TTL", "60s")).await;
+    let w = World::create(&gw, "b1").await;
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    let _rex = gw.ws_ready(&w.rex, None).await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+
+    let question = post(&gw, &w.ana, "group", "@Rex can you look?").await;
+    let question = question.as_str().unwrap();
+    let (s, b) = gw
+        .post_json(
+            &w.rex,
+            &format!("/conversations/group/messages/{question}/reactions"),
+            json!({"emoji": "👀"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(3)).await,
+        "thinking"
+    );
+    post(&gw, &w.rex, "group", "on it").await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(5)).await,
+        "online"
+    );
+}
+
+#[tokio::test]
+async fn a_quiet_agent_turns_idle_and_a_send_brings_it_back_online() {
+    let gw = Gateway::spawn_with(fast().env("SWITCHBOARD_TIMING__PRESENCE_IDLE_AFTER", "2s")).await;
+    let w = World::create(&gw, "b1").await;
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    let _rex = gw.ws_ready(&w.rex, None).await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "idle"
+    );
+    // Idle keeps the session-based `status`.
+    let (status, presence) = listed(&gw, &w.brain, "rex").await;
+    assert_eq!((status.as_str(), presence.as_str()), ("online", "idle"));
+
+    post(&gw, &w.rex, "group", "back").await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(5)).await,
+        "online"
+    );
+}
+
+#[tokio::test]
+async fn on_the_default_timings_offline_follows_a_clean_close_within_three_seconds() {
+    let gw = Gateway::spawn_with(defaults()).await;
+    let w = World::create(&gw, "b1").await;
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    let rex = gw.ws_ready(&w.rex, None).await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+    wait_listed(&gw, &w.brain, "rex", ("online", "online")).await;
+
+    let closed = Instant::now();
+    rex.close().await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "offline"
+    );
+    // The rule is 3 s (a 2.5 s linger, then the publisher's wake-up at
+    // its end); the extra second is for this test's own reads on a busy
+    // machine.
+    let took = closed.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "offline took {took:?} after a clean close"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_node_that_holds_an_agents_session_and_publishes_shows_it_offline_elsewhere() {
+    let redis = RedisServer::start(false);
+    let mut a = Gateway::spawn_with(defaults().redis(&redis.url())).await;
+    let b = Gateway::spawn_with(defaults().redis(&redis.url())).await;
+    let w = World::create(&a, "b1").await;
+
+    // Rex connects to node A first: A's feed is the only one of the Bay,
+    // so A takes the presence lease and publishes.
+    let _rex = a.ws_ready(&w.rex, None).await;
+    let lease_taken = eventually(Duration::from_secs(10), || async {
+        redis
+            .cmd(&["GET", "sb:lease:presence:b1"])
+            .starts_with("n_")
+    })
+    .await;
+    assert!(lease_taken, "nobody took the presence lease");
+    let publisher = redis.cmd(&["GET", "sb:lease:presence:b1"]);
+    wait_listed(&b, &w.brain, "rex", ("online", "online")).await;
+
+    let mut brain = b.ws_ready(&w.brain, None).await;
+    let killed = Instant::now();
+    a.kill_now();
+    // Brain may connect before node A logged Rex's `online`: then that
+    // comes first.
+    let mut state = next_state_of(&mut brain, "rex", Duration::from_secs(20)).await;
+    if state == "online" {
+        state = next_state_of(&mut brain, "rex", Duration::from_secs(20)).await;
+    }
+    assert_eq!(state, "offline");
+    // The rule is 10 s: a record lives 6 s, the lease 2 s.
+    let took = killed.elapsed();
+    assert!(took < Duration::from_secs(11), "offline took {took:?}");
+    assert_ne!(
+        redis.cmd(&["GET", "sb:lease:presence:b1"]),
+        publisher,
+        "node B took the presence lease over"
+    );
+    let (status, presence) = listed(&b, &w.brain, "rex").await;
+    assert_eq!((status.as_str(), presence.as_str()), ("offline", "offline"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_moving_off_a_draining_node_within_the_linger_emits_nothing() {
+    let redis = RedisServer::start(false);
+    let a = Gateway::spawn_with(defaults().redis(&redis.url())).await;
+    let b = Gateway::spawn_with(defaults().redis(&redis.url())).await;
+    let w = World::create(&a, "b1").await;
+    let mut brain = b.ws_ready(&w.brain, None).await;
+    let mut rex = a.ws_ready(&w.rex, None).await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+
+    // Node A drains: Rex's socket closes with 4003 and it reconnects to B
+    // a second later (longer than the publisher's tick), within the 2.5 s
+    // linger.
+    a.send_signal("-TERM");
+    let (code, _) = rex.expect_close(Duration::from_secs(10)).await;
+    assert_eq!(code, Some(4003));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _rex = b.ws_ready(&w.rex, None).await;
+    // Past the linger (a negative needs the wait), a marker bounds the read.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let marker = post(&b, &w.ana, "group", "marker").await;
+    let seen = presence_until_message(&mut brain, &marker).await;
+    assert!(
+        seen.iter().all(|e| e["participantId"] != "rex"),
+        "moving off a draining node changed rex's presence: {seen:?}"
+    );
+    wait_listed(&b, &w.brain, "rex", ("online", "online")).await;
+}
+
+#[tokio::test]
+async fn an_open_draft_shows_streaming_until_it_completes() {
+    let gw = Gateway::spawn_with(fast()).await;
+    let w = World::create(&gw, "b9").await;
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    let _rex = gw.ws_ready(&w.rex, None).await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+    let (s, draft) = gw
+        .post_json(
+            &w.rex,
+            "/conversations/group/messages",
+            json!({"content": "", "stream": true}),
+        )
+        .await;
+    assert_eq!(s, 201, "{draft}");
+    let id = draft["id"].as_str().unwrap();
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(5)).await,
+        "streaming"
+    );
+    let (status, presence) = listed(&gw, &w.brain, "rex").await;
+    assert_eq!(
+        (status.as_str(), presence.as_str()),
+        ("online", "streaming")
+    );
+    let (s, b) = gw
+        .post_json(
+            &w.rex,
+            &format!("/conversations/group/messages/{id}/complete"),
+            json!({"content": "done"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(5)).await,
+        "online"
+    );
+    wait_listed(&gw, &w.brain, "rex", ("online", "online")).await;
+}

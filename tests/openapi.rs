@@ -57,6 +57,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/api/admin/bays/{bay}/participants/{pid}/webhook"),
     ("GET", "/api/agent-api/updates"),
     ("GET", "/api/agent-api/ws"),
+    ("GET", "/api/agent-api/events"),
     ("POST", "/api/admin/bays"),
     ("POST", "/api/admin/bays/{bay}/participants"),
     ("POST", "/api/admin/bays/{bay}/participants/{pid}/token"),
@@ -758,6 +759,28 @@ async fn real_answers_match_the_documented_schemas() {
             &Value::Null,
         );
     }
+
+    // ---- /events: refused before the stream, or 200 text/event-stream ----
+    expect!(spec, 401, "GET" "/api/agent-api/events",
+        call(&gw, Method::GET, &api("/events"), None, Body::None).await);
+    let res = gw
+        .http
+        .get(gw.url(&api("/events")))
+        .bearer_auth(rex)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let headers = res.headers().clone();
+    assert_eq!(headers[CONTENT_TYPE], "text/event-stream");
+    spec.answer(
+        "GET",
+        "/api/agent-api/events",
+        status,
+        &headers,
+        &Value::Null,
+    );
+    drop(res);
 
     // ---- operations ----
     expect!(spec, 200, "GET" "/healthz",

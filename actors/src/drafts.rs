@@ -57,7 +57,9 @@ impl DraftVersions {
 /// replay, in log order, for `recipient`) with one `message.streaming`
 /// snapshot read from the store, at the place of the draft's first
 /// replayed event; a draft's opening event goes too when deltas of it
-/// follow. Returns the events and the snapshots' versions.
+/// follow. Each event carries a tag `T` (the transport's, e.g. its log
+/// entry); a snapshot keeps the tag of the event whose place it takes.
+/// Returns the events and the snapshots' versions.
 ///
 /// Only open drafts of conversations `recipient` is a member of at the end
 /// of the replay (`members`) get a snapshot: the store's text is the text
@@ -70,16 +72,16 @@ impl DraftVersions {
 /// # Errors
 ///
 /// [`StoreError`] when a draft cannot be read.
-pub async fn snapshot_drafts(
+pub async fn snapshot_drafts<T>(
     store: &dyn Store,
     bay: &BayId,
     recipient: &ParticipantId,
     members: &HashSet<ConversationId>,
-    events: Vec<Event>,
-) -> Result<(Vec<Event>, DraftVersions), StoreError> {
+    events: Vec<(T, Event)>,
+) -> Result<(Vec<(T, Event)>, DraftVersions), StoreError> {
     let mut versions = DraftVersions::default();
     let mut streamed: HashMap<MessageId, Fate> = HashMap::new();
-    for e in &events {
+    for (_, e) in &events {
         match e {
             Event::MessageDelta { message_id, .. } => {
                 streamed.entry(message_id.clone()).or_insert(Fate::Open);
@@ -98,7 +100,7 @@ pub async fn snapshot_drafts(
     // Only drafts with deltas in the replay are rewritten.
     let with_deltas: HashSet<&MessageId> = events
         .iter()
-        .filter_map(|e| match e {
+        .filter_map(|(_, e)| match e {
             Event::MessageDelta { message_id, .. } => Some(message_id),
             _ => None,
         })
@@ -109,7 +111,7 @@ pub async fn snapshot_drafts(
     }
     let mut out = Vec::with_capacity(events.len());
     let mut decided: HashMap<MessageId, bool> = HashMap::new();
-    for event in events {
+    for (tag, event) in events {
         let (id, conversation) = match &event {
             Event::MessageDelta {
                 message_id,
@@ -122,17 +124,17 @@ pub async fn snapshot_drafts(
                 ..
             } => (&message.id, conversation),
             _ => {
-                out.push(event);
+                out.push((tag, event));
                 continue;
             }
         };
         let Some(fate) = streamed.get(id).copied() else {
-            out.push(event);
+            out.push((tag, event));
             continue;
         };
         match fate {
             Fate::Ended => {
-                out.push(event);
+                out.push((tag, event));
                 continue;
             }
             Fate::Completed => continue,
@@ -140,7 +142,7 @@ pub async fn snapshot_drafts(
         }
         if let Some(snapshotted) = decided.get(id) {
             if !snapshotted {
-                out.push(event);
+                out.push((tag, event));
             }
             continue;
         }
@@ -158,19 +160,22 @@ pub async fn snapshot_drafts(
             // Not a member any more, gone, or ended after the replay's
             // end: its replayed events are exact as they are.
             decided.insert(id, false);
-            out.push(event);
+            out.push((tag, event));
             continue;
         };
         decided.insert(id.clone(), true);
         let mut message = draft.view_for(recipient, draft.sender.clone());
         message.should_respond = false;
         versions.0.insert(id, draft.version);
-        out.push(Event::MessageStreaming {
-            conversation_id: conversation.id.clone(),
-            message,
-            version: draft.version,
-            conversation,
-        });
+        out.push((
+            tag,
+            Event::MessageStreaming {
+                conversation_id: conversation.id.clone(),
+                message,
+                version: draft.version,
+                conversation,
+            },
+        ));
     }
     Ok((out, versions))
 }

@@ -26,7 +26,8 @@ trap cleanup EXIT
 node() { # port [redis-url]
   local args=(serve --bind "127.0.0.1:$1")
   [ -n "${2:-}" ] && args+=(--store redis --redis-url "$2")
-  SWITCHBOARD_ADMIN_TOKEN=bench-admin-token taskset -c 0 "$BIN" "${args[@]}" >"$TMP/node-$1.log" 2>&1 &
+  SWITCHBOARD_ADMIN_TOKEN=bench-admin-token SWITCHBOARD_LIMITS__MAX_CONNECTIONS_PER_IP=0 \
+    taskset -c 0 "$BIN" "${args[@]}" >"$TMP/node-$1.log" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$1/readyz" >/dev/null && return; sleep 0.2; done
   echo "node $1 did not start" >&2; exit 1

@@ -185,6 +185,10 @@ pub struct Timing {
     /// Interval of the idle `cursor` frame (protocol §11: ~25 s).
     #[serde(with = "humantime_serde")]
     pub idle_cursor_interval: Duration,
+    /// Interval of the comment heartbeat of an idle `GET /events` (SSE)
+    /// stream (20 s, like the WebSocket ping). Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub sse_heartbeat: Duration,
     /// How often idle sessions' cursors advance through watermarks.
     #[serde(with = "humantime_serde")]
     pub watermark_interval: Duration,

@@ -115,6 +115,7 @@ impl Settings {
         non_zero("timing.ping_interval", timing.ping_interval)?;
         at_least_one("timing.missed_pongs", timing.missed_pongs as usize)?;
         non_zero("timing.idle_cursor_interval", timing.idle_cursor_interval)?;
+        non_zero("timing.sse_heartbeat", timing.sse_heartbeat)?;
         non_zero("timing.watermark_interval", timing.watermark_interval)?;
         non_zero("timing.typing_ttl", timing.typing_ttl)?;
         non_zero("timing.draft_flush_interval", timing.draft_flush_interval)?;

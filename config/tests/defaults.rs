@@ -51,6 +51,7 @@ fn defaults_equal_the_protocol_values() {
             ping_interval: secs(20), // protocol §11: pings every 20 seconds
             missed_pongs: 2,         // protocol §11: drops one that misses two
             idle_cursor_interval: secs(25), // protocol §11: cursor every ~25s while idle
+            sse_heartbeat: secs(20),
             watermark_interval: secs(1),
             feed_linger: Duration::ZERO,
             typing_ttl: secs(5), // protocol §11: typing has a 5s TTL
@@ -237,6 +238,9 @@ fn out_of_range_values_name_their_key() {
         ("timing.missed_pongs", |s| s.timing.missed_pongs = 0),
         ("timing.idle_cursor_interval", |s| {
             s.timing.idle_cursor_interval = Duration::ZERO
+        }),
+        ("timing.sse_heartbeat", |s| {
+            s.timing.sse_heartbeat = Duration::ZERO
         }),
         ("timing.watermark_interval", |s| {
             s.timing.watermark_interval = Duration::ZERO

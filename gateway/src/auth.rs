@@ -1,5 +1,5 @@
 //! Bearer-token authentication (protocol §2): `Authorization: Bearer bay_…`
-//! on every agent API call; `/ws` also accepts `?token=` for clients that
+//! on every agent API call; `/ws` and `/events` also accept `?token=` for clients that
 //! cannot set headers. Missing, unknown, rotated or revoked → 401.
 //! Answers come from the node's token cache when it has them (kept exact by
 //! the Bay's feed, see `switchboard_actors::token_cache`), else from the store.
@@ -103,13 +103,15 @@ impl FromRequest for Caller {
 }
 
 /// Middleware for the agent API scope: authenticates (header, or `?token=`
-/// on `/ws`) before any extractor looks at the path, query or body, and
+/// on `/ws` and `/events`) before any extractor looks at the path, query or body, and
 /// answers 401 (or 503 when the store is down) without reading further.
 pub async fn agent_gate(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    let allow_query = req.path().ends_with("/ws");
+    // The streams accept `?token=`: browsers' WebSocket and EventSource
+    // cannot set headers.
+    let allow_query = req.path().ends_with("/ws") || req.path().ends_with("/events");
     match authenticate(req.request(), allow_query).await {
         Ok(caller) => {
             req.extensions_mut().insert(caller);

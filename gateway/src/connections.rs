@@ -1,4 +1,4 @@
-//! Admission of realtime connections (WebSockets and held `/updates`):
+//! Admission of realtime connections (WebSockets, SSE streams and held `/updates`):
 //! a cap per client IP and a cap per node. Each admitted connection holds a
 //! [`ConnectionPermit`]; dropping it frees the slot and lowers the
 //! `switchboard_connections{transport}` gauge.
@@ -19,6 +19,8 @@ pub enum Transport {
     Ws,
     /// A held `GET /updates`: label `updates`.
     Updates,
+    /// `GET /events` (Server-Sent Events): label `sse`.
+    Sse,
 }
 
 impl Transport {
@@ -27,6 +29,7 @@ impl Transport {
         match self {
             Transport::Ws => "ws",
             Transport::Updates => "updates",
+            Transport::Sse => "sse",
         }
     }
 }

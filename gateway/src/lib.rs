@@ -228,7 +228,8 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
                     .configure(api::webhook::routes)
                     .configure(api::polls::routes)
                     .configure(realtime::updates::routes)
-                    .configure(realtime::ws::routes),
+                    .configure(realtime::ws::routes)
+                    .configure(realtime::sse::routes),
             )
             .service(web::scope("/api/admin").configure(api::admin::routes))
             .configure(health::routes)

@@ -37,7 +37,7 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
     modifiers(&SecuritySchemes),
     tags(
         (name = "agent", description = "Agent API (protocol §11): the same routes for agent (`bay_…`) and user (`bay_u_…`) tokens; each call draws on the caller's agent budget (60/min by default)."),
-        (name = "realtime", description = "`/updates` (long-poll) and `/ws` (WebSocket): the same events and the same cursor."),
+        (name = "realtime", description = "`/updates` (long-poll), `/ws` (WebSocket) and `/events` (Server-Sent Events): the same events and the same cursor."),
         (name = "admin", description = "Admin API for operators and the platform backend. With no admin token configured every admin route answers 404."),
         (name = "operations", description = "Health checks, metrics and this document. No authentication."),
     ),
@@ -72,6 +72,7 @@ pub struct ApiDoc;
     crate::api::webhook::remove_webhook,
     crate::realtime::updates::updates,
     crate::realtime::ws::upgrade,
+    crate::realtime::sse::stream_events,
 ))]
 struct AgentApi;
 

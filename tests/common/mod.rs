@@ -3,6 +3,9 @@
 //! Nothing here mocks the server or the network.
 #![allow(dead_code)]
 
+pub mod nginx;
+pub mod sse;
+
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};

@@ -1,7 +1,9 @@
-//! The realtime transports: `/ws` and `/updates`, sharing one cursor.
+//! The realtime transports: `/ws`, `/events` (SSE) and `/updates`, sharing
+//! one cursor and one session per token.
 
 pub mod inbound;
 pub mod open;
 pub mod outbound;
+pub mod sse;
 pub mod updates;
 pub mod ws;

@@ -1,4 +1,5 @@
-//! Opening a session, shared by `/ws` and `/updates`: announce it (cluster-
+//! Opening a session, shared by `/ws`, `/events` and `/updates`: read the
+//! client's resume cursor ([`Resume::parse`]), announce it (cluster-
 //! wide displacement), attach to the Bay feed, re-check the credential, and
 //! replay the log from the client's cursor.
 //!
@@ -27,6 +28,52 @@ use switchboard_protocol::ids::{ConversationId, ParticipantId, SessionId};
 /// Log entries read per store call during a replay.
 const REPLAY_READ: usize = 1000;
 
+/// Where a client asked to resume, read from `hello.resume` (`/ws`),
+/// `Last-Event-ID` or `?cursor=` (`/events`) or `?cursor=` (`/updates`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resume {
+    /// Absent, `null` or empty: start at the log head, no history.
+    Now,
+    /// After this position.
+    After(LogPosition),
+    /// Not a cursor this server issued (another deployment's, or mangled):
+    /// not addressable, so the client gets the protocol's recovery path
+    /// (`reset` on the streams, 409 `CURSOR_EXPIRED` on `/updates`).
+    Unaddressable,
+}
+
+impl Resume {
+    /// Reads a raw cursor; surrounding whitespace is ignored.
+    pub fn parse(raw: Option<&str>) -> Resume {
+        match raw.map(str::trim) {
+            None | Some("") => Resume::Now,
+            Some(c) => match LogPosition::decode(c) {
+                Ok(p) => Resume::After(p),
+                Err(_) => Resume::Unaddressable,
+            },
+        }
+    }
+
+    /// The position to replay from: `None` starts at the head (for
+    /// [`Resume::Unaddressable`] too; the transport signals the reset).
+    pub fn position(&self) -> Option<LogPosition> {
+        match self {
+            Resume::After(p) => Some(p.clone()),
+            Resume::Now | Resume::Unaddressable => None,
+        }
+    }
+}
+
+/// One replayed event and the log entry it came from: a position a
+/// transport may hand out right after the event (every entry up to it
+/// addressed to the session precedes it), as `/events` does in `id:`.
+pub struct Replayed {
+    /// The entry the event was projected from.
+    pub entry: EntryId,
+    /// The event as the session's participant sees it.
+    pub event: Event,
+}
+
 /// A session that attached and replayed.
 pub struct Opened {
     /// The feed the session is attached to; send it [`Detach`] when the
@@ -37,7 +84,7 @@ pub struct Opened {
     /// Position after the replay; live records at or below it are duplicates.
     pub cursor: SessionCursor,
     /// Replayed events addressed to the caller, in log order.
-    pub events: Vec<Event>,
+    pub events: Vec<Replayed>,
     /// False when the replay stopped at `max_events` before reaching the head.
     pub complete: bool,
 }
@@ -211,7 +258,10 @@ pub async fn open_session(
         let mut stopped_at: Option<EntryId> = None;
         for record in &records {
             if let Some(event) = project(record, participant, &mut conversations, &attached.peers) {
-                events.push(event);
+                events.push(Replayed {
+                    entry: record.id,
+                    event,
+                });
                 if events.len() >= max_events {
                     stopped_at = Some(record.id);
                     break;
@@ -228,10 +278,15 @@ pub async fn open_session(
         };
         if let Some((through, complete)) = finished {
             // Drafts replay as one snapshot each, not as their deltas.
-            let (events, drafts) =
-                snapshot_drafts(&*store, &bay, participant, &conversations, events)
+            let tagged = events.into_iter().map(|r| (r.entry, r.event)).collect();
+            let (tagged, drafts) =
+                snapshot_drafts(&*store, &bay, participant, &conversations, tagged)
                     .await
                     .map_err(ApiError::from)?;
+            let events = tagged
+                .into_iter()
+                .map(|(entry, event)| Replayed { entry, event })
+                .collect();
             return Ok(Opened {
                 feed,
                 cursor: SessionCursor::after_replay(from.epoch, through).with_drafts(drafts),

@@ -7,7 +7,7 @@
 //! pushes one, the wait ends, or the session is closed. The answer is always
 //! `{cursor, events}`; the cursor covers every event returned.
 
-use super::open::{live_events, observe_live_delivery, open_session, OpenFailure, Opened};
+use super::open::{live_events, observe_live_delivery, open_session, OpenFailure, Opened, Resume};
 use crate::auth::Caller;
 use crate::connections::{ConnectionPermit, Transport};
 use crate::error::{ApiError, SessionEnd};
@@ -106,15 +106,13 @@ async fn updates(
         t.updates_wait_min,
         t.updates_wait_max,
     );
-    let resume = match query.cursor.as_deref().map(str::trim) {
-        None | Some("") => None,
+    let resume = match Resume::parse(query.cursor.as_deref()) {
+        Resume::Now => None,
+        Resume::After(position) => Some(position),
         // A cursor this server never issued (another deployment's, or a
         // mangled one) gets the protocol's own recovery path: reset and
         // start over.
-        Some(c) => Some(
-            LogPosition::decode(c)
-                .map_err(|_| cursor_expired("cursor is not one this server issued; catch up over REST and call again without a cursor"))?,
-        ),
+        Resume::Unaddressable => return Err(cursor_expired("cursor is not one this server issued; catch up over REST and call again without a cursor")),
     };
     let permit = state.connections.admit(
         req.peer_addr().map(|a| a.ip()),
@@ -236,7 +234,7 @@ impl Actor for PollSession {
             }) => {
                 act.live = Some(Live { feed, cursor });
                 if !events.is_empty() || !complete {
-                    act.answer_events(events, ctx);
+                    act.answer_events(events.into_iter().map(|r| r.event).collect(), ctx);
                     return;
                 }
                 ctx.run_later(act.wait, |act, ctx| act.answer_events(Vec::new(), ctx));

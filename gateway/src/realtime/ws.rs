@@ -10,7 +10,7 @@
 //! `error` frame; how a session end maps to it is [`SessionEnd::of`].
 
 use super::inbound::FrameGuard;
-use super::open::{observe_live_delivery, open_session, OpenFailure, Opened};
+use super::open::{observe_live_delivery, open_session, OpenFailure, Opened, Resume};
 use super::outbound::Drained;
 use crate::auth::authenticate;
 use crate::auth::Caller;
@@ -26,7 +26,7 @@ use switchboard_actors::feed::{BayFeed, Detach};
 use switchboard_actors::session::{
     Backlog, Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
 };
-use switchboard_protocol::cursor::{EntryId, LogPosition};
+use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::error::{ErrorCode, WsClose};
 use switchboard_protocol::event::Event;
 use switchboard_protocol::frame::{ClientFrame, ServerFrame};
@@ -225,15 +225,8 @@ impl WsSession {
         self.phase = Phase::Opening;
         // An undecodable resume is "not addressable": ready, then reset.
         // An empty one means "no cursor", as on /updates.
-        let (position, undecodable) =
-            match resume.as_deref().map(str::trim).map(LogPosition::decode) {
-                None => (None, false),
-                Some(Err(_)) if resume.as_deref().is_some_and(|r| r.trim().is_empty()) => {
-                    (None, false)
-                }
-                Some(Ok(p)) => (Some(p), false),
-                Some(Err(_)) => (None, true),
-            };
+        let parsed = Resume::parse(resume.as_deref());
+        let (position, undecodable) = (parsed.position(), parsed == Resume::Unaddressable);
         let handle = SessionHandle::of(&ctx.address(), self.backlog.clone());
         let fut = open_session(
             self.state.clone(),
@@ -274,8 +267,8 @@ impl WsSession {
                     if undecodable {
                         act.send_reset(ctx);
                     }
-                    for event in &events {
-                        act.send_event(event, ctx);
+                    for replayed in &events {
+                        act.send_event(&replayed.event, ctx);
                     }
                     act.send_cursor(ctx);
                 }

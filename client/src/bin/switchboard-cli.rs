@@ -1,0 +1,168 @@
+//! `switchboard-cli`: listen, send and look around as one participant.
+//!
+//! The base URL and the token come from `SWITCHBOARD_URL` and
+//! `SWITCHBOARD_TOKEN` only (never a flag value, which `ps` would show).
+//! `listen` prints one JSON object per line on stdout (the event as the
+//! server sent it), so `| jq` works; status goes to stderr.
+
+use clap::{Parser, Subcommand};
+use futures_util::StreamExt;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use switchboard_client::{
+    Client, ClientError, CursorStore, FileCursorStore, Listener, ListenerConfig, MemoryCursorStore,
+    SendOptions, TransportChoice, Update,
+};
+
+#[derive(Parser)]
+#[command(
+    name = "switchboard-cli",
+    version,
+    about = "Talk to a Switchboard gateway as one participant"
+)]
+struct Cli {
+    /// Base URL of the gateway, e.g. http://127.0.0.1:8080.
+    #[arg(long = "url", env = "SWITCHBOARD_URL", hide_env_values = true)]
+    url: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print every event as one JSON line, resuming from the cursor file.
+    Listen {
+        /// Transport: auto (WebSocket, falling back to /updates), ws, updates or sse.
+        #[arg(long, value_enum, default_value_t = TransportChoice::Auto)]
+        transport: TransportChoice,
+        /// Where the cursor is kept between runs (atomically replaced);
+        /// without it the listener starts at now every time.
+        #[arg(long)]
+        cursor_file: Option<PathBuf>,
+    },
+    /// Send a message; prints the stored message.
+    Send {
+        /// The conversation id.
+        conversation: String,
+        /// The text (1–32,000 characters).
+        text: String,
+        /// Quote this message of the same conversation.
+        #[arg(long)]
+        reply_to: Option<String>,
+        /// Makes retries safe: the same key and text store one message.
+        #[arg(long)]
+        idempotency_key: Option<String>,
+    },
+    /// Print who the token belongs to.
+    Me,
+    /// Print the token's conversations.
+    Conversations,
+}
+
+/// The token, from the environment only.
+fn token() -> Result<String, ClientError> {
+    std::env::var("SWITCHBOARD_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| {
+            ClientError::Config("set SWITCHBOARD_TOKEN to the participant's token".into())
+        })
+}
+
+fn print_json(v: &serde_json::Value) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{v}")?;
+    out.flush()
+}
+
+async fn listen(
+    client: Client,
+    transport: TransportChoice,
+    cursor_file: Option<PathBuf>,
+) -> Result<(), ClientError> {
+    let store: Arc<dyn CursorStore> = match cursor_file {
+        Some(path) => Arc::new(FileCursorStore::new(path)),
+        None => Arc::new(MemoryCursorStore::new()),
+    };
+    let config = ListenerConfig {
+        transport,
+        ..ListenerConfig::default()
+    };
+    let mut listener = Listener::start(client, store, config)?;
+    while let Some(update) = listener.next().await {
+        match update? {
+            Update::TransportChanged(t) => {
+                eprintln!("switchboard-cli: listening over {}", t.as_str())
+            }
+            other => {
+                if let Some(raw) = other.raw() {
+                    print_json(raw)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn run(cli: Cli) -> Result<(), ClientError> {
+    let client = Client::new(&cli.url, &token()?)?;
+    match cli.command {
+        Command::Listen {
+            transport,
+            cursor_file,
+        } => listen(client, transport, cursor_file).await,
+        Command::Send {
+            conversation,
+            text,
+            reply_to,
+            idempotency_key,
+        } => {
+            let options = SendOptions {
+                reply_to,
+                idempotency_key,
+            };
+            print_json(&client.send(&conversation, &text, &options).await?)?;
+            Ok(())
+        }
+        Command::Me => Ok(print_json(&client.me().await?)?),
+        Command::Conversations => Ok(print_json(&client.conversations().await?)?),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .worker_threads(2)
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("switchboard-cli: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Errors as one JSON line on stderr, like the server's bodies.
+            let code = match &e {
+                ClientError::Displaced => "DISPLACED",
+                ClientError::Unauthorized { .. } => "UNAUTHORIZED",
+                ClientError::Api { code, .. } => code.as_str(),
+                ClientError::MessageTooBig { .. } => "MESSAGE_TOO_BIG",
+                ClientError::Protocol(_) => "PROTOCOL_ERROR",
+                ClientError::Http(_) => "HTTP",
+                ClientError::Store(_) => "CURSOR_STORE",
+                ClientError::Config(_) => "INVALID_CONFIG",
+            };
+            eprintln!(
+                "{}",
+                serde_json::json!({ "error": code, "message": e.to_string() })
+            );
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Why a client call or a listener failed.
+
+use std::time::Duration;
+
+/// An error of the client. A [`crate::Listener`] yields one as its last item
+/// when it stops for good (`Displaced`, `Unauthorized`, `MessageTooBig`,
+/// `Protocol`); transient trouble (a dropped socket, a 502, a 503) is
+/// retried inside the listener and never surfaces.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// A newer connection of the same token took over (WebSocket close 4000,
+    /// SSE `close` `DISPLACED`, protocol §11). The listener stops instead of
+    /// reconnecting, so two loops on one token do not displace each other
+    /// in a hot loop.
+    #[error("displaced: a newer connection for this token opened")]
+    Displaced,
+    /// The token is missing, unknown, rotated or revoked (401, WebSocket
+    /// close 4001). Reconnecting will not help; get a new token.
+    #[error("unauthorized: {message}")]
+    Unauthorized {
+        /// The server's phrase.
+        message: String,
+    },
+    /// The server refused a frame of this client as too big (close 1009,
+    /// `limits.max_ws_frame_bytes`). The client sends only `hello`, so this
+    /// points at a misconfigured server or proxy.
+    #[error("the server refused a frame as too big (close 1009): {message}")]
+    MessageTooBig {
+        /// The server's phrase, which names the limit.
+        message: String,
+    },
+    /// The server answered what the protocol does not allow (a framing
+    /// violation, 4002, or a body that is not the documented JSON).
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// A REST call answered an error (`{error, code, message}`).
+    #[error("{status} {code}: {message}")]
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// The body's `code` (`UPPER_CASE`, e.g. `NOT_FOUND`).
+        code: String,
+        /// The body's `message`.
+        message: String,
+        /// `Retry-After`, when the server sent one (429, 503).
+        retry_after: Option<Duration>,
+    },
+    /// The request could not be made or its answer not read.
+    #[error("http: {0}")]
+    Http(#[from] reqwest::Error),
+    /// The cursor store failed to load or save.
+    #[error("cursor store: {0}")]
+    Store(#[from] std::io::Error),
+    /// Bad client settings (a base URL that is not http(s), a token that is
+    /// not a header value).
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+impl ClientError {
+    /// Whether the listener stops for good on this error (as opposed to
+    /// retrying).
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Displaced
+                | ClientError::Unauthorized { .. }
+                | ClientError::MessageTooBig { .. }
+                | ClientError::Protocol(_)
+                | ClientError::Config(_)
+                | ClientError::Store(_)
+        )
+    }
+}

@@ -1,0 +1,427 @@
+//! The listener: one loop per token that holds a transport, keeps the
+//! cursor, dedupes, reconnects and falls back, and hands the caller a
+//! stream of [`Update`]s.
+//!
+//! A background task runs the transports one session at a time (never two
+//! at once: a second session of the token would displace the first,
+//! protocol §11). It sends the caller items and checkpoints through one
+//! bounded channel, in order; [`Listener::poll_next`] saves a checkpoint
+//! when it reaches it, that is only after every item before it was handed
+//! to the caller. That is what makes the stored cursor safe to resume
+//! from after a crash.
+
+use crate::backoff::Backoff;
+use crate::config::{ListenerConfig, TransportChoice};
+use crate::cursor_store::{Checkpoint, CursorStore};
+use crate::dedupe::{key_of, DedupeWindow};
+use crate::error::ClientError;
+use crate::rest::Client;
+use crate::transport;
+use crate::update::{Transport, Update};
+use futures_util::Stream;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use switchboard_protocol::event::Event;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// What the task sends the stream.
+pub(crate) enum Internal {
+    Item(Result<Update, ClientError>),
+    Checkpoint(Checkpoint),
+}
+
+/// How one transport session ended, and what the loop does next.
+pub(crate) enum Ended {
+    /// Reconnect after a backoff delay, at least `retry_after`. `abnormal`:
+    /// the connection broke (no close frame, an error, a 5xx), which counts
+    /// towards falling back from the WebSocket.
+    Retry {
+        retry_after: Option<Duration>,
+        abnormal: bool,
+    },
+    /// Reconnect at once (the node drains: resume elsewhere).
+    Immediate,
+    /// The WebSocket cannot be had here: the upgrade was refused (a 4xx
+    /// other than 401 and 429).
+    Refused,
+    /// `/updates` ran for the probe interval: try `/ws` again.
+    Probe,
+    /// Stop, yielding this error.
+    Fatal(ClientError),
+    /// The listener was dropped.
+    Gone,
+}
+
+/// A listener's state shared by the transports.
+pub(crate) struct Ctx {
+    pub client: Client,
+    pub config: ListenerConfig,
+    out: mpsc::Sender<Internal>,
+    /// The newest cursor received (ahead of the saved one while items wait
+    /// in the channel); `None` to start at now.
+    pub cursor: Option<String>,
+    /// Client clock minus the margin at the last cursor: where a catch-up starts.
+    since: chrono::DateTime<chrono::Utc>,
+    dedupe: DedupeWindow,
+    /// A reset happened and the cursor was dropped: the next fresh session
+    /// catches up over REST again before delivering anything (it starts at
+    /// now, so the gap since the last catch-up is REST's to fill).
+    reset_pending: bool,
+    /// The current session delivered nothing and sent no cursor yet.
+    fresh: bool,
+    /// The current session reached the server (a `ready`, an answer).
+    pub connected: bool,
+    /// The transport of the current session.
+    pub transport: Transport,
+    announced: Option<Transport>,
+}
+
+impl Ctx {
+    async fn send(&mut self, item: Internal) -> Result<(), Ended> {
+        self.out.send(item).await.map_err(|_| Ended::Gone)
+    }
+
+    /// The first delivery or cursor of a session: announce the transport,
+    /// and after a reset catch up before anything the session carries.
+    async fn session_started(&mut self) -> Result<(), Ended> {
+        if !self.fresh {
+            return Ok(());
+        }
+        self.fresh = false;
+        self.connected = true;
+        if self.announced != Some(self.transport) {
+            self.announced = Some(self.transport);
+            self.send(Internal::Item(Ok(Update::TransportChanged(self.transport))))
+                .await?;
+        }
+        if self.reset_pending {
+            self.catch_up().await?;
+        }
+        Ok(())
+    }
+
+    /// Hands one event object to the caller, unless the window saw it.
+    pub async fn deliver(&mut self, raw: Value) -> Result<(), Ended> {
+        self.session_started().await?;
+        if !self.dedupe.insert(key_of(&raw)) {
+            return Ok(());
+        }
+        self.send(Internal::Item(Ok(Update::from_raw(raw)))).await
+    }
+
+    /// A position past everything delivered so far: remember it, and have
+    /// it saved once the caller has taken what came before.
+    pub async fn on_cursor(&mut self, cursor: String) -> Result<(), Ended> {
+        self.session_started().await?;
+        self.reset_pending = false;
+        if cursor.is_empty() || self.cursor.as_deref() == Some(cursor.as_str()) {
+            return Ok(());
+        }
+        self.cursor = Some(cursor.clone());
+        self.since = chrono::Utc::now() - self.margin();
+        let since = wire_time(self.since);
+        self.send(Internal::Checkpoint(Checkpoint { cursor, since }))
+            .await
+    }
+
+    /// `reset` / 409 `CURSOR_EXPIRED`: the cursor is not addressable.
+    /// Catches up over REST, then continues without a cursor.
+    pub async fn on_reset(&mut self) -> Result<(), Ended> {
+        self.session_started().await?;
+        self.catch_up().await?;
+        self.cursor = None;
+        self.reset_pending = true;
+        Ok(())
+    }
+
+    fn margin(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.config.catch_up_margin).unwrap_or(chrono::Duration::MAX)
+    }
+
+    /// Reads every conversation's messages newer than `since` over REST and
+    /// delivers those not seen, as `message` events, conversation by
+    /// conversation in ascending order.
+    async fn catch_up(&mut self) -> Result<(), Ended> {
+        let since = wire_time(self.since);
+        let started = chrono::Utc::now() - self.margin();
+        let conversations = self.client.conversations().await.map_err(rest_ended)?;
+        for conversation in conversations["conversations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            let Some(id) = conversation["id"].as_str() else {
+                continue;
+            };
+            let messages = self
+                .client
+                .messages_since(id, &since)
+                .await
+                .map_err(rest_ended)?;
+            for message in messages {
+                let Some(raw) = recovered_event(&conversation, &message) else {
+                    continue;
+                };
+                if !self.dedupe.insert(key_of(&raw)) {
+                    continue;
+                }
+                let Ok(event) = serde_json::from_value::<Event>(raw.clone()) else {
+                    continue;
+                };
+                self.send(Internal::Item(Ok(Update::Recovered {
+                    event: Box::new(event),
+                    raw,
+                })))
+                .await?;
+            }
+        }
+        self.since = started;
+        Ok(())
+    }
+}
+
+/// A REST failure during a catch-up: 401 stops, anything else retries
+/// (the reset is still pending, so the next session catches up again).
+fn rest_ended(e: ClientError) -> Ended {
+    match e {
+        ClientError::Unauthorized { .. } => Ended::Fatal(e),
+        ClientError::Api { retry_after, .. } => Ended::Retry {
+            retry_after,
+            abnormal: false,
+        },
+        _ => Ended::Retry {
+            retry_after: None,
+            abnormal: false,
+        },
+    }
+}
+
+/// The `message` event a REST message stands for (protocol §11: the REST
+/// shape is the event's `message` plus fields events leave out), or `None`
+/// for a tombstone.
+fn recovered_event(conversation: &Value, message: &Value) -> Option<Value> {
+    if !message["deletedAt"].is_null() {
+        return None;
+    }
+    let mut view = serde_json::Map::new();
+    for field in [
+        "id",
+        "senderId",
+        "senderType",
+        "content",
+        "createdAt",
+        "metadata",
+        "sender",
+        "mentions",
+        "replyTo",
+        "shouldRespond",
+    ] {
+        view.insert(field.to_owned(), message[field].clone());
+    }
+    Some(json!({
+        "type": "message",
+        "conversationId": conversation["id"],
+        "message": view,
+        "conversation": {
+            "id": conversation["id"],
+            "type": conversation["type"],
+            "title": conversation["title"],
+        },
+    }))
+}
+
+/// RFC 3339 UTC with milliseconds, as the server writes times.
+fn wire_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A stream of [`Update`]s for one token that loses nothing: see the crate
+/// docs. Dropping it stops the connection.
+pub struct Listener {
+    rx: mpsc::Receiver<Internal>,
+    store: Arc<dyn CursorStore>,
+    task: JoinHandle<()>,
+    done: bool,
+}
+
+impl Listener {
+    /// Loads the checkpoint from `store` and starts listening (on the
+    /// current tokio runtime) from its cursor, or from now without one.
+    ///
+    /// # Errors
+    /// [`ClientError::Store`] when the store cannot be read.
+    pub fn start(
+        client: Client,
+        store: Arc<dyn CursorStore>,
+        config: ListenerConfig,
+    ) -> Result<Listener, ClientError> {
+        let saved = store.load()?;
+        let since = saved
+            .as_ref()
+            .and_then(|c| chrono::DateTime::parse_from_rfc3339(&c.since).ok())
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .unwrap_or_else(chrono::Utc::now);
+        let (tx, rx) = mpsc::channel(config.buffer.max(1));
+        let ctx = Ctx {
+            client,
+            dedupe: DedupeWindow::new(config.dedupe_capacity),
+            config,
+            out: tx,
+            cursor: saved.map(|c| c.cursor),
+            since,
+            reset_pending: false,
+            fresh: true,
+            connected: false,
+            transport: Transport::WebSocket,
+            announced: None,
+        };
+        Ok(Listener {
+            rx,
+            store,
+            task: tokio::spawn(run(ctx)),
+            done: false,
+        })
+    }
+
+    /// The cursor saved last (what a restart resumes from).
+    ///
+    /// # Errors
+    /// [`ClientError::Store`] when the store cannot be read.
+    pub fn saved_cursor(&self) -> Result<Option<String>, ClientError> {
+        Ok(self.store.load()?.map(|c| c.cursor))
+    }
+}
+
+impl Stream for Listener {
+    type Item = Result<Update, ClientError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(Internal::Checkpoint(c))) => {
+                    if let Err(e) = self.store.save(&c) {
+                        self.done = true;
+                        self.task.abort();
+                        return Poll::Ready(Some(Err(ClientError::Store(e))));
+                    }
+                }
+                Poll::Ready(Some(Internal::Item(item))) => {
+                    if item.is_err() {
+                        self.done = true;
+                    }
+                    return Poll::Ready(Some(item));
+                }
+                Poll::Ready(None) => {
+                    self.done = true;
+                    return Poll::Ready(None);
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The session loop: runs a transport until it ends, then decides what next.
+async fn run(mut ctx: Ctx) {
+    let choice = ctx.config.transport;
+    let mut backoff = Backoff::new(ctx.config.backoff_initial, ctx.config.backoff_max);
+    let mut abnormal: VecDeque<Instant> = VecDeque::new();
+    ctx.transport = match choice {
+        TransportChoice::Auto | TransportChoice::Ws => Transport::WebSocket,
+        TransportChoice::Updates => Transport::Updates,
+        TransportChoice::Sse => Transport::Sse,
+    };
+    // When `Auto` fell back to /updates.
+    let mut fell_back_at: Option<Instant> = None;
+    loop {
+        ctx.fresh = true;
+        ctx.connected = false;
+        let probe_at = fell_back_at.map(|at| at + ctx.config.probe_interval);
+        let ended = match ctx.transport {
+            Transport::WebSocket => transport::ws::run(&mut ctx).await,
+            Transport::Updates => transport::updates::run(&mut ctx, probe_at).await,
+            Transport::Sse => transport::sse::run(&mut ctx).await,
+        };
+        if ctx.connected {
+            backoff.reset();
+        }
+        let auto = choice == TransportChoice::Auto;
+        match ended {
+            Ended::Gone => return,
+            Ended::Fatal(e) => {
+                let _ = ctx.out.send(Internal::Item(Err(e))).await;
+                return;
+            }
+            Ended::Immediate => {}
+            Ended::Probe => ctx.transport = Transport::WebSocket,
+            Ended::Refused if auto => {
+                ctx.transport = Transport::Updates;
+                fell_back_at = Some(Instant::now());
+            }
+            Ended::Refused => tokio::time::sleep(backoff.next_delay(None)).await,
+            Ended::Retry {
+                retry_after,
+                abnormal: broke,
+            } => {
+                if auto && broke && ctx.transport == Transport::WebSocket {
+                    let now = Instant::now();
+                    abnormal.push_back(now);
+                    while abnormal
+                        .front()
+                        .is_some_and(|t| now.duration_since(*t) > ctx.config.abnormal_window)
+                    {
+                        abnormal.pop_front();
+                    }
+                    if abnormal.len() >= ctx.config.abnormal_closes {
+                        abnormal.clear();
+                        ctx.transport = Transport::Updates;
+                        fell_back_at = Some(now);
+                        continue;
+                    }
+                }
+                tokio::time::sleep(backoff.next_delay(retry_after)).await;
+            }
+        }
+        if ctx.transport == Transport::WebSocket && ctx.connected {
+            fell_back_at = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recovered_event;
+    use serde_json::json;
+    use switchboard_protocol::event::Event;
+
+    #[test]
+    fn a_rest_message_becomes_the_message_event() {
+        let conversation = json!({"id":"c1","type":"GROUP","title":"Room","role":"member"});
+        let message = json!({"conversationId":"c1","id":"msg_1","senderId":"ana","senderType":"USER",
+            "content":"hi","createdAt":"2026-12-01T00:00:00.000Z","metadata":null,
+            "sender":{"id":"ana","name":"Ana","kind":"user","role":"member"},"mentions":[],
+            "replyTo":null,"shouldRespond":false,"editedAt":null,"deletedAt":null,
+            "reactions":[],"cardPayload":null,"poll":null});
+        let raw = recovered_event(&conversation, &message).unwrap();
+        let event: Event = serde_json::from_value(raw.clone()).unwrap();
+        assert_eq!(event.conversation_id().map(|c| c.0.as_str()), Some("c1"));
+        assert!(raw["message"].get("reactions").is_none());
+        let mut deleted = message.clone();
+        deleted["deletedAt"] = json!("2026-12-01T00:00:01.000Z");
+        assert!(recovered_event(&conversation, &deleted).is_none());
+    }
+}

@@ -1,0 +1,227 @@
+//! The REST calls a client needs: `me`, `conversations`, sending, and the
+//! per-conversation catch-up a listener runs after a reset (protocol §11).
+
+use crate::error::ClientError;
+use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER};
+use reqwest::{RequestBuilder, Response, StatusCode};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Base URL and token of one participant, and an HTTP client.
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    auth: HeaderValue,
+    http: reqwest::Client,
+}
+
+/// What [`Client::send`] sends.
+#[derive(Clone, Debug, Default)]
+pub struct SendOptions {
+    /// `replyToMessageId`: a message of the same conversation to quote.
+    pub reply_to: Option<String>,
+    /// `Idempotency-Key`: retries with the same key and body store the
+    /// message once (within the replay window, on any node).
+    pub idempotency_key: Option<String>,
+}
+
+impl Client {
+    /// A client for `base_url` (e.g. `http://127.0.0.1:8080`, without the
+    /// `/api/agent-api` suffix) and `token` (`bay_…` or `bay_u_…`).
+    ///
+    /// # Errors
+    /// [`ClientError::Config`] when the URL is not `http(s)://` or the
+    /// token cannot be a header value.
+    pub fn new(base_url: &str, token: &str) -> Result<Client, ClientError> {
+        let base = base_url.trim_end_matches('/').to_owned();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientError::Config(format!(
+                "base url must start with http:// or https://, got {base:?}"
+            )));
+        }
+        let mut auth = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+            .map_err(|_| ClientError::Config("the token is not a valid header value".into()))?;
+        auth.set_sensitive(true);
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()?;
+        Ok(Client { base, auth, http })
+    }
+
+    /// The base URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// `http(s)://…/api/agent-api{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/api/agent-api{path}", self.base)
+    }
+
+    pub(crate) fn authorization(&self) -> &HeaderValue {
+        &self.auth
+    }
+
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    pub(crate) fn get(&self, path: &str) -> RequestBuilder {
+        self.http
+            .get(self.url(path))
+            .header(AUTHORIZATION, self.auth.clone())
+    }
+
+    /// `GET /me`: `{id, name, kind, status, …, bayId}`.
+    ///
+    /// # Errors
+    /// [`ClientError::Api`] for an error answer, [`ClientError::Http`] when
+    /// none came.
+    pub async fn me(&self) -> Result<Value, ClientError> {
+        json_of(
+            self.get("/me")
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await?,
+        )
+        .await
+    }
+
+    /// `GET /conversations`: `{conversations: [{id, type, title, role, …}]}`.
+    ///
+    /// # Errors
+    /// As [`Client::me`].
+    pub async fn conversations(&self) -> Result<Value, ClientError> {
+        json_of(
+            self.get("/conversations")
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await?,
+        )
+        .await
+    }
+
+    /// `POST /conversations/{id}/messages` with `content`; answers the
+    /// stored message (201).
+    ///
+    /// # Errors
+    /// As [`Client::me`]; e.g. 404 `NOT_FOUND` for a conversation the
+    /// caller is not in, 400 `INVALID_REPLY_TARGET`.
+    pub async fn send(
+        &self,
+        conversation: &str,
+        content: &str,
+        options: &SendOptions,
+    ) -> Result<Value, ClientError> {
+        let mut body = json!({ "content": content });
+        if let Some(r) = &options.reply_to {
+            body["replyToMessageId"] = json!(r);
+        }
+        let mut req = self
+            .http
+            .post(self.url(&format!(
+                "/conversations/{}/messages",
+                path_segment(conversation)
+            )))
+            .header(AUTHORIZATION, self.auth.clone())
+            .timeout(Duration::from_secs(30))
+            .json(&body);
+        if let Some(k) = &options.idempotency_key {
+            req = req.header("Idempotency-Key", k);
+        }
+        json_of(req.send().await?).await
+    }
+
+    /// Messages of `conversation` strictly newer than `since` (RFC 3339),
+    /// ascending, all pages.
+    ///
+    /// # Errors
+    /// As [`Client::me`].
+    pub async fn messages_since(
+        &self,
+        conversation: &str,
+        since: &str,
+    ) -> Result<Vec<Value>, ClientError> {
+        const PAGE: usize = 200;
+        let mut since = since.to_owned();
+        let mut out = Vec::new();
+        loop {
+            let res = self
+                .http
+                .get(self.url(&format!(
+                    "/conversations/{}/messages",
+                    path_segment(conversation)
+                )))
+                .header(AUTHORIZATION, self.auth.clone())
+                .query(&[("since", since.as_str()), ("limit", &PAGE.to_string())])
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await?;
+            let body = json_of(res).await?;
+            let page = body["messages"].as_array().cloned().unwrap_or_default();
+            let full = page.len() >= PAGE;
+            match page.last().and_then(|m| m["createdAt"].as_str()) {
+                Some(last) if full => since = last.to_owned(),
+                _ => {
+                    out.extend(page);
+                    return Ok(out);
+                }
+            }
+            out.extend(page);
+        }
+    }
+}
+
+/// Percent-encodes a path segment (conversation ids are `[A-Za-z0-9_-]`,
+/// but a CLI argument may be anything).
+fn path_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// `Retry-After` in seconds, when present.
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get(RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+/// The JSON body of a success, or the error body as [`ClientError::Api`].
+pub(crate) async fn json_of(res: Response) -> Result<Value, ClientError> {
+    let status = res.status();
+    if status.is_success() {
+        if status == StatusCode::NO_CONTENT {
+            return Ok(Value::Null);
+        }
+        return Ok(res.json().await?);
+    }
+    Err(api_error(res).await)
+}
+
+/// An error answer as [`ClientError`] (`Unauthorized` for 401).
+pub(crate) async fn api_error(res: Response) -> ClientError {
+    let status = res.status().as_u16();
+    let retry_after = retry_after(res.headers());
+    let body: Value = res.json().await.unwrap_or(Value::Null);
+    let message = body["message"].as_str().unwrap_or_default().to_owned();
+    if status == 401 {
+        return ClientError::Unauthorized { message };
+    }
+    ClientError::Api {
+        status,
+        code: body["code"].as_str().unwrap_or("UNKNOWN").to_owned(),
+        message,
+        retry_after,
+    }
+}

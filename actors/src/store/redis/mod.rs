@@ -902,18 +902,7 @@ impl Store for RedisStore {
                 ],
             )
             .await?;
-        Ok(match status(doing, &keys[4], &reply)? {
-            ScriptStatus::Ok => {
-                let entry = reply
-                    .get(1)
-                    .ok_or_else(|| corrupt(doing, &keys[5], "no log id"))?;
-                Changed::Changed(entry_id(doing, &keys[5], entry)?)
-            }
-            ScriptStatus::Stale => Changed::Stale,
-            ScriptStatus::Conflict => Changed::Conflict,
-            ScriptStatus::Missing => Changed::NotFound,
-            other => return Err(corrupt(doing, &keys[4], format!("script said {other:?}"))),
-        })
+        changed(doing, &keys[4], &keys[5], &reply)
     }
 
     async fn append_draft(
@@ -1077,18 +1066,7 @@ impl Store for RedisStore {
                 ],
             )
             .await?;
-        Ok(match status(doing, &keys[4], &reply)? {
-            ScriptStatus::Ok => {
-                let entry = reply
-                    .get(1)
-                    .ok_or_else(|| corrupt(doing, &keys[5], "no log id"))?;
-                Changed::Changed(entry_id(doing, &keys[5], entry)?)
-            }
-            ScriptStatus::Stale => Changed::Stale,
-            ScriptStatus::Conflict => Changed::Conflict,
-            ScriptStatus::Missing => Changed::NotFound,
-            other => return Err(corrupt(doing, &keys[4], format!("script said {other:?}"))),
-        })
+        changed(doing, &keys[4], &keys[5], &reply)
     }
 
     async fn open_drafts(&self, bay: &BayId) -> Result<Vec<OpenDraft>, StoreError> {
@@ -1901,4 +1879,26 @@ impl Store for RedisStore {
             _ => Ok(first),
         }
     }
+}
+
+/// The outcome of a script that changes a message (`CHANGE_MESSAGE`,
+/// `CLOSE_DRAFT`): its status, and on success the log entry it wrote.
+fn changed(
+    doing: &'static str,
+    bodies: &str,
+    log: &str,
+    reply: &[Value],
+) -> Result<Changed, StoreError> {
+    Ok(match status(doing, bodies, reply)? {
+        ScriptStatus::Ok => {
+            let entry = reply
+                .get(1)
+                .ok_or_else(|| corrupt(doing, log, "no log id"))?;
+            Changed::Changed(entry_id(doing, log, entry)?)
+        }
+        ScriptStatus::Stale => Changed::Stale,
+        ScriptStatus::Conflict => Changed::Conflict,
+        ScriptStatus::Missing => Changed::NotFound,
+        other => return Err(corrupt(doing, bodies, format!("script said {other:?}"))),
+    })
 }

@@ -36,6 +36,18 @@ local function body_of(bodies, fields)
   return inline
 end
 
+-- One step of the round counter (protocol §4; `next_round` in Rust): a
+-- human resets it, an agent adds one and, under a cap (`''` for none),
+-- is suppressed once the count reaches it. Returns the count and the flag.
+local function round_step(rounds, kind, cap, suppressed)
+  if kind ~= 'agent' then return 0, suppressed end
+  rounds = rounds + 1
+  if cap ~= '' then
+    if rounds >= tonumber(cap) then suppressed = 'true' else suppressed = 'false' end
+  end
+  return rounds, suppressed
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -219,13 +231,8 @@ if ARGV[19] ~= '' then
   redis.call('SET', KEYS[14], ARGV[20])
   redis.call('ZADD', KEYS[15], now_ms(), ARGV[2])
   redis.call('HSET', KEYS[16], ARGV[2], ARGV[1] .. ' ' .. ARGV[19])
-elseif ARGV[3] == 'agent' then
-  rounds = rounds + 1
-  if ARGV[4] ~= '' then
-    if rounds >= tonumber(ARGV[4]) then suppressed = 'true' else suppressed = 'false' end
-  end
 else
-  rounds = 0
+  rounds, suppressed = round_step(rounds, ARGV[3], ARGV[4], suppressed)
 end
 local prev_ms = tonumber(st[2])
 if not prev_ms then
@@ -691,14 +698,7 @@ if version + 1 ~= tonumber(ARGV[4]) then return {'conflict'} end
 local suppressed = ARGV[14]
 if ARGV[10] ~= '' then
   local rounds = tonumber(redis.call('HGET', KEYS[10], 'rounds') or '0')
-  if ARGV[10] == 'agent' then
-    rounds = rounds + 1
-    if ARGV[11] ~= '' then
-      if rounds >= tonumber(ARGV[11]) then suppressed = 'true' else suppressed = 'false' end
-    end
-  else
-    rounds = 0
-  end
+  rounds, suppressed = round_step(rounds, ARGV[10], ARGV[11], suppressed)
   redis.call('HSET', KEYS[10], 'rounds', string.format('%d', rounds))
 end
 local body, event = ARGV[5], ARGV[6]

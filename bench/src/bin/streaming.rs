@@ -197,36 +197,50 @@ async fn main() {
             let draft = agent_post(&http, &node(0), &author, &room, json!({"stream": true})).await;
             let id = draft["id"].as_str().unwrap().to_owned();
             sent.lock().unwrap().insert(id.clone(), Vec::new());
-            // Appends go out on schedule, each its own request.
-            let mut inflight = Vec::new();
-            let t0 = tokio::time::Instant::now() + Duration::from_millis((d as u64 * 7) % 20);
-            for i in 0..tokens {
-                tokio::time::sleep_until(t0 + gap * i as u32).await;
-                sent.lock()
-                    .unwrap()
-                    .get_mut(&id)
-                    .unwrap()
-                    .push(Instant::now());
-                let (http, author, path, node) = (
-                    http.clone(),
-                    author.clone(),
-                    format!("{room}/{id}/append"),
-                    node(i),
-                );
-                inflight.push(tokio::spawn(async move {
-                    agent_post(
-                        &http,
-                        &node,
-                        &author,
-                        &path,
-                        json!({"offset": i * TOKEN_CHARS, "text": token(i)}),
-                    )
-                    .await
-                }));
+            // Tokens are produced on schedule; one append is in flight at
+            // a time and carries every token produced meanwhile, as an
+            // agent streaming a model's output would (appends sent without
+            // waiting may arrive out of order across flush windows and be
+            // refused as gaps).
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
+            let producer = {
+                let (sent, id) = (sent.clone(), id.clone());
+                tokio::spawn(async move {
+                    let t0 =
+                        tokio::time::Instant::now() + Duration::from_millis((d as u64 * 7) % 20);
+                    for i in 0..tokens {
+                        tokio::time::sleep_until(t0 + gap * i as u32).await;
+                        sent.lock()
+                            .unwrap()
+                            .get_mut(&id)
+                            .unwrap()
+                            .push(Instant::now());
+                        let _ = tx.send(i);
+                    }
+                })
+            };
+            let path = format!("{room}/{id}/append");
+            let mut next = 0usize;
+            let mut calls = 0usize;
+            while next < tokens {
+                let Some(first) = rx.recv().await else { break };
+                let mut last = first;
+                while let Ok(i) = rx.try_recv() {
+                    last = i;
+                }
+                let text: String = (next..=last).map(token).collect();
+                agent_post(
+                    &http,
+                    &node(calls),
+                    &author,
+                    &path,
+                    json!({"offset": next * TOKEN_CHARS, "text": text}),
+                )
+                .await;
+                next = last + 1;
+                calls += 1;
             }
-            for f in inflight {
-                f.await.unwrap();
-            }
+            producer.await.unwrap();
             agent_post(
                 &http,
                 &node(1),

@@ -29,8 +29,8 @@ node() { # port [redis-url]
   SWITCHBOARD_ADMIN_TOKEN=bench-admin-token SWITCHBOARD_LIMITS__MAX_CONNECTIONS_PER_IP=0 \
     taskset -c 0 "$BIN" "${args[@]}" >"$TMP/node-$1.log" 2>&1 &
   PIDS+=($!)
-  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$1/readyz" >/dev/null && return; sleep 0.2; done
-  echo "node $1 did not start" >&2; exit 1
+  for _ in $(seq 150); do curl -sf "http://127.0.0.1:$1/readyz" >/dev/null && return; sleep 0.2; done
+  echo "node $1 did not start:" >&2; tail -20 "$TMP/node-$1.log" >&2; exit 1
 }
 
 run() { # label nodes
@@ -45,6 +45,7 @@ stop_all() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; PIDS
 
 node 18090; run memory-1node 127.0.0.1:18090; stop_all
 redis-server --port 18379 --save "" --appendonly no --dir "$TMP" >/dev/null &
-PIDS+=($!); sleep 0.5
+PIDS+=($!)
+for _ in $(seq 50); do redis-cli -p 18379 ping >/dev/null 2>&1 && break; sleep 0.1; done
 node 18091 redis://127.0.0.1:18379; run redis-1node 127.0.0.1:18091
 node 18092 redis://127.0.0.1:18379; run redis-2nodes 127.0.0.1:18091,127.0.0.1:18092

@@ -20,19 +20,7 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 async fn metric(gw: &Gateway, name: &str) -> f64 {
-    let text = gw
-        .http
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    gw.metric(name).await
 }
 
 #[tokio::test]

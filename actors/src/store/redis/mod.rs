@@ -861,17 +861,7 @@ impl Store for RedisStore {
         let doing = "changing a message";
         let k = BayKeys::new(bay);
         let cid = &change.conversation.id;
-        let keys = [
-            k.conversations(),
-            k.revisions(),
-            k.message_ids(cid),
-            k.versions(cid),
-            k.bodies(cid),
-            k.log(),
-            k.epoch(),
-            k.log_meta(),
-            k.rosters(),
-        ];
+        let keys = message_change_keys(&k, cid);
         let body = to_text(doing, &to_value(doing, &change.message)?)?;
         let event = to_text(
             doing,
@@ -988,21 +978,13 @@ impl Store for RedisStore {
         let k = BayKeys::new(bay);
         let cid = &change.conversation.id;
         let mid = change.message.id.clone();
-        let keys = [
-            k.conversations(),
-            k.revisions(),
-            k.message_ids(cid),
-            k.versions(cid),
-            k.bodies(cid),
-            k.log(),
-            k.epoch(),
-            k.log_meta(),
-            k.rosters(),
+        let mut keys = message_change_keys(&k, cid).to_vec();
+        keys.extend([
             k.conversation_state(cid),
             k.draft_text(cid, mid.as_str()),
             k.drafts(),
             k.draft_info(),
-        ];
+        ]);
         // Both outcomes of the round cap, rendered here: the script picks
         // one, so it never edits JSON.
         let render = |suppressed: bool| -> Result<(String, String), StoreError> {
@@ -1879,6 +1861,22 @@ impl Store for RedisStore {
             _ => Ok(first),
         }
     }
+}
+
+/// The keys `CHANGE_MESSAGE` takes, in order; `CLOSE_DRAFT` takes them
+/// and more.
+fn message_change_keys(k: &BayKeys, cid: &ConversationId) -> [String; 9] {
+    [
+        k.conversations(),
+        k.revisions(),
+        k.message_ids(cid),
+        k.versions(cid),
+        k.bodies(cid),
+        k.log(),
+        k.epoch(),
+        k.log_meta(),
+        k.rosters(),
+    ]
 }
 
 /// The outcome of a script that changes a message (`CHANGE_MESSAGE`,

@@ -167,3 +167,55 @@ async fn sends_succeed_or_answer_503_within_a_bound_and_sessions_stay_open() {
     }
     rex.close().await;
 }
+
+/// A node must still stop on SIGTERM when its store is gone: draining
+/// tells sessions to leave and waits at most `timing.drain_timeout`, and
+/// nothing in it may wait on Redis forever. Both kinds of loss are tried:
+/// Redis refusing connections, and Redis accepting bytes but never
+/// answering (a black hole, the worse case for a client without bounds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_store_is_gone_still_stops_on_sigterm() {
+    for blackhole in [false, true] {
+        let redis = RedisServer::start(false);
+        let proxy = FaultProxy::start(redis.port()).await;
+        let mut gw = Gateway::spawn_with(
+            Opts::default()
+                .redis(&proxy.url())
+                .env("SWITCHBOARD_TIMING__DRAIN_GRACE", "1s")
+                .env("SWITCHBOARD_TIMING__DRAIN_TIMEOUT", "5s"),
+        )
+        .await;
+        let w = World::create(&gw, if blackhole { "hole" } else { "gone" }).await;
+        let mut ws = gw.ws_ready(&w.rex, None).await;
+        // A held long-poll as well, so both kinds of session are draining.
+        let poll = {
+            let http = gw.http.clone();
+            let url = gw.url("/api/agent-api/updates?wait=25");
+            let token = w.brain.clone();
+            tokio::spawn(async move { http.get(url).bearer_auth(token).send().await })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        if blackhole {
+            proxy.delay(Duration::from_secs(3600));
+        } else {
+            proxy.cut();
+        }
+        // Something that touches the store while it is gone.
+        let (s, _, _) = timed_post(&gw, &w.ana, "into the void").await;
+        assert_ne!(s, 201, "the store is gone");
+
+        let asked = Instant::now();
+        gw.send_signal("-TERM");
+        let (code, frames) = ws.expect_close(Duration::from_secs(15)).await;
+        assert_eq!(code, Some(4003), "{frames:?}");
+        // grace 1 s + drain 5 s + the store's 5 s command bound + margin.
+        let exited = gw.wait_for_exit(Duration::from_secs(25));
+        assert!(
+            exited.is_some(),
+            "blackhole={blackhole}: still running {:?} after SIGTERM",
+            asked.elapsed()
+        );
+        let _ = poll.await;
+    }
+}

@@ -1,9 +1,9 @@
 //! `/healthz` (the process is alive) and `/readyz` (the store answers and
 //! the node is not draining), for load balancers and orchestrators.
 
+use crate::openapi::schemas::{Health, HealthStatus, NotReadyReason, Readiness, ReadyStatus};
 use crate::state::AppState;
 use actix_web::{get, web, HttpResponse};
-use serde_json::json;
 
 /// `GET /healthz` → 200 `{status:"ok"}` while the process runs.
 #[utoipa::path(
@@ -13,7 +13,9 @@ use serde_json::json;
 )]
 #[get("/healthz")]
 async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(json!({ "status": "ok" }))
+    HttpResponse::Ok().json(Health {
+        status: HealthStatus::Ok,
+    })
 }
 
 /// `GET /readyz` → 200 `{status:"ready"}`, or 503 `{status, reason}` while
@@ -29,14 +31,26 @@ async fn healthz() -> HttpResponse {
 #[get("/readyz")]
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     if state.is_draining() {
-        return HttpResponse::ServiceUnavailable()
-            .json(json!({ "status": "not_ready", "reason": "draining" }));
+        return not_ready(NotReadyReason::Draining, None);
     }
     match state.store.ping().await {
-        Ok(()) => HttpResponse::Ok().json(json!({ "status": "ready" })),
-        Err(err) => HttpResponse::ServiceUnavailable()
-            .json(json!({ "status": "not_ready", "reason": "store_unavailable", "message": err.to_string() })),
+        Ok(()) => HttpResponse::Ok().json(Readiness {
+            status: ReadyStatus::Ready,
+            reason: None,
+            message: None,
+        }),
+        Err(err) => not_ready(NotReadyReason::StoreUnavailable, Some(err.to_string())),
     }
+}
+
+/// 503 with the typed body: readiness is not an error, so it has its own
+/// shape rather than the error body (the load balancer reads the status).
+fn not_ready(reason: NotReadyReason, message: Option<String>) -> HttpResponse {
+    HttpResponse::ServiceUnavailable().json(Readiness {
+        status: ReadyStatus::NotReady,
+        reason: Some(reason),
+        message,
+    })
 }
 
 /// Registers both routes at the root.

@@ -1,6 +1,7 @@
 //! Schemas of the JSON answers that handlers build with `json!` or from
-//! records of other crates (`switchboard_actors::model`). [`Me`] is what
-//! `GET /me` serializes; the others are documentation only, mirrors that
+//! records of other crates (`switchboard_actors::model`). [`Me`],
+//! [`Health`] and [`Readiness`] are what their routes serialize; the others
+//! are documentation only, mirrors that
 //! `tests/openapi.rs` checks real answers against (the unit tests in
 //! `openapi.rs` compare the mirrors of typed answers with the types they
 //! mirror).

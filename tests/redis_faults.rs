@@ -219,3 +219,53 @@ async fn a_node_whose_store_is_gone_still_stops_on_sigterm() {
         let _ = poll.await;
     }
 }
+
+/// A client that gives up while its session is still opening (the store
+/// is slow, as under a reconnect storm after a node restart) must free
+/// its connection at once, not when the opening finishes: otherwise every
+/// client that times out and comes back adds a socket and a queued replay,
+/// and the storm never drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_mid_opening_frees_its_connection_at_once() {
+    let redis = RedisServer::start(false);
+    let proxy = FaultProxy::start(redis.port()).await;
+    let gw = Gateway::spawn_with(Opts::default().redis(&proxy.url())).await;
+    let w = World::create(&gw, "leavers").await;
+    // Warm the token cache, so the upgrade itself does not wait on Redis.
+    gw.ws_ready(&w.rex, None).await.close().await;
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            gw.metric("switchboard_connections").await == 0.0
+        })
+        .await
+    );
+
+    // Every store round trip now takes ~3 s (1.5 s each way): an opening
+    // (announce, roster changes, replay read) takes well over 5 s, though
+    // no single command passes the store's 5 s bound.
+    proxy.delay(Duration::from_millis(1500));
+    let mut sockets = Vec::new();
+    for _ in 0..5 {
+        let mut ws = gw.ws(&w.rex).await;
+        ws.hello(None).await;
+        sockets.push(ws);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let opening = gw.metric("switchboard_connections").await;
+    assert!(opening >= 1.0, "the sessions were not opening: {opening}");
+    let left = Instant::now();
+    for ws in sockets {
+        ws.close().await;
+    }
+    // Far sooner than the opening would have taken.
+    let freed = common::eventually(Duration::from_secs(3), || async {
+        gw.metric("switchboard_connections").await == 0.0
+    })
+    .await;
+    assert!(
+        freed,
+        "connections still held {:?} after their clients left",
+        left.elapsed()
+    );
+    proxy.heal();
+}

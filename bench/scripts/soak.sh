@@ -17,7 +17,8 @@ if [ "$(ulimit -n)" -lt 20000 ]; then
 fi
 cargo build --locked --release -p switchboard -p switchboard-bench
 rm -rf bench/results/soak-run
-exec nice target/release/switchboard-bench \
+# Not `nice`d: a starved node and Redis would measure the neighbours.
+exec target/release/switchboard-bench \
   --server-cpus '' --client-cpus '' --src-addrs 16 \
   --out bench/results/soak.jsonl \
   soak --bin target/release/switchboard --dir bench/results/soak-run "$@"

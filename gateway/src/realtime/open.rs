@@ -14,6 +14,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use actix::Addr;
 use std::collections::HashSet;
+use std::time::Duration;
 use switchboard_actors::drafts::snapshot_drafts;
 use switchboard_actors::feed::{Attach, AttachError, BayFeed};
 use switchboard_actors::replay::memberships_at;
@@ -24,6 +25,7 @@ use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::error::ErrorCode;
 use switchboard_protocol::event::Event;
 use switchboard_protocol::ids::{ConversationId, ParticipantId, SessionId};
+use tokio::sync::SemaphorePermit;
 
 /// Log entries read per store call during a replay.
 const REPLAY_READ: usize = 1000;
@@ -116,6 +118,31 @@ pub enum OpenFailure {
 impl From<ApiError> for OpenFailure {
     fn from(e: ApiError) -> Self {
         OpenFailure::Failed(e)
+    }
+}
+
+/// Longest an opening waits for a replay slot before it is refused with
+/// 503 `UNAVAILABLE` and `Retry-After`: under a resume storm a prompt
+/// refusal spreads the reconnects out, where an unbounded queue grows
+/// with every client that times out and comes back.
+const REPLAY_QUEUE_WAIT: Duration = Duration::from_secs(10);
+
+/// A permit to read the log for a replay (see [`REPLAY_QUEUE_WAIT`]).
+async fn replay_slot(state: &AppState) -> Result<SemaphorePermit<'_>, ApiError> {
+    match tokio::time::timeout(REPLAY_QUEUE_WAIT, state.replay_slots.acquire()).await {
+        Ok(Ok(permit)) => Ok(permit),
+        Ok(Err(_)) => Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "the node is shutting down",
+        )),
+        Err(_) => {
+            metrics::counter!(crate::metrics::REPLAYS_REFUSED).increment(1);
+            Err(ApiError::new(
+                ErrorCode::Unavailable,
+                "too many sessions are resuming on this node; retry shortly",
+            )
+            .retry_after(Duration::from_secs(2)))
+        }
     }
 }
 
@@ -227,15 +254,10 @@ pub async fn open_session(
         .map(|records| (records, attached.position.entry));
     // Store replays queue for a slot instead of all reading at once, so a
     // resume storm's memory stays bounded.
-    let _slot =
-        match from_feed {
-            Some(_) => None,
-            None => {
-                Some(state.replay_slots.acquire().await.map_err(|_| {
-                    ApiError::new(ErrorCode::Unavailable, "the node is shutting down")
-                })?)
-            }
-        };
+    let _slot = match from_feed {
+        Some(_) => None,
+        None => Some(replay_slot(&state).await?),
+    };
     loop {
         let (records, through, read_all) = match from_feed.take() {
             Some((records, through)) => (records, through, true),

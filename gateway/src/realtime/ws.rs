@@ -83,6 +83,7 @@ async fn upgrade(
         session: SessionId(format!("ws_{}", ulid::Ulid::new())),
         phase: Phase::AwaitingHello,
         live: None,
+        held: Vec::new(),
         last_frame_at: Instant::now(),
         missed_pongs: 0,
         backlog: backlog.clone(),
@@ -107,7 +108,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 enum Phase {
     /// Nothing is sent until `hello` arrives (protocol §11).
     AwaitingHello,
-    /// `hello` received; attaching and replaying.
+    /// `hello` received; attaching and replaying. The connection is still
+    /// read (a client that leaves stops the opening) and live records that
+    /// arrive meanwhile are held until the replay has been sent.
     Opening,
     /// Streaming.
     Live,
@@ -122,6 +125,12 @@ struct Live {
     last_cursor_sent: Option<EntryId>,
 }
 
+/// A feed message received while the session was still opening.
+enum Held {
+    Deliver(Deliver),
+    Watermark(Watermark),
+}
+
 /// One WebSocket connection of one token.
 pub struct WsSession {
     state: AppState,
@@ -129,6 +138,9 @@ pub struct WsSession {
     session: SessionId,
     phase: Phase,
     live: Option<Live>,
+    /// Feed messages that arrived while [`Phase::Opening`], in order; the
+    /// attach-before-replay rule needs them after the replay, not dropped.
+    held: Vec<Held>,
     /// When the last `cursor` frame went out (for the idle cursor frame).
     last_frame_at: Instant,
     /// Pings sent without a pong since.
@@ -236,7 +248,11 @@ impl WsSession {
             position,
             usize::MAX,
         );
-        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
+        // Spawned, not awaited with `ctx.wait`: the connection keeps being
+        // read, so a client that gives up mid-opening (a reconnect storm
+        // after a node restart) stops this actor and its opening at once
+        // instead of holding a replay slot and a socket for nothing.
+        ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             if act.phase == Phase::Closing {
                 if let Ok(Opened { feed, .. }) = &res {
                     feed.do_send(Detach {
@@ -271,6 +287,7 @@ impl WsSession {
                         act.send_event(&replayed.event, ctx);
                     }
                     act.send_cursor(ctx);
+                    act.release_held(ctx);
                 }
                 Err(OpenFailure::Expired { feed, cursor }) => {
                     act.live = Some(Live {
@@ -281,6 +298,7 @@ impl WsSession {
                     act.phase = Phase::Live;
                     act.send_reset(ctx);
                     act.send_cursor(ctx);
+                    act.release_held(ctx);
                 }
                 Err(OpenFailure::Superseded { .. }) => act.end(CloseReason::Displaced, ctx),
                 Err(OpenFailure::Revoked { feed }) => {
@@ -292,6 +310,52 @@ impl WsSession {
                 Err(OpenFailure::Failed(err)) => act.close_with(err.ws_close(), &err.message, ctx),
             }
         }));
+    }
+}
+
+impl WsSession {
+    /// Handles, in arrival order, what the feed sent while the session was
+    /// opening (the session cursor drops what the replay already sent).
+    fn release_held(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+        for held in std::mem::take(&mut self.held) {
+            match held {
+                Held::Deliver(msg) => self.deliver(msg, ctx),
+                Held::Watermark(msg) => self.watermark(msg),
+            }
+        }
+    }
+
+    /// Sends a live batch (see [`Handler<Deliver>`]).
+    fn deliver(&mut self, msg: Deliver, ctx: &mut ws::WebsocketContext<Self>) {
+        self.backlog.handled(msg.bytes);
+        if self.phase != Phase::Live {
+            return;
+        }
+        let Some(live) = &mut self.live else { return };
+        // Frames come pre-rendered from the shared record (one serialization
+        // per message and verdict, not one per session).
+        let participant = &self.caller.principal.participant.id;
+        let frames: Vec<_> = msg
+            .records
+            .iter()
+            .filter(|r| live.cursor.admits(r))
+            .filter_map(|r| r.ws_event_frame(participant))
+            .collect();
+        observe_live_delivery(&msg.records, &live.cursor, Transport::Ws);
+        live.cursor.advance(msg.through);
+        if frames.is_empty() {
+            return;
+        }
+        for frame in frames {
+            ctx.text(frame);
+        }
+        self.send_cursor(ctx);
+    }
+
+    fn watermark(&mut self, msg: Watermark) {
+        if let Some(live) = &mut self.live {
+            live.cursor.advance(msg.through);
+        }
     }
 }
 
@@ -389,29 +453,13 @@ impl Handler<Deliver> for WsSession {
     type Result = ();
 
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
-        self.backlog.handled(msg.bytes);
-        if self.phase != Phase::Live {
+        if self.phase == Phase::Opening {
+            // Still counted in the backlog: a replay that takes too long
+            // while the room is busy ends as a slow consumer, as before.
+            self.held.push(Held::Deliver(msg));
             return;
         }
-        let Some(live) = &mut self.live else { return };
-        // Frames come pre-rendered from the shared record (one serialization
-        // per message and verdict, not one per session).
-        let participant = &self.caller.principal.participant.id;
-        let frames: Vec<_> = msg
-            .records
-            .iter()
-            .filter(|r| live.cursor.admits(r))
-            .filter_map(|r| r.ws_event_frame(participant))
-            .collect();
-        observe_live_delivery(&msg.records, &live.cursor, Transport::Ws);
-        live.cursor.advance(msg.through);
-        if frames.is_empty() {
-            return;
-        }
-        for frame in frames {
-            ctx.text(frame);
-        }
-        self.send_cursor(ctx);
+        self.deliver(msg, ctx);
     }
 }
 
@@ -419,9 +467,11 @@ impl Handler<Watermark> for WsSession {
     type Result = ();
 
     fn handle(&mut self, msg: Watermark, _: &mut Self::Context) {
-        if let Some(live) = &mut self.live {
-            live.cursor.advance(msg.through);
+        if self.phase == Phase::Opening {
+            self.held.push(Held::Watermark(msg));
+            return;
         }
+        self.watermark(msg);
     }
 }
 

@@ -72,3 +72,20 @@ impl ClientError {
         )
     }
 }
+
+/// An error and its sources, `": "`-joined: reqwest's own text ("error
+/// sending request for url …") hides the cause ("Connection refused")
+/// in its sources.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}

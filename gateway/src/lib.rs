@@ -238,6 +238,13 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             .default_service(web::to(method_not_allowed::fallback))
     })
     .disable_signals()
+    // A client that closes its end of the connection is gone: end the
+    // connection (dropping a streamed body, so an SSE session or a held
+    // `/updates` call stops within its 500 ms check) as soon as its EOF is
+    // read, instead of when a later write fails, which for an idle SSE
+    // stream is the second heartbeat after the close (20–40 s). HTTP
+    // clients do not half-close a request they still await an answer to.
+    .h1_allow_half_closed(false)
     .shutdown_timeout(settings.timing.drain_timeout.as_secs().max(1));
     if let Some(workers) = settings.workers {
         server = server.workers(workers);

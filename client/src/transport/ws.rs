@@ -57,8 +57,8 @@ pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
                 403 | 404 if !auto => Ended::Fatal(crate::listener::not_healing(
                     &shown,
                     status,
-                    "UPGRADE_REFUSED".into(),
-                    format!("the upgrade was answered {status}"),
+                    if status == 404 { "NOT_FOUND" } else { "FORBIDDEN" }.into(),
+                    String::new(),
                 )),
                 // A proxy that strips or refuses upgrades: the node then
                 // sees a plain GET (400), or the proxy answers itself.

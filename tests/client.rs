@@ -425,12 +425,29 @@ async fn an_expired_cursor_is_recovered_over_rest_on_every_transport() {
         TransportChoice::Updates,
         TransportChoice::Sse,
     ] {
+        // Before the first run: never the listener's to recover.
+        let (s, before) = gw.post_message(&w.ana, "dm", "before the first run").await;
+        assert_eq!(s, 201, "{before}");
         let store = Arc::new(MemoryCursorStore::new());
         let first = Running::start(&base, &w.rex, store.clone(), fast(transport));
         first.until("connected", |s| s.on().is_some()).await;
         let (s, m) = gw.post_message(&w.ana, "dm", "seen live").await;
         assert_eq!(s, 201, "{m}");
         first.has_exactly_once_in_order("dm", &[id_of(&m)]).await;
+        let live = id_of(&m);
+        // Saved with the checkpoint: the conversation's last message taken.
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                store
+                    .load()
+                    .unwrap()
+                    .and_then(|c| c.delivered.get("dm").cloned())
+                    .is_some_and(|d| d.ids == [live.clone()])
+            })
+            .await,
+            "{transport:?}: {:?}",
+            store.load()
+        );
         assert!(
             eventually(Duration::from_secs(10), || async {
                 store.load().unwrap().is_some()
@@ -448,6 +465,10 @@ async fn an_expired_cursor_is_recovered_over_rest_on_every_transport() {
         }
         let second = Running::start(&base, &w.rex, store.clone(), fast(transport));
         second.has_exactly_once_in_order("dm", &missed).await;
+        // A new process: no memory of the first run but the checkpoint, which
+        // is enough to hand over neither what it took nor what preceded it.
+        let got = second.seen().message_ids("dm");
+        assert_eq!(got, missed, "{transport:?}: only what the first run did not take");
         assert!(
             !second.seen().recovered.is_empty(),
             "{transport:?}: recovered over REST"

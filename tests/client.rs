@@ -468,7 +468,10 @@ async fn an_expired_cursor_is_recovered_over_rest_on_every_transport() {
         // A new process: no memory of the first run but the checkpoint, which
         // is enough to hand over neither what it took nor what preceded it.
         let got = second.seen().message_ids("dm");
-        assert_eq!(got, missed, "{transport:?}: only what the first run did not take");
+        assert_eq!(
+            got, missed,
+            "{transport:?}: only what the first run did not take"
+        );
         assert!(
             !second.seen().recovered.is_empty(),
             "{transport:?}: recovered over REST"

@@ -186,10 +186,7 @@ async fn a_non_ascii_last_event_id_gets_reset() {
     drop(first);
     for raw in [&b"curs\xc3\xb6r"[..], &b"\xff\xfe"[..]] {
         let res = stream_http()
-            .get(format!(
-                "{}/api/agent-api/events?cursor={good}",
-                base(&gw)
-            ))
+            .get(format!("{}/api/agent-api/events?cursor={good}", base(&gw)))
             .bearer_auth(&w.rex)
             .header(
                 "Last-Event-ID",

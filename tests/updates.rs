@@ -426,9 +426,7 @@ async fn second_concurrent_poll_displaces_the_first_which_returns_empty_at_once(
     assert_eq!(ids(&body), vec![posted["id"].as_str().unwrap()]);
     assert_eq!(ended, None, "an answer with events names no session end");
     // Nor does one that ran out its wait.
-    let (s, body, _, ended) = spawn_poll_full(&gw, &w.rex, None, Some("1"))
-        .await
-        .unwrap();
+    let (s, body, _, ended) = spawn_poll_full(&gw, &w.rex, None, Some("1")).await.unwrap();
     assert_eq!(s, 200, "{body}");
     assert_eq!(ended, None);
 }

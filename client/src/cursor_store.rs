@@ -229,10 +229,17 @@ mod tests {
         store.save(&full).unwrap();
         assert_eq!(store.load().unwrap(), Some(full));
         // The two-field JSON of earlier versions.
-        std::fs::write(&path, r#"{"cursor":"b","since":"2026-12-01T00:00:00.000Z"}"#).unwrap();
+        std::fs::write(
+            &path,
+            r#"{"cursor":"b","since":"2026-12-01T00:00:00.000Z"}"#,
+        )
+        .unwrap();
         assert_eq!(store.load().unwrap(), Some(cp("b")));
         // A bare cursor, as text or as a JSON string.
-        for text in ["MS5rM3g5LjE3NjQ1MDAwMDAwMDAtMA\n", "\"MS5rM3g5LjE3NjQ1MDAwMDAwMDAtMA\""] {
+        for text in [
+            "MS5rM3g5LjE3NjQ1MDAwMDAwMDAtMA\n",
+            "\"MS5rM3g5LjE3NjQ1MDAwMDAwMDAtMA\"",
+        ] {
             std::fs::write(&path, text).unwrap();
             let got = store.load().unwrap().unwrap();
             assert_eq!(got.cursor, "MS5rM3g5LjE3NjQ1MDAwMDAwMDAtMA");

@@ -12,6 +12,7 @@
 
 use crate::backoff::Backoff;
 use crate::config::{ListenerConfig, TransportChoice};
+use crate::cursor_store::Delivered;
 use crate::cursor_store::{Checkpoint, CursorStore};
 use crate::dedupe::{key_of, DedupeWindow};
 use crate::error::ClientError;
@@ -20,7 +21,6 @@ use crate::transport;
 use crate::update::{Transport, Update};
 use futures_util::Stream;
 use serde_json::{json, Value};
-use crate::cursor_store::Delivered;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -76,16 +76,15 @@ impl Ended {
 /// 4xx but 408, 409, 425 and 429: a wrong base URL's 404, a proxy's 403)
 /// stops with a message naming the URL; 429, 5xx and the rest retry.
 pub(crate) fn http_refusal(url: &str, err: ClientError) -> Ended {
+    let terminal = err.is_terminal();
     match err {
-        ClientError::Unauthorized { .. } => Ended::Fatal(err),
         ClientError::Api {
             status,
             code,
             message,
             ..
-        } if (400..500).contains(&status) && !matches!(status, 408 | 409 | 425 | 429) => {
-            Ended::Fatal(not_healing(url, status, code, message))
-        }
+        } if terminal => Ended::Fatal(not_healing(url, status, code, message)),
+        _ if terminal => Ended::Fatal(err),
         ClientError::Api {
             status,
             code,
@@ -324,7 +323,9 @@ impl Ctx {
                         Some(c) => {
                             c < *at
                                 || (c == *at
-                                    && ids.iter().any(|i| Some(i.as_str()) == message["id"].as_str()))
+                                    && ids
+                                        .iter()
+                                        .any(|i| Some(i.as_str()) == message["id"].as_str()))
                         }
                         None => false,
                     };
@@ -544,7 +545,10 @@ async fn run(mut ctx: Ctx) {
                 ctx.transport = Transport::Updates;
                 fell_back_at = Some(Instant::now());
                 let reason = format!("{reason}; moving to /updates");
-                if retrying(&ctx, failed, reason, Duration::ZERO).await.is_err() {
+                if retrying(&ctx, failed, reason, Duration::ZERO)
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -577,7 +581,10 @@ async fn run(mut ctx: Ctx) {
                             "{reason}; {} breaks within {:?}, moving to /updates",
                             ctx.config.abnormal_closes, ctx.config.abnormal_window
                         );
-                        if retrying(&ctx, failed, reason, Duration::ZERO).await.is_err() {
+                        if retrying(&ctx, failed, reason, Duration::ZERO)
+                            .await
+                            .is_err()
+                        {
                             return;
                         }
                         continue;
@@ -598,7 +605,12 @@ async fn run(mut ctx: Ctx) {
 
 /// Tells the caller about a failed attempt ([`Update::Retrying`]); `Err`
 /// when the listener was dropped.
-async fn retrying(ctx: &Ctx, transport: Transport, reason: String, delay: Duration) -> Result<(), ()> {
+async fn retrying(
+    ctx: &Ctx,
+    transport: Transport,
+    reason: String,
+    delay: Duration,
+) -> Result<(), ()> {
     ctx.out
         .send(Internal::Item(Ok(Update::Retrying {
             transport,

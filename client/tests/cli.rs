@@ -216,9 +216,8 @@ fn send_is_idempotent_with_a_key_and_listen_prints_one_json_line_per_event() {
 #[test]
 fn a_restart_after_the_cursor_expired_hands_over_only_what_was_not_taken() {
     let url = short_log_gateway();
-    let send = |text: &str| -> Value {
-        json_out(cli_at(url, Some(ANA)).args(["send", "ana-rex", text]))
-    };
+    let send =
+        |text: &str| -> Value { json_out(cli_at(url, Some(ANA)).args(["send", "ana-rex", text])) };
     let older = send("before the first run");
     let dir = tempfile::tempdir().unwrap();
     let cursor_file = dir.path().join("rex.cursor");
@@ -249,17 +248,25 @@ fn a_restart_after_the_cursor_expired_hands_over_only_what_was_not_taken() {
         .unwrap_or_default()
         .contains(mention["id"].as_str().unwrap())
     {
-        assert!(Instant::now() < deadline, "the checkpoint never took the mention");
+        assert!(
+            Instant::now() < deadline,
+            "the checkpoint never took the mention"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(first_run);
 
     // Away: more messages than the log keeps, so the cursor expires.
-    let missed: Vec<Value> = (0..6).map(|i| send(&format!("missed {i}"))["id"].clone()).collect();
+    let missed: Vec<Value> = (0..6)
+        .map(|i| send(&format!("missed {i}"))["id"].clone())
+        .collect();
     let (_second_run, lines) = listen(&cursor_file);
     for id in &missed {
         let got = lines.next_json();
-        assert_eq!(&got["message"]["id"], id, "only what was not taken, in order: {got}");
+        assert_eq!(
+            &got["message"]["id"], id,
+            "only what was not taken, in order: {got}"
+        );
         assert_eq!(got["recovered"], true, "{got}");
     }
     let live = send("live again");
@@ -288,7 +295,10 @@ fn listen_stops_on_a_not_found_base_url_and_names_it() {
         let err: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stderr}"));
         assert_eq!(err["error"], "NOT_FOUND", "{transport}: {stderr}");
         let message = err["message"].as_str().unwrap();
-        assert!(message.contains("/not-here/api/agent-api/"), "{transport}: {message}");
+        assert!(
+            message.contains("/not-here/api/agent-api/"),
+            "{transport}: {message}"
+        );
         assert!(message.contains("base URL"), "{transport}: {message}");
     }
     // The API's own prefix in the base URL is not a mistake.
@@ -296,7 +306,11 @@ fn listen_stops_on_a_not_found_base_url_and_names_it() {
         .arg("me")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Nothing listens at the URL: `listen` keeps trying, and says so on
@@ -321,9 +335,15 @@ fn listen_reports_every_failed_attempt_with_its_delay() {
             let line = lines
                 .next_within(Duration::from_secs(20))
                 .unwrap_or_else(|| panic!("{transport}: no line per attempt"));
-            assert!(line.starts_with(&format!("switchboard-cli: {transport}: ")), "{line}");
+            assert!(
+                line.starts_with(&format!("switchboard-cli: {transport}: ")),
+                "{line}"
+            );
             assert!(line.contains("retrying in "), "{line}");
-            assert!(line.to_lowercase().contains("refused"), "names the cause: {line}");
+            assert!(
+                line.to_lowercase().contains("refused"),
+                "names the cause: {line}"
+            );
         }
     }
 }
@@ -343,7 +363,9 @@ fn listen_into_a_closed_pipe_exits_quietly_with_0() {
     );
     let err = Lines::of(child.0.stderr.take().unwrap());
     // Listening once it announced the transport.
-    let first = err.next_within(Duration::from_secs(20)).expect("a status line");
+    let first = err
+        .next_within(Duration::from_secs(20))
+        .expect("a status line");
     assert!(first.contains("listening over updates"), "{first}");
     drop(child.0.stdout.take());
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -352,11 +374,15 @@ fn listen_into_a_closed_pipe_exits_quietly_with_0() {
         if let Some(status) = child.0.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "still running with stdout closed");
+        assert!(
+            Instant::now() < deadline,
+            "still running with stdout closed"
+        );
         std::thread::sleep(Duration::from_millis(500));
     };
     assert_eq!(status.code(), Some(0));
-    let rest: Vec<String> = std::iter::from_fn(|| err.next_within(Duration::from_secs(1))).collect();
+    let rest: Vec<String> =
+        std::iter::from_fn(|| err.next_within(Duration::from_secs(1))).collect();
     assert!(rest.is_empty(), "nothing on stderr: {rest:?}");
 }
 
@@ -379,7 +405,10 @@ fn cursor_file_trouble_is_clear() {
     );
     let err = Lines::of(child.0.stderr.take().unwrap());
     let note = err.next_within(Duration::from_secs(20)).expect("a note");
-    assert!(note.contains("is empty") && note.contains("empty.cursor"), "{note}");
+    assert!(
+        note.contains("is empty") && note.contains("empty.cursor"),
+        "{note}"
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::fs::read_to_string(&empty).unwrap().is_empty() {
         assert!(Instant::now() < deadline, "no cursor saved");
@@ -398,7 +427,10 @@ fn cursor_file_trouble_is_clear() {
     let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
     assert_eq!(err["error"], "CURSOR_STORE", "{stderr}");
     assert!(
-        err["message"].as_str().unwrap().contains("no-such-dir/rex.cursor"),
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-dir/rex.cursor"),
         "{stderr}"
     );
 }

@@ -296,12 +296,10 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     }
     let mut signals = ShutdownSignals::install();
     for listener in listeners {
-        server = server
-            .listen(listener)
-            .map_err(|cause| StartError::Bind {
-                bind: settings.bind.clone(),
-                cause,
-            })?;
+        server = server.listen(listener).map_err(|cause| StartError::Bind {
+            bind: settings.bind.clone(),
+            cause,
+        })?;
     }
     for addr in server.addrs() {
         tracing::info!("listening on {addr}");

@@ -57,7 +57,12 @@ pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
                 403 | 404 if !auto => Ended::Fatal(crate::listener::not_healing(
                     &shown,
                     status,
-                    if status == 404 { "NOT_FOUND" } else { "FORBIDDEN" }.into(),
+                    if status == 404 {
+                        "NOT_FOUND"
+                    } else {
+                        "FORBIDDEN"
+                    }
+                    .into(),
                     String::new(),
                 )),
                 // A proxy that strips or refuses upgrades: the node then
@@ -141,7 +146,6 @@ pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
     }
 }
 
-
 /// The close-code table of docs/websocket.md.
 fn on_close(code: Option<u16>, error: Option<(String, String)>, reason: String) -> Ended {
     let (error_code, message) = error.unwrap_or_else(|| (String::new(), reason));
@@ -172,7 +176,9 @@ fn on_close(code: Option<u16>, error: Option<(String, String)>, reason: String) 
                 reason: format!("the server closed the socket ({c})"),
             }
         }
-        Some(c) => Ended::broke(format!("the socket closed with {c} {error_code}: {message}")),
+        Some(c) => Ended::broke(format!(
+            "the socket closed with {c} {error_code}: {message}"
+        )),
         None => Ended::broke("the socket closed without a close code".to_owned()),
     }
 }

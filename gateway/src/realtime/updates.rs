@@ -82,7 +82,7 @@ fn cursor_expired(message: &str) -> ApiError {
         ("cursor" = Option<String>, Query, description = "Opaque cursor from the previous answer or a WebSocket `cursor` frame; absent: start at now"),
     ),
     responses(
-        (status = 200, description = "Events after `cursor` (possibly none) and the cursor covering them", body = crate::openapi::schemas::Updates, headers(("Cache-Control" = String, description = "no-store"), ("Switchboard-Session-End" = String, description = "Only on an answer a session end gave (no events): `DISPLACED` (a newer connection of the token took over: stop, do not poll again in a loop), `GOING_AWAY` (the node drains: poll again, with the cursor), `SLOW_CONSUMER`"))),
+        (status = 200, description = "Events after `cursor` (possibly none) and the cursor covering them. An answer a session end gave (no events) also carries the header `Switchboard-Session-End`: `DISPLACED` (a newer connection of the token took over: stop, do not poll again in a loop), `GOING_AWAY` (the node drains: poll again with the cursor) or `SLOW_CONSUMER`; other answers never do", body = crate::openapi::schemas::Updates, headers(("Cache-Control" = String, description = "no-store"))),
         (status = 400, description = "INVALID_REQUEST: malformed query string", body = switchboard_protocol::error::ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token (also ends a held call when the token is rotated)", body = switchboard_protocol::error::ErrorBody),
         (status = 409, description = "CURSOR_EXPIRED: the cursor fell out of the replay buffer, its log epoch ended, or this server never issued it", body = switchboard_protocol::error::ErrorBody),

@@ -22,7 +22,10 @@ fn main() -> std::process::ExitCode {
                 Err(e) => {
                     tracing::error!(error = %e, "switchboard failed");
                     eprintln!("error: {e}");
-                    std::process::ExitCode::FAILURE
+                    // Exit without tearing the actix system down: actors a
+                    // failed start left behind, never run, would be started
+                    // by the teardown outside any reactor, and panic.
+                    std::process::exit(1);
                 }
             }
         }

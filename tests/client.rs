@@ -30,6 +30,8 @@ struct Seen {
     transports: Vec<Transport>,
     /// The error the listener stopped with.
     stopped: Option<String>,
+    /// Reasons of the failed attempts it reported.
+    retries: Vec<String>,
 }
 
 impl Seen {
@@ -68,6 +70,7 @@ impl Running {
                 let mut seen = s.lock().unwrap();
                 match update {
                     Ok(Update::TransportChanged(t)) => seen.transports.push(t),
+                    Ok(Update::Retrying { reason, .. }) => seen.retries.push(reason),
                     Ok(Update::Recovered { raw, .. }) => {
                         seen.recovered
                             .push(raw["message"]["id"].as_str().unwrap_or_default().to_owned());
@@ -95,10 +98,11 @@ impl Running {
         let seen = self.seen();
         assert!(
             ok,
-            "{what}: transports {:?}, stopped {:?}, {} events",
+            "{what}: transports {:?}, stopped {:?}, {} events, retries {:?}",
             seen.transports,
             seen.stopped,
-            seen.events.len()
+            seen.events.len(),
+            seen.retries
         );
     }
 
@@ -374,6 +378,40 @@ async fn a_second_listener_on_the_token_displaces_the_first_which_stops() {
     second.has_exactly_once_in_order("dm", &[id_of(&m)]).await;
 }
 
+/// An older `/updates` loop whose held poll a newer WebSocket listener
+/// displaced stops with `Displaced` (the answer says so in its header),
+/// instead of polling again and displacing the newer one in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_websocket_listener_stays_and_the_older_updates_listener_stops() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let base = format!("http://{}", gw.addr);
+    let older = Running::start(
+        &base,
+        &w.rex,
+        Arc::new(MemoryCursorStore::new()),
+        fast(TransportChoice::Updates),
+    );
+    older.until("connected", |s| s.on().is_some()).await;
+    gw.until_held(1).await;
+    let newer = Running::start(
+        &base,
+        &w.rex,
+        Arc::new(MemoryCursorStore::new()),
+        fast(TransportChoice::Ws),
+    );
+    newer.until("connected", |s| s.on().is_some()).await;
+    older.until("stopped", |s| s.stopped.is_some()).await;
+    assert_eq!(older.seen().stopped.as_deref(), Some("Displaced"));
+    // Longer than a poll's wait: the older loop would have polled again.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let (s, m) = gw.post_message(&w.ana, "dm", "to the newer").await;
+    assert_eq!(s, 201, "{m}");
+    newer.has_exactly_once_in_order("dm", &[id_of(&m)]).await;
+    assert!(newer.seen().stopped.is_none(), "{:?}", newer.seen().stopped);
+    assert!(older.seen().events.is_empty());
+}
+
 /// The stored cursor fell out of the replay buffer (the log keeps only a
 /// few entries here): the client gets `reset` / 409, catches up over REST
 /// and carries on without a cursor, on every transport.
@@ -387,12 +425,29 @@ async fn an_expired_cursor_is_recovered_over_rest_on_every_transport() {
         TransportChoice::Updates,
         TransportChoice::Sse,
     ] {
+        // Before the first run: never the listener's to recover.
+        let (s, before) = gw.post_message(&w.ana, "dm", "before the first run").await;
+        assert_eq!(s, 201, "{before}");
         let store = Arc::new(MemoryCursorStore::new());
         let first = Running::start(&base, &w.rex, store.clone(), fast(transport));
         first.until("connected", |s| s.on().is_some()).await;
         let (s, m) = gw.post_message(&w.ana, "dm", "seen live").await;
         assert_eq!(s, 201, "{m}");
         first.has_exactly_once_in_order("dm", &[id_of(&m)]).await;
+        let live = id_of(&m);
+        // Saved with the checkpoint: the conversation's last message taken.
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                store
+                    .load()
+                    .unwrap()
+                    .and_then(|c| c.delivered.get("dm").cloned())
+                    .is_some_and(|d| d.ids == [live.clone()])
+            })
+            .await,
+            "{transport:?}: {:?}",
+            store.load()
+        );
         assert!(
             eventually(Duration::from_secs(10), || async {
                 store.load().unwrap().is_some()
@@ -410,6 +465,13 @@ async fn an_expired_cursor_is_recovered_over_rest_on_every_transport() {
         }
         let second = Running::start(&base, &w.rex, store.clone(), fast(transport));
         second.has_exactly_once_in_order("dm", &missed).await;
+        // A new process: no memory of the first run but the checkpoint, which
+        // is enough to hand over neither what it took nor what preceded it.
+        let got = second.seen().message_ids("dm");
+        assert_eq!(
+            got, missed,
+            "{transport:?}: only what the first run did not take"
+        );
         assert!(
             !second.seen().recovered.is_empty(),
             "{transport:?}: recovered over REST"

@@ -52,6 +52,31 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+// ---------------------------------------------------------------- start-up
+
+/// A busy port is one clear error line and exit code 1: no panic, nothing
+/// started or printed before it (not even the demo credentials).
+#[test]
+fn serve_on_a_busy_port_exits_1_with_one_clear_error() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let demo = demo_file();
+    let out = run(
+        &["serve", "--bind", &addr, "--bootstrap", &demo],
+        &[],
+        Duration::from_secs(20),
+    );
+    let stderr = text(&out.stderr);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("error: cannot bind {addr}")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stdout.contains("Demo credentials"), "{stdout}");
+}
+
 // ---------------------------------------------------------------- bootstrap
 
 /// The `token = "…"` values of the demo file, by participant id.

@@ -345,6 +345,43 @@ async fn on_the_default_timings_offline_follows_a_clean_close_within_three_secon
     );
 }
 
+/// An SSE client that closes its connection shows offline as fast as a
+/// WebSocket's clean close (3 s), not at the next heartbeat (20 s): the
+/// node notices the peer's close itself, without writing to it.
+#[tokio::test]
+async fn on_the_default_timings_offline_follows_an_sse_close_within_three_seconds() {
+    let gw = Gateway::spawn_with(defaults()).await;
+    let w = World::create(&gw, "b1").await;
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    let mut sse = common::sse::sse_at(
+        &format!("http://{}", gw.addr),
+        &w.rex,
+        common::sse::SseOpen::default(),
+    )
+    .await
+    .unwrap();
+    sse.until("cursor").await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+    wait_listed(&gw, &w.brain, "rex", ("online", "online")).await;
+
+    let closed = Instant::now();
+    drop(sse);
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(30)).await,
+        "offline"
+    );
+    let took = closed.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "offline took {took:?} after the SSE client closed"
+    );
+    let (status, presence) = listed(&gw, &w.brain, "rex").await;
+    assert_eq!((status.as_str(), presence.as_str()), ("offline", "offline"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_node_that_holds_an_agents_session_and_publishes_shows_it_offline_elsewhere() {
     let redis = RedisServer::start(false);

@@ -101,6 +101,13 @@ async fn last_event_id_resumes_after_the_event_and_wins_over_the_query() {
         .map(|(_, e)| e["message"]["id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(ids, sent[2..]);
+    // The replay always ends with a `cursor` event, even when it names the
+    // position the last replayed event's id already named.
+    let end = sse.next_event().await;
+    assert_eq!(
+        (end.event.as_str(), end.id.as_str()),
+        ("cursor", replay[3].0.as_str())
+    );
     drop(sse);
 
     // Inside one replayed batch each id resumes right after its own event.
@@ -163,6 +170,40 @@ async fn an_unaddressable_cursor_gets_reset_and_the_stream_continues_from_now() 
     assert_eq!(s, 201, "{m}");
     let got = sse.data_events(1).await;
     assert_eq!(got[0].1["message"]["id"], m["id"]);
+}
+
+/// A `Last-Event-ID` that is not ASCII (no cursor is) is an unreadable
+/// cursor like any other: `reset`, not a silent start at the query's cursor
+/// or at now.
+#[tokio::test]
+async fn a_non_ascii_last_event_id_gets_reset() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let mut first = sse_at(&base(&gw), &w.rex, SseOpen::default())
+        .await
+        .unwrap();
+    let good = first.until("cursor").await.0.id;
+    drop(first);
+    for raw in [&b"curs\xc3\xb6r"[..], &b"\xff\xfe"[..]] {
+        let res = stream_http()
+            .get(format!("{}/api/agent-api/events?cursor={good}", base(&gw)))
+            .bearer_auth(&w.rex)
+            .header(
+                "Last-Event-ID",
+                reqwest::header::HeaderValue::from_bytes(raw).unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+        let mut events = eventsource_stream::Eventsource::eventsource(res.bytes_stream());
+        let first = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .expect("an event")
+            .expect("the stream is open")
+            .expect("a parsable event");
+        assert_eq!(first.event, "reset", "{raw:?}: {first:?}");
+    }
 }
 
 #[tokio::test]

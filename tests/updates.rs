@@ -77,6 +77,20 @@ fn spawn_poll(
     cursor: Option<&str>,
     wait: Option<&str>,
 ) -> tokio::task::JoinHandle<(u16, Value, Instant)> {
+    let full = spawn_poll_full(gw, token, cursor, wait);
+    tokio::spawn(async move {
+        let (status, body, at, _) = full.await.unwrap();
+        (status, body, at)
+    })
+}
+
+/// [`spawn_poll`], with the answer's `Switchboard-Session-End` header.
+fn spawn_poll_full(
+    gw: &Gateway,
+    token: &str,
+    cursor: Option<&str>,
+    wait: Option<&str>,
+) -> tokio::task::JoinHandle<(u16, Value, Instant, Option<String>)> {
     let (http, url, token) = (
         gw.http.clone(),
         gw.url("/api/agent-api/updates"),
@@ -98,8 +112,12 @@ fn spawn_poll(
             .await
             .unwrap();
         let status = res.status().as_u16();
+        let ended = res
+            .headers()
+            .get("Switchboard-Session-End")
+            .map(|v| v.to_str().unwrap().to_owned());
         let body = res.json::<Value>().await.unwrap_or(Value::Null);
-        (status, body, Instant::now())
+        (status, body, Instant::now(), ended)
     })
 }
 
@@ -383,27 +401,34 @@ async fn idle_poller_in_a_busy_bay_keeps_advancing_and_never_expires() {
 async fn second_concurrent_poll_displaces_the_first_which_returns_empty_at_once() {
     let (gw, w) = world().await;
     let c = now_cursor(&gw, &w.rex).await;
-    let first = spawn_poll(&gw, &w.rex, Some(&c), Some("25"));
+    let first = spawn_poll_full(&gw, &w.rex, Some(&c), Some("25"));
     gw.until_held(1).await;
     let second_at = Instant::now();
-    let second = spawn_poll(&gw, &w.rex, Some(&c), Some("25"));
-    let (s, body, at) = tokio::time::timeout(PATIENCE, first)
+    let second = spawn_poll_full(&gw, &w.rex, Some(&c), Some("25"));
+    let (s, body, at, ended) = tokio::time::timeout(PATIENCE, first)
         .await
         .expect("the displaced poll must return at once")
         .unwrap();
     assert_eq!(s, 200, "{body}");
     assert_eq!(body["events"], json!([]));
     assert!(body["cursor"].is_string());
+    // Told apart from an idle answer without guessing from timing.
+    assert_eq!(ended.as_deref(), Some("DISPLACED"));
     assert!(at.duration_since(second_at) < Duration::from_secs(3));
     // The newer poll is the one held, and the one that gets the message.
     gw.until_held(1).await;
     let (_, posted) = gw.post_message(&w.ana, "dm", "for the survivor").await;
-    let (s, body, _) = tokio::time::timeout(PATIENCE, second)
+    let (s, body, _, ended) = tokio::time::timeout(PATIENCE, second)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(s, 200);
     assert_eq!(ids(&body), vec![posted["id"].as_str().unwrap()]);
+    assert_eq!(ended, None, "an answer with events names no session end");
+    // Nor does one that ran out its wait.
+    let (s, body, _, ended) = spawn_poll_full(&gw, &w.rex, None, Some("1")).await.unwrap();
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(ended, None);
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@
 //! process restarts; inside one process the listener dedupes).
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -16,10 +17,49 @@ pub struct Checkpoint {
     /// The opaque cursor of the last `cursor` frame, `/updates` answer or
     /// SSE `id:` (one cursor across all three transports, protocol §11).
     pub cursor: String,
-    /// RFC 3339: where a REST catch-up (`?since=`) starts if this cursor
-    /// turns out expired: the newest `createdAt` delivered so far, or the
-    /// client's clock when nothing was delivered yet.
+    /// RFC 3339: where a REST catch-up (`?since=`) starts, if this cursor
+    /// turns out expired, in a conversation with no entry in
+    /// [`Checkpoint::delivered`]: the client's clock at the last cursor
+    /// minus [`crate::ListenerConfig::catch_up_margin`], never before
+    /// [`Checkpoint::start`].
     pub since: String,
+    /// RFC 3339, client clock: when the listener that wrote this first
+    /// started without a checkpoint (at "now"). A catch-up never reaches
+    /// back before it: what came earlier was never the caller's. Absent
+    /// in checkpoints written by older versions (then there is no floor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    /// Per conversation id, the newest message the caller took (from a
+    /// `message` or `message.completed` event, live or recovered). A
+    /// catch-up in that conversation starts right after it, so a restart
+    /// whose cursor expired hands over nothing the caller already took
+    /// (protocol §11: "catch up over REST using your own per-conversation
+    /// `since` watermarks"). Absent in older checkpoints.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub delivered: BTreeMap<String, Delivered>,
+}
+
+/// The newest message taken in one conversation ([`Checkpoint::delivered`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivered {
+    /// The message's `createdAt` (RFC 3339, UTC, milliseconds: the
+    /// server's clock, as REST's `?since=` compares it).
+    pub at: String,
+    /// The ids taken whose `createdAt` is exactly `at` (usually one):
+    /// messages of the same millisecond are told apart by id.
+    pub ids: Vec<String>,
+}
+
+impl Checkpoint {
+    /// A checkpoint with only a cursor and a catch-up start.
+    pub fn new(cursor: impl Into<String>, since: impl Into<String>) -> Self {
+        Checkpoint {
+            cursor: cursor.into(),
+            since: since.into(),
+            start: None,
+            delivered: BTreeMap::new(),
+        }
+    }
 }
 
 /// Loads and saves a listener's [`Checkpoint`]. Called from the listener's
@@ -85,18 +125,66 @@ impl FileCursorStore {
     }
 }
 
+/// An I/O error that names the file it happened on.
+fn at_path(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+impl FileCursorStore {
+    /// Whether the file exists but holds nothing (or only whitespace),
+    /// which [`CursorStore::load`] reads as "no checkpoint": a caller may
+    /// want to say so.
+    pub fn is_blank(&self) -> bool {
+        std::fs::read(&self.path).is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace))
+    }
+}
+
 impl CursorStore for FileCursorStore {
+    /// Reads the file. Besides this store's JSON checkpoint it accepts, for
+    /// files written by hand or by older clients, a bare cursor (the text
+    /// alone, or a JSON string: the catch-up then starts a minute before
+    /// the file's modification time) and an empty file (no checkpoint).
+    /// Errors name the file.
     fn load(&self) -> io::Result<Option<Checkpoint>> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{} is not a checkpoint: {e}", self.path.display()),
-                )
-            }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+        let bytes = match std::fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(at_path(&self.path, e)),
+        };
+        let invalid = |why: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not a checkpoint: {why}", self.path.display()),
+            )
+        };
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| invalid(e.to_string()))?
+            .trim();
+        if text.is_empty() {
+            return Ok(None);
         }
+        let bare = match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(serde_json::Value::Object(_)) => {
+                return serde_json::from_str(text)
+                    .map(Some)
+                    .map_err(|e| invalid(e.to_string()))
+            }
+            Ok(serde_json::Value::String(cursor)) => cursor,
+            Ok(other) => return Err(invalid(format!("unexpected JSON {other}"))),
+            // A cursor is base64url: one word of visible ASCII.
+            Err(_) if text.bytes().all(|b| b.is_ascii_graphic()) => text.to_owned(),
+            Err(e) => return Err(invalid(e.to_string())),
+        };
+        if bare.is_empty() {
+            return Ok(None);
+        }
+        let written: chrono::DateTime<chrono::Utc> = std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .map(Into::into)
+            .unwrap_or_else(|_| chrono::Utc::now());
+        let since = (written - chrono::Duration::seconds(60))
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        Ok(Some(Checkpoint::new(bare, since)))
     }
 
     fn save(&self, checkpoint: &Checkpoint) -> io::Result<()> {
@@ -104,12 +192,15 @@ impl CursorStore for FileCursorStore {
         let mut tmp = self.path.clone().into_os_string();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
-        let mut file = std::fs::File::create(&tmp)?;
-        // Serializing two strings cannot fail.
-        file.write_all(&serde_json::to_vec(checkpoint).expect("checkpoints serialize"))?;
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&tmp, &self.path)
+        let write = || -> io::Result<()> {
+            let mut file = std::fs::File::create(&tmp)?;
+            // Strings and maps of strings: serializing cannot fail.
+            file.write_all(&serde_json::to_vec(checkpoint).expect("checkpoints serialize"))?;
+            file.sync_all()?;
+            drop(file);
+            std::fs::rename(&tmp, &self.path)
+        };
+        write().map_err(|e| at_path(&self.path, e))
     }
 }
 
@@ -118,10 +209,58 @@ mod tests {
     use super::*;
 
     fn cp(c: &str) -> Checkpoint {
-        Checkpoint {
-            cursor: c.into(),
-            since: "2026-12-01T00:00:00.000Z".into(),
+        Checkpoint::new(c, "2026-12-01T00:00:00.000Z")
+    }
+
+    #[test]
+    fn watermarks_round_trip_and_old_files_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cursor.json");
+        let store = FileCursorStore::new(&path);
+        let mut full = cp("a");
+        full.start = Some("2026-12-01T00:00:00.000Z".into());
+        full.delivered.insert(
+            "launch".into(),
+            Delivered {
+                at: "2026-12-01T00:00:01.000Z".into(),
+                ids: vec!["msg_1".into()],
+            },
+        );
+        store.save(&full).unwrap();
+        assert_eq!(store.load().unwrap(), Some(full));
+        // The two-field JSON of earlier versions.
+        std::fs::write(
+            &path,
+            r#"{"cursor":"b","since":"2026-12-01T00:00:00.000Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(store.load().unwrap(), Some(cp("b")));
+        // A bare cursor, as text or as a JSON string.
+        for text in [
+            "MS5rM3g5LjE3NjQ1MDAwMDAwMDAtMA\n",
+            "\"MS5rM3g5LjE3NjQ1MDAwMDAwMDAtMA\"",
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let got = store.load().unwrap().unwrap();
+            assert_eq!(got.cursor, "MS5rM3g5LjE3NjQ1MDAwMDAwMDAtMA");
+            assert!(chrono::DateTime::parse_from_rfc3339(&got.since).is_ok());
         }
+    }
+
+    #[test]
+    fn an_empty_file_is_no_checkpoint_and_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cursor.json");
+        std::fs::write(&path, " \n").unwrap();
+        let store = FileCursorStore::new(&path);
+        assert!(store.is_blank());
+        assert_eq!(store.load().unwrap(), None);
+        let missing = FileCursorStore::new(dir.path().join("no/such/dir/cursor.json"));
+        let err = missing.save(&cp("a")).unwrap_err();
+        assert!(err.to_string().contains("no/such/dir/cursor.json"), "{err}");
+        std::fs::write(&path, "two words").unwrap();
+        let err = store.load().unwrap_err();
+        assert!(err.to_string().contains("cursor.json"), "{err}");
     }
 
     #[test]

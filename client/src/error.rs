@@ -4,8 +4,10 @@ use std::time::Duration;
 
 /// An error of the client. A [`crate::Listener`] yields one as its last item
 /// when it stops for good (`Displaced`, `Unauthorized`, `MessageTooBig`,
-/// `Protocol`); transient trouble (a dropped socket, a 502, a 503) is
-/// retried inside the listener and never surfaces.
+/// `Protocol`, `Store`, and `Api` for a 4xx that no retry changes, such as
+/// the 404 of a wrong base URL); transient trouble (a refused connection,
+/// a dropped socket, a 429, a 5xx) is retried inside the listener and
+/// only reported, as [`crate::Update::Retrying`].
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// A newer connection of the same token took over (WebSocket close 4000,
@@ -59,16 +61,32 @@ pub enum ClientError {
 
 impl ClientError {
     /// Whether the listener stops for good on this error (as opposed to
-    /// retrying).
+    /// retrying): every kind but `Http` and `Api` answers that may heal
+    /// (5xx, and 408, 409, 425, 429).
     pub fn is_terminal(&self) -> bool {
-        matches!(
-            self,
-            ClientError::Displaced
-                | ClientError::Unauthorized { .. }
-                | ClientError::MessageTooBig { .. }
-                | ClientError::Protocol(_)
-                | ClientError::Config(_)
-                | ClientError::Store(_)
-        )
+        match self {
+            ClientError::Api { status, .. } => {
+                (400..500).contains(status) && !matches!(status, 408 | 409 | 425 | 429)
+            }
+            ClientError::Http(_) => false,
+            _ => true,
+        }
     }
+}
+
+/// An error and its sources, `": "`-joined: reqwest's own text ("error
+/// sending request for url …") hides the cause ("Connection refused")
+/// in its sources.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
 }

@@ -21,7 +21,15 @@
 //!   [`ClientError::MessageTooBig`].
 //! - **Reset.** On `reset` or 409 `CURSOR_EXPIRED` the listener catches up
 //!   over REST (`GET /conversations/{id}/messages?since=`, yielded as
-//!   [`Update::Recovered`]) and continues without a cursor.
+//!   [`Update::Recovered`]) and continues without a cursor. The checkpoint
+//!   carries each conversation's newest message taken
+//!   ([`Checkpoint::delivered`]), so the catch-up starts strictly after
+//!   it, across restarts too; elsewhere it starts a margin before the last
+//!   cursor, never before the listener first started.
+//! - **Trouble.** Each failed attempt is reported as
+//!   [`Update::Retrying`] (what failed, the delay before the next);
+//!   401, and 4xx answers no retry changes (404 from a wrong base URL),
+//!   stop the listener with the error.
 //! - **Fallback.** With [`TransportChoice::Auto`], when the WebSocket
 //!   cannot be had (a proxy refuses the upgrade, or it breaks repeatedly
 //!   inside a window) the listener moves to `/updates` with the same
@@ -53,6 +61,9 @@
 //!         }
 //!         Update::Other { kind, raw } => println!("new kind {kind}: {raw}"),
 //!         Update::TransportChanged(t) => eprintln!("now on {}", t.as_str()),
+//!         Update::Retrying { transport, reason, delay } => {
+//!             eprintln!("{}: {reason}; again in {delay:?}", transport.as_str())
+//!         }
 //!     }
 //! }
 //! # Ok(())
@@ -76,7 +87,7 @@ mod update;
 
 pub use backoff::Backoff;
 pub use config::{ListenerConfig, TransportChoice};
-pub use cursor_store::{Checkpoint, CursorStore, FileCursorStore, MemoryCursorStore};
+pub use cursor_store::{Checkpoint, CursorStore, Delivered, FileCursorStore, MemoryCursorStore};
 pub use dedupe::{key_of, DedupeWindow};
 pub use error::ClientError;
 pub use listener::Listener;

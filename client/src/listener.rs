@@ -12,6 +12,7 @@
 
 use crate::backoff::Backoff;
 use crate::config::{ListenerConfig, TransportChoice};
+use crate::cursor_store::Delivered;
 use crate::cursor_store::{Checkpoint, CursorStore};
 use crate::dedupe::{key_of, DedupeWindow};
 use crate::error::ClientError;
@@ -20,7 +21,7 @@ use crate::transport;
 use crate::update::{Transport, Update};
 use futures_util::Stream;
 use serde_json::{json, Value};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -39,22 +40,84 @@ pub(crate) enum Internal {
 pub(crate) enum Ended {
     /// Reconnect after a backoff delay, at least `retry_after`. `abnormal`:
     /// the connection broke (no close frame, an error, a 5xx), which counts
-    /// towards falling back from the WebSocket.
+    /// towards falling back from the WebSocket. `reason` is what the
+    /// caller is told ([`Update::Retrying`]).
     Retry {
         retry_after: Option<Duration>,
         abnormal: bool,
+        reason: String,
     },
     /// Reconnect at once (the node drains: resume elsewhere).
     Immediate,
     /// The WebSocket cannot be had here: the upgrade was refused (a 4xx
     /// other than 401 and 429).
-    Refused,
+    Refused { reason: String },
     /// `/updates` ran for the probe interval: try `/ws` again.
     Probe,
     /// Stop, yielding this error.
     Fatal(ClientError),
     /// The listener was dropped.
     Gone,
+}
+
+impl Ended {
+    /// The connection broke (no answer, an I/O error, a 5xx, a stream cut).
+    pub(crate) fn broke(reason: String) -> Ended {
+        Ended::Retry {
+            retry_after: None,
+            abnormal: true,
+            reason,
+        }
+    }
+}
+
+/// An error answer to a listener's HTTP call (`/updates`, `/events`, the
+/// REST catch-up) at `url`: 401 stops; a 4xx that no retry changes (every
+/// 4xx but 408, 409, 425 and 429: a wrong base URL's 404, a proxy's 403)
+/// stops with a message naming the URL; 429, 5xx and the rest retry.
+pub(crate) fn http_refusal(url: &str, err: ClientError) -> Ended {
+    let terminal = err.is_terminal();
+    match err {
+        ClientError::Api {
+            status,
+            code,
+            message,
+            ..
+        } if terminal => Ended::Fatal(not_healing(url, status, code, message)),
+        _ if terminal => Ended::Fatal(err),
+        ClientError::Api {
+            status,
+            code,
+            message,
+            retry_after,
+        } => Ended::Retry {
+            retry_after,
+            abnormal: !(status == 429 || status == 503),
+            reason: format!("GET {url}: {status} {code}: {message}"),
+        },
+        other => Ended::broke(format!("GET {url}: {}", crate::error::chain(&other))),
+    }
+}
+
+/// The terminal error of a 4xx that retrying will not change, with a
+/// message that names the URL and, for 404, the usual cause.
+pub(crate) fn not_healing(url: &str, status: u16, code: String, message: String) -> ClientError {
+    let hint = if status == 404 {
+        ": check the base URL (scheme://host:port of a Switchboard gateway, without /api/agent-api)"
+    } else {
+        ""
+    };
+    let message = if message.is_empty() {
+        format!("GET {url} answered {status}{hint}")
+    } else {
+        format!("GET {url} answered {status} ({message}){hint}")
+    };
+    ClientError::Api {
+        status,
+        code,
+        message,
+        retry_after: None,
+    }
 }
 
 /// A listener's state shared by the transports.
@@ -65,8 +128,15 @@ pub(crate) struct Ctx {
     /// The newest cursor received (ahead of the saved one while items wait
     /// in the channel); `None` to start at now.
     pub cursor: Option<String>,
-    /// Client clock minus the margin at the last cursor: where a catch-up starts.
+    /// Client clock minus the margin at the last cursor, never before
+    /// `start`: where a catch-up starts in a conversation without a
+    /// watermark in `delivered`.
     since: chrono::DateTime<chrono::Utc>,
+    /// When the listener first started at now ([`Checkpoint::start`]).
+    start: Option<chrono::DateTime<chrono::Utc>>,
+    /// Per conversation, the newest message handed to the caller and the
+    /// ids of that millisecond ([`Checkpoint::delivered`]).
+    delivered: HashMap<String, (chrono::DateTime<chrono::Utc>, Vec<String>)>,
     dedupe: DedupeWindow,
     /// A reset happened and the cursor was dropped: the next fresh session
     /// catches up over REST again before delivering anything (it starts at
@@ -111,7 +181,40 @@ impl Ctx {
         if !self.dedupe.insert(key_of(&raw)) {
             return Ok(());
         }
+        self.took(&raw);
         self.send(Internal::Item(Ok(Update::from_raw(raw)))).await
+    }
+
+    /// Records that the caller is handed `raw`: a `message` or
+    /// `message.completed` moves its conversation's watermark (and marks
+    /// the message id seen, so a REST catch-up does not hand it again).
+    fn took(&mut self, raw: &Value) {
+        if raw["type"] != "message" && raw["type"] != "message.completed" {
+            return;
+        }
+        let (Some(conversation), Some(id), Some(at)) = (
+            raw["conversationId"].as_str(),
+            raw["message"]["id"].as_str(),
+            raw["message"]["createdAt"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()),
+        ) else {
+            return;
+        };
+        if raw["type"] != "message" {
+            self.dedupe.insert(format!("message:{id}"));
+        }
+        let at = at.with_timezone(&chrono::Utc);
+        let mark = self
+            .delivered
+            .entry(conversation.to_owned())
+            .or_insert_with(|| (at, Vec::new()));
+        if at > mark.0 {
+            *mark = (at, Vec::new());
+        }
+        if at == mark.0 && !mark.1.iter().any(|i| i == id) {
+            mark.1.push(id.to_owned());
+        }
     }
 
     /// A position past everything delivered so far: remember it, and have
@@ -123,10 +226,38 @@ impl Ctx {
             return Ok(());
         }
         self.cursor = Some(cursor.clone());
-        self.since = chrono::Utc::now() - self.margin();
-        let since = wire_time(self.since);
-        self.send(Internal::Checkpoint(Checkpoint { cursor, since }))
-            .await
+        self.since = self.floored(chrono::Utc::now() - self.margin());
+        let checkpoint = self.checkpoint(cursor);
+        self.send(Internal::Checkpoint(checkpoint)).await
+    }
+
+    /// `t`, or the listener's start when `t` is earlier.
+    fn floored(&self, t: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+        self.start.map_or(t, |start| t.max(start))
+    }
+
+    /// What to save with `cursor`: built when the cursor arrives, after
+    /// every item before it went into the channel, and saved when the
+    /// caller reached it, so the watermarks cover exactly what it took.
+    fn checkpoint(&self, cursor: String) -> Checkpoint {
+        Checkpoint {
+            cursor,
+            since: wire_time(self.since),
+            start: self.start.map(wire_time),
+            delivered: self
+                .delivered
+                .iter()
+                .map(|(conversation, (at, ids))| {
+                    (
+                        conversation.clone(),
+                        Delivered {
+                            at: wire_time(*at),
+                            ids: ids.clone(),
+                        },
+                    )
+                })
+                .collect::<BTreeMap<_, _>>(),
+        }
     }
 
     /// `reset` / 409 `CURSOR_EXPIRED`: the cursor is not addressable.
@@ -143,13 +274,19 @@ impl Ctx {
         chrono::Duration::from_std(self.config.catch_up_margin).unwrap_or(chrono::Duration::MAX)
     }
 
-    /// Reads every conversation's messages newer than `since` over REST and
-    /// delivers those not seen, as `message` events, conversation by
-    /// conversation in ascending order.
+    /// Reads every conversation's messages over REST and delivers those
+    /// the caller has not taken, as `message` events, conversation by
+    /// conversation in ascending order: in a conversation with a watermark
+    /// strictly after it (same-millisecond messages told apart by id),
+    /// elsewhere from `since`.
     async fn catch_up(&mut self) -> Result<(), Ended> {
         let since = wire_time(self.since);
-        let started = chrono::Utc::now() - self.margin();
-        let conversations = self.client.conversations().await.map_err(rest_ended)?;
+        let started = self.floored(chrono::Utc::now() - self.margin());
+        let conversations = self
+            .client
+            .conversations()
+            .await
+            .map_err(|e| http_refusal(&self.client.url("/conversations"), e))?;
         for conversation in conversations["conversations"]
             .as_array()
             .cloned()
@@ -158,12 +295,44 @@ impl Ctx {
             let Some(id) = conversation["id"].as_str() else {
                 continue;
             };
-            let messages = self
-                .client
-                .messages_since(id, &since)
-                .await
-                .map_err(rest_ended)?;
+            let mark = self.delivered.get(id).cloned();
+            // `?since=` is exclusive: a millisecond earlier brings back the
+            // watermark's own millisecond, whose other messages may be new.
+            let from = match &mark {
+                Some((at, _)) => wire_time(*at - chrono::Duration::milliseconds(1)),
+                None => since.clone(),
+            };
+            let messages = match self.client.messages_since(id, &from).await {
+                Ok(m) => m,
+                // Left (or removed from) the conversation since the list.
+                Err(ClientError::Api {
+                    status: 403 | 404, ..
+                }) => continue,
+                Err(e) => {
+                    let url = self.client.url(&format!("/conversations/{id}/messages"));
+                    return Err(http_refusal(&url, e));
+                }
+            };
             for message in messages {
+                if let Some((at, ids)) = &mark {
+                    let created = message["createdAt"]
+                        .as_str()
+                        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                        .map(|t| t.with_timezone(&chrono::Utc));
+                    let taken = match created {
+                        Some(c) => {
+                            c < *at
+                                || (c == *at
+                                    && ids
+                                        .iter()
+                                        .any(|i| Some(i.as_str()) == message["id"].as_str()))
+                        }
+                        None => false,
+                    };
+                    if taken {
+                        continue;
+                    }
+                }
                 let Some(raw) = recovered_event(&conversation, &message) else {
                     continue;
                 };
@@ -173,6 +342,7 @@ impl Ctx {
                 let Ok(event) = serde_json::from_value::<Event>(raw.clone()) else {
                     continue;
                 };
+                self.took(&raw);
                 self.send(Internal::Item(Ok(Update::Recovered {
                     event: Box::new(event),
                     raw,
@@ -182,22 +352,6 @@ impl Ctx {
         }
         self.since = started;
         Ok(())
-    }
-}
-
-/// A REST failure during a catch-up: 401 stops, anything else retries
-/// (the reset is still pending, so the next session catches up again).
-fn rest_ended(e: ClientError) -> Ended {
-    match e {
-        ClientError::Unauthorized { .. } => Ended::Fatal(e),
-        ClientError::Api { retry_after, .. } => Ended::Retry {
-            retry_after,
-            abnormal: false,
-        },
-        _ => Ended::Retry {
-            retry_after: None,
-            abnormal: false,
-        },
     }
 }
 
@@ -261,19 +415,37 @@ impl Listener {
         config: ListenerConfig,
     ) -> Result<Listener, ClientError> {
         let saved = store.load()?;
-        let since = saved
-            .as_ref()
-            .and_then(|c| chrono::DateTime::parse_from_rfc3339(&c.since).ok())
-            .map(|t| t.with_timezone(&chrono::Utc))
-            .unwrap_or_else(chrono::Utc::now);
+        let time = |t: &str| {
+            chrono::DateTime::parse_from_rfc3339(t)
+                .ok()
+                .map(|t| t.with_timezone(&chrono::Utc))
+        };
+        let now = chrono::Utc::now();
+        let since = saved.as_ref().and_then(|c| time(&c.since)).unwrap_or(now);
+        // No checkpoint: this listener starts at now, and that is its floor.
+        let start = match &saved {
+            None => Some(now),
+            Some(c) => c.start.as_deref().and_then(time),
+        };
+        let mut dedupe = DedupeWindow::new(config.dedupe_capacity);
+        let mut delivered = HashMap::new();
+        for (conversation, mark) in saved.as_ref().map(|c| &c.delivered).into_iter().flatten() {
+            let Some(at) = time(&mark.at) else { continue };
+            for id in &mark.ids {
+                dedupe.insert(format!("message:{id}"));
+            }
+            delivered.insert(conversation.clone(), (at, mark.ids.clone()));
+        }
         let (tx, rx) = mpsc::channel(config.buffer.max(1));
         let ctx = Ctx {
             client,
-            dedupe: DedupeWindow::new(config.dedupe_capacity),
+            dedupe,
             config,
             out: tx,
             cursor: saved.map(|c| c.cursor),
             since,
+            start,
+            delivered,
             reset_pending: false,
             fresh: true,
             connected: false,
@@ -360,6 +532,7 @@ async fn run(mut ctx: Ctx) {
             backoff.reset();
         }
         let auto = choice == TransportChoice::Auto;
+        let failed = ctx.transport;
         match ended {
             Ended::Gone => return,
             Ended::Fatal(e) => {
@@ -368,14 +541,28 @@ async fn run(mut ctx: Ctx) {
             }
             Ended::Immediate => {}
             Ended::Probe => ctx.transport = Transport::WebSocket,
-            Ended::Refused if auto => {
+            Ended::Refused { reason } if auto => {
                 ctx.transport = Transport::Updates;
                 fell_back_at = Some(Instant::now());
+                let reason = format!("{reason}; moving to /updates");
+                if retrying(&ctx, failed, reason, Duration::ZERO)
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
             }
-            Ended::Refused => tokio::time::sleep(backoff.next_delay(None)).await,
+            Ended::Refused { reason } => {
+                let delay = backoff.next_delay(None);
+                if retrying(&ctx, failed, reason, delay).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(delay).await;
+            }
             Ended::Retry {
                 retry_after,
                 abnormal: broke,
+                reason,
             } => {
                 if auto && broke && ctx.transport == Transport::WebSocket {
                     let now = Instant::now();
@@ -390,16 +577,48 @@ async fn run(mut ctx: Ctx) {
                         abnormal.clear();
                         ctx.transport = Transport::Updates;
                         fell_back_at = Some(now);
+                        let reason = format!(
+                            "{reason}; {} breaks within {:?}, moving to /updates",
+                            ctx.config.abnormal_closes, ctx.config.abnormal_window
+                        );
+                        if retrying(&ctx, failed, reason, Duration::ZERO)
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
                         continue;
                     }
                 }
-                tokio::time::sleep(backoff.next_delay(retry_after)).await;
+                let delay = backoff.next_delay(retry_after);
+                if retrying(&ctx, failed, reason, delay).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(delay).await;
             }
         }
         if ctx.transport == Transport::WebSocket && ctx.connected {
             fell_back_at = None;
         }
     }
+}
+
+/// Tells the caller about a failed attempt ([`Update::Retrying`]); `Err`
+/// when the listener was dropped.
+async fn retrying(
+    ctx: &Ctx,
+    transport: Transport,
+    reason: String,
+    delay: Duration,
+) -> Result<(), ()> {
+    ctx.out
+        .send(Internal::Item(Ok(Update::Retrying {
+            transport,
+            reason,
+            delay,
+        })))
+        .await
+        .map_err(|_| ())
 }
 
 #[cfg(test)]

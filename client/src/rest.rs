@@ -26,14 +26,19 @@ pub struct SendOptions {
 }
 
 impl Client {
-    /// A client for `base_url` (e.g. `http://127.0.0.1:8080`, without the
-    /// `/api/agent-api` suffix) and `token` (`bay_…` or `bay_u_…`).
+    /// A client for `base_url` (e.g. `http://127.0.0.1:8080`; a trailing
+    /// `/api/agent-api`, the API's own prefix, is dropped, since every
+    /// call adds it) and `token` (`bay_…` or `bay_u_…`).
     ///
     /// # Errors
     /// [`ClientError::Config`] when the URL is not `http(s)://` or the
     /// token cannot be a header value.
     pub fn new(base_url: &str, token: &str) -> Result<Client, ClientError> {
-        let base = base_url.trim_end_matches('/').to_owned();
+        let mut base = base_url.trim().trim_end_matches('/');
+        if let Some(stripped) = base.strip_suffix("/api/agent-api") {
+            base = stripped.trim_end_matches('/');
+        }
+        let base = base.to_owned();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(ClientError::Config(format!(
                 "base url must start with http:// or https://, got {base:?}"
@@ -223,5 +228,23 @@ pub(crate) async fn api_error(res: Response) -> ClientError {
         code: body["code"].as_str().unwrap_or("UNKNOWN").to_owned(),
         message,
         retry_after,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Client;
+
+    #[test]
+    fn the_api_prefix_in_the_base_url_is_dropped() {
+        for base in [
+            "http://h:1",
+            "http://h:1/",
+            "http://h:1/api/agent-api",
+            "http://h:1/api/agent-api/",
+        ] {
+            let c = Client::new(base, "bay_x").unwrap();
+            assert_eq!(c.url("/me"), "http://h:1/api/agent-api/me", "{base}");
+        }
     }
 }

@@ -59,6 +59,22 @@ pub enum Update {
     /// The listener moved to another transport (WebSocket refused by a
     /// proxy, or back after a probe).
     TransportChanged(Transport),
+    /// A connection attempt or session failed in a way that may heal (the
+    /// server is unreachable, a 5xx, a 429, a dropped socket, an upgrade a
+    /// proxy refused): the listener tries again after `delay`. One per
+    /// failed attempt, so a caller can report trouble that does not go
+    /// away; errors that cannot heal stop the listener instead
+    /// ([`crate::ClientError::is_terminal`]).
+    Retrying {
+        /// The transport that failed.
+        transport: Transport,
+        /// What failed, for humans (not meant to be matched on).
+        reason: String,
+        /// How long the listener waits before the next attempt (backoff
+        /// with full jitter, at least the server's `Retry-After`); zero
+        /// when it moves to another transport at once.
+        delay: std::time::Duration,
+    },
 }
 
 impl Update {
@@ -84,7 +100,7 @@ impl Update {
             Update::Event { raw, .. }
             | Update::Other { raw, .. }
             | Update::Recovered { raw, .. } => Some(raw),
-            Update::TransportChanged(_) => None,
+            Update::TransportChanged(_) | Update::Retrying { .. } => None,
         }
     }
 }

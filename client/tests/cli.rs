@@ -10,40 +10,99 @@ use std::time::{Duration, Instant};
 const ANA: &str = "bay_u_demo_ana_0000000000000000000000";
 const REX: &str = "bay_demo_rex_000000000000000000000000";
 
+/// Starts a gateway with the demo Bay in this process; returns its base URL.
+fn start_gateway(replay_max_entries: Option<usize>) -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let mut settings = switchboard_config::Settings {
+        bind: format!("127.0.0.1:{port}"),
+        bootstrap: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/demo.toml").into()),
+        workers: Some(1),
+        ..Default::default()
+    };
+    if let Some(n) = replay_max_entries {
+        settings.replay_max_entries = n;
+    }
+    std::thread::spawn(move || {
+        let system = actix_rt::System::new();
+        let _ = system.block_on(switchboard_gateway::serve(settings));
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the gateway did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    format!("http://127.0.0.1:{port}")
+}
+
 /// The gateway's base URL; started once for all tests of this file.
 fn gateway() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
-    URL.get_or_init(|| {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let settings = switchboard_config::Settings {
-            bind: format!("127.0.0.1:{port}"),
-            bootstrap: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/demo.toml").into()),
-            workers: Some(1),
-            ..Default::default()
-        };
-        std::thread::spawn(move || {
-            let system = actix_rt::System::new();
-            let _ = system.block_on(switchboard_gateway::serve(settings));
-        });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "the gateway did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        format!("http://127.0.0.1:{port}")
-    })
+    URL.get_or_init(|| start_gateway(None))
+}
+
+/// A second gateway whose replay buffer keeps 3 entries: cursors expire
+/// after a few messages.
+fn short_log_gateway() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| start_gateway(Some(3)))
 }
 
 fn cli(token: Option<&str>) -> Command {
+    cli_at(gateway(), token)
+}
+
+fn cli_at(url: &str, token: Option<&str>) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard-cli"));
-    cmd.env_clear().env("SWITCHBOARD_URL", gateway());
+    cmd.env_clear().env("SWITCHBOARD_URL", url);
     if let Some(t) = token {
         cmd.env("SWITCHBOARD_TOKEN", t);
     }
     cmd
+}
+
+/// A child's output lines, read on a thread so a test can wait with a
+/// deadline.
+struct Lines(std::sync::mpsc::Receiver<String>);
+
+impl Lines {
+    fn of(stream: impl std::io::Read + Send + 'static) -> Lines {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Lines(rx)
+    }
+
+    /// The next line within `patience`, `None` when none came or the
+    /// stream ended.
+    fn next_within(&self, patience: Duration) -> Option<String> {
+        self.0.recv_timeout(patience).ok()
+    }
+
+    /// The next line as JSON (30 s patience); panics when none comes.
+    fn next_json(&self) -> Value {
+        let line = self
+            .next_within(Duration::from_secs(30))
+            .expect("a line within 30 s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+}
+
+/// Waits until `path` exists (the listener saved its first cursor).
+fn until_exists(path: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "no cursor file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A child process killed when dropped, so a failing test leaves none behind.
@@ -114,11 +173,7 @@ fn send_is_idempotent_with_a_key_and_listen_prints_one_json_line_per_event() {
             .unwrap(),
     );
     // The listener is live once it saved its first cursor.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cursor_file.exists() {
-        assert!(Instant::now() < deadline, "no cursor file");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_exists(&cursor_file);
     let first = json_out(cli(Some(ANA)).args([
         "send",
         "ana-rex",
@@ -151,4 +206,231 @@ fn send_is_idempotent_with_a_key_and_listen_prints_one_json_line_per_event() {
     drop(listen);
     let saved: Value = serde_json::from_slice(&std::fs::read(&cursor_file).unwrap()).unwrap();
     assert!(saved["cursor"].as_str().is_some_and(|c| !c.is_empty()));
+}
+
+/// The reported sequence: `listen --cursor-file` prints a mention and is
+/// killed, the cursor expires, `listen` restarts with the same file. The
+/// REST catch-up hands over exactly what the first run did not take
+/// (each marked `"recovered": true`), never the mention again, and
+/// nothing from before the first run started.
+#[test]
+fn a_restart_after_the_cursor_expired_hands_over_only_what_was_not_taken() {
+    let url = short_log_gateway();
+    let send =
+        |text: &str| -> Value { json_out(cli_at(url, Some(ANA)).args(["send", "ana-rex", text])) };
+    let older = send("before the first run");
+    let dir = tempfile::tempdir().unwrap();
+    let cursor_file = dir.path().join("rex.cursor");
+    let listen = |file: &std::path::Path| {
+        let mut child = KillOnDrop(
+            cli_at(url, Some(REX))
+                .args(["listen", "--transport", "updates", "--cursor-file"])
+                .arg(file)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let lines = Lines::of(child.0.stdout.take().unwrap());
+        (child, lines)
+    };
+
+    let (first_run, lines) = listen(&cursor_file);
+    until_exists(&cursor_file);
+    let mention = send("@Rex please look");
+    let got = lines.next_json();
+    assert_eq!(got["message"]["id"], mention["id"], "{got}");
+    assert_eq!(got["message"]["shouldRespond"], true, "{got}");
+    assert!(got.get("recovered").is_none(), "{got}");
+    // The checkpoint after the mention is saved once the CLI asks for more.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&cursor_file)
+        .unwrap_or_default()
+        .contains(mention["id"].as_str().unwrap())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the checkpoint never took the mention"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(first_run);
+
+    // Away: more messages than the log keeps, so the cursor expires.
+    let missed: Vec<Value> = (0..6)
+        .map(|i| send(&format!("missed {i}"))["id"].clone())
+        .collect();
+    let (_second_run, lines) = listen(&cursor_file);
+    for id in &missed {
+        let got = lines.next_json();
+        assert_eq!(
+            &got["message"]["id"], id,
+            "only what was not taken, in order: {got}"
+        );
+        assert_eq!(got["recovered"], true, "{got}");
+    }
+    let live = send("live again");
+    let got = lines.next_json();
+    assert_eq!(got["message"]["id"], live["id"], "{got}");
+    assert!(got.get("recovered").is_none(), "{got}");
+    assert_ne!(got["message"]["id"], older["id"]);
+}
+
+/// A base URL that leads nowhere (a path the gateway does not serve): every
+/// transport stops with a clear error naming the URL, after saying what
+/// failed; nothing retries forever.
+#[test]
+fn listen_stops_on_a_not_found_base_url_and_names_it() {
+    let url = format!("{}/not-here", gateway());
+    for transport in ["auto", "ws", "updates", "sse"] {
+        let started = Instant::now();
+        let out = cli_at(&url, Some(REX))
+            .args(["listen", "--transport", transport])
+            .output()
+            .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(20), "{transport}");
+        assert_eq!(out.status.code(), Some(1), "{transport}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().last().unwrap_or_default();
+        let err: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+        assert_eq!(err["error"], "NOT_FOUND", "{transport}: {stderr}");
+        let message = err["message"].as_str().unwrap();
+        assert!(
+            message.contains("/not-here/api/agent-api/"),
+            "{transport}: {message}"
+        );
+        assert!(message.contains("base URL"), "{transport}: {message}");
+    }
+    // The API's own prefix in the base URL is not a mistake.
+    let out = cli_at(&format!("{}/api/agent-api", gateway()), Some(REX))
+        .arg("me")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Nothing listens at the URL: `listen` keeps trying, and says so on
+/// stderr once per attempt with the delay before the next.
+#[test]
+fn listen_reports_every_failed_attempt_with_its_delay() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    for transport in ["ws", "updates", "sse"] {
+        let mut child = KillOnDrop(
+            cli_at(&format!("http://127.0.0.1:{port}"), Some(REX))
+                .args(["listen", "--transport", transport])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let lines = Lines::of(child.0.stderr.take().unwrap());
+        for _ in 0..2 {
+            let line = lines
+                .next_within(Duration::from_secs(20))
+                .unwrap_or_else(|| panic!("{transport}: no line per attempt"));
+            assert!(
+                line.starts_with(&format!("switchboard-cli: {transport}: ")),
+                "{line}"
+            );
+            assert!(line.contains("retrying in "), "{line}");
+            assert!(
+                line.to_lowercase().contains("refused"),
+                "names the cause: {line}"
+            );
+        }
+    }
+}
+
+/// `listen | head -1`: once stdout is closed the CLI ends quietly, 0.
+#[test]
+fn listen_into_a_closed_pipe_exits_quietly_with_0() {
+    // A gateway of its own: no other test's listener displaces this one.
+    let url = start_gateway(None);
+    let mut child = KillOnDrop(
+        cli_at(&url, Some(REX))
+            .args(["listen", "--transport", "updates"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let err = Lines::of(child.0.stderr.take().unwrap());
+    // Listening once it announced the transport.
+    let first = err
+        .next_within(Duration::from_secs(20))
+        .expect("a status line");
+    assert!(first.contains("listening over updates"), "{first}");
+    drop(child.0.stdout.take());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        json_out(cli_at(&url, Some(ANA)).args(["send", "ana-rex", "into a closed pipe"]));
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running with stdout closed"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(status.code(), Some(0));
+    let rest: Vec<String> =
+        std::iter::from_fn(|| err.next_within(Duration::from_secs(1))).collect();
+    assert!(rest.is_empty(), "nothing on stderr: {rest:?}");
+}
+
+/// An empty cursor file is no cursor (with a note), and a cursor file that
+/// cannot be written is an error that names it.
+#[test]
+fn cursor_file_trouble_is_clear() {
+    let url = start_gateway(None);
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.cursor");
+    std::fs::write(&empty, "").unwrap();
+    let mut child = KillOnDrop(
+        cli_at(&url, Some(REX))
+            .args(["listen", "--transport", "updates", "--cursor-file"])
+            .arg(&empty)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let err = Lines::of(child.0.stderr.take().unwrap());
+    let note = err.next_within(Duration::from_secs(20)).expect("a note");
+    assert!(
+        note.contains("is empty") && note.contains("empty.cursor"),
+        "{note}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&empty).unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "no cursor saved");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(child);
+
+    let unwritable = dir.path().join("no-such-dir").join("rex.cursor");
+    let out = cli_at(&url, Some(REX))
+        .args(["listen", "--transport", "updates", "--cursor-file"])
+        .arg(&unwritable)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(err["error"], "CURSOR_STORE", "{stderr}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-dir/rex.cursor"),
+        "{stderr}"
+    );
 }

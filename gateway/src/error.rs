@@ -167,8 +167,10 @@ pub struct SessionEnd {
     pub ws: WsClose,
     /// What the WebSocket sends before its `error` frame.
     pub preamble: Preamble,
-    /// The held `/updates` answer: `None` answers at once with no events and
-    /// the session's cursor, `Some` answers with that error.
+    /// The held `/updates` answer: `None` answers at once with no events,
+    /// the session's cursor and the `Switchboard-Session-End` header naming
+    /// `ws` ([`switchboard_protocol::error::SESSION_END_HEADER`]); `Some`
+    /// answers with that error.
     pub updates: Option<ApiError>,
     /// The human-readable phrase of the `error` frame and the close.
     pub message: &'static str,

@@ -119,6 +119,44 @@ async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
     }
 }
 
+/// The accept backlog of each listening socket (actix-web's default).
+const BACKLOG: i32 = 1024;
+
+/// Binds every address `bind` (`host:port`) resolves to, as actix-web's
+/// own `bind` would (address reuse, a backlog of [`BACKLOG`]): listening
+/// sockets for [`actix_web::HttpServer::listen`].
+///
+/// # Errors
+/// The address does not resolve, or none of its addresses can be bound
+/// (the error of the last one, e.g. address in use).
+fn bind(bind: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::net::ToSocketAddrs;
+    let mut bound = Vec::new();
+    let mut last = None;
+    for addr in bind.to_socket_addrs()? {
+        let socket = (|| {
+            let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+            socket.set_reuse_address(true)?;
+            socket.bind(&addr.into())?;
+            socket.listen(BACKLOG)?;
+            Ok::<_, std::io::Error>(std::net::TcpListener::from(socket))
+        })();
+        match socket {
+            Ok(l) => bound.push(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    match (bound.is_empty(), last) {
+        (false, _) => Ok(bound),
+        (true, Some(e)) => Err(e),
+        (true, None) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the address resolves to nothing",
+        )),
+    }
+}
+
 /// Runs the gateway until SIGINT/SIGTERM, then drains: `/readyz` turns 503,
 /// new sessions are refused, every WebSocket gets a final `cursor` frame and
 /// closes with 4003, held `/updates` answer at once, and in-flight requests
@@ -129,6 +167,13 @@ async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
 /// [`StartError`] when the store, the bootstrap file or the listener cannot
 /// be set up, or the server fails while running.
 pub async fn serve(settings: Settings) -> Result<(), StartError> {
+    // First, before any actor or store: a busy port is refused without side
+    // effects, and without actors that never ran left for the runtime's
+    // teardown (which starts them outside any reactor, and panics).
+    let listeners = bind(&settings.bind).map_err(|cause| StartError::Bind {
+        bind: settings.bind.clone(),
+        cause,
+    })?;
     metrics::install();
     let store: Arc<dyn Store> = Arc::new(Instrumented::new(open_store(&settings).await?));
     if let Some(path) = &settings.bootstrap {
@@ -238,17 +283,24 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             .default_service(web::to(method_not_allowed::fallback))
     })
     .disable_signals()
+    // A client that closes its end of the connection is gone: end the
+    // connection (dropping a streamed body, so an SSE session or a held
+    // `/updates` call stops within its 500 ms check) as soon as its EOF is
+    // read, instead of when a later write fails, which for an idle SSE
+    // stream is the second heartbeat after the close (20–40 s). HTTP
+    // clients do not half-close a request they still await an answer to.
+    .h1_allow_half_closed(false)
     .shutdown_timeout(settings.timing.drain_timeout.as_secs().max(1));
     if let Some(workers) = settings.workers {
         server = server.workers(workers);
     }
     let mut signals = ShutdownSignals::install();
-    let server = server
-        .bind(&settings.bind)
-        .map_err(|cause| StartError::Bind {
+    for listener in listeners {
+        server = server.listen(listener).map_err(|cause| StartError::Bind {
             bind: settings.bind.clone(),
             cause,
         })?;
+    }
     for addr in server.addrs() {
         tracing::info!("listening on {addr}");
     }

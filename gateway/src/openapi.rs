@@ -269,6 +269,8 @@ mod tests {
         let real = crate::realtime::updates::UpdatesBody {
             cursor: "c".into(),
             events: Vec::new(),
+            // A header, never in the body.
+            ended: Some(switchboard_protocol::error::WsClose::Displaced),
         };
         let mirror = schemas::Updates {
             cursor: "c".into(),

@@ -298,6 +298,16 @@ impl WsClose {
     }
 }
 
+/// The response header of a held `GET /updates` that a session end
+/// answered (200, no events, the session's cursor) rather than its wait or
+/// an event: its value is the [`WsClose::as_str`] of that end, the code a
+/// WebSocket's `error` frame would carry (`DISPLACED`, `GOING_AWAY`,
+/// `SLOW_CONSUMER`). Protocol §11 keeps the displaced poll's answer an
+/// empty 200 (older clients poll again); this header is how a client tells
+/// "displaced: stop" from "nothing happened: poll again" without guessing
+/// from timing. Absent on every other answer.
+pub const SESSION_END_HEADER: &str = "Switchboard-Session-End";
+
 impl Serialize for WsClose {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())

@@ -3,7 +3,10 @@
 //! The base URL and the token come from `SWITCHBOARD_URL` and
 //! `SWITCHBOARD_TOKEN` only (never a flag value, which `ps` would show).
 //! `listen` prints one JSON object per line on stdout (the event as the
-//! server sent it), so `| jq` works; status goes to stderr.
+//! server sent it; one recovered over REST after a reset carries
+//! `"recovered": true` besides), so `| jq` works; status goes to stderr,
+//! one line per failed connection attempt included. A closed stdout
+//! (`listen | head`) ends it quietly with status 0.
 
 use clap::{Parser, Subcommand};
 use futures_util::StreamExt;
@@ -71,19 +74,50 @@ fn token() -> Result<String, ClientError> {
         })
 }
 
-fn print_json(v: &serde_json::Value) -> std::io::Result<()> {
+/// Why a command stopped.
+enum Failure {
+    /// The client failed: one JSON line on stderr, exit 1.
+    Client(ClientError),
+    /// Stdout is closed (`listen | head`): nobody reads any more, which is
+    /// how a pipeline ends; exit 0 quietly.
+    StdoutClosed,
+    /// Writing stdout failed otherwise.
+    Stdout(std::io::Error),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        Failure::Client(e)
+    }
+}
+
+/// Writes one JSON line on stdout and flushes it.
+fn print_json(v: &serde_json::Value) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{v}")?;
-    out.flush()
+    writeln!(out, "{v}")
+        .and_then(|()| out.flush())
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => Failure::StdoutClosed,
+            _ => Failure::Stdout(e),
+        })
 }
 
 async fn listen(
     client: Client,
     transport: TransportChoice,
     cursor_file: Option<PathBuf>,
-) -> Result<(), ClientError> {
+) -> Result<(), Failure> {
     let store: Arc<dyn CursorStore> = match cursor_file {
-        Some(path) => Arc::new(FileCursorStore::new(path)),
+        Some(path) => {
+            let store = FileCursorStore::new(path);
+            if store.is_blank() {
+                eprintln!(
+                    "switchboard-cli: {} is empty: starting without a cursor (at now)",
+                    store.path().display()
+                );
+            }
+            Arc::new(store)
+        }
         None => Arc::new(MemoryCursorStore::new()),
     };
     let config = ListenerConfig {
@@ -96,6 +130,30 @@ async fn listen(
             Update::TransportChanged(t) => {
                 eprintln!("switchboard-cli: listening over {}", t.as_str())
             }
+            Update::Retrying {
+                transport,
+                reason,
+                delay,
+            } => {
+                if delay.is_zero() {
+                    eprintln!("switchboard-cli: {}: {reason}", transport.as_str());
+                } else {
+                    eprintln!(
+                        "switchboard-cli: {}: {reason}; retrying in {:.1} s",
+                        transport.as_str(),
+                        delay.as_secs_f64()
+                    );
+                }
+            }
+            // Rebuilt from REST after a reset, not sent by the server:
+            // marked, so a consumer can tell (and e.g. not answer twice).
+            Update::Recovered { raw, .. } => {
+                let mut marked = raw;
+                if let Some(object) = marked.as_object_mut() {
+                    object.insert("recovered".into(), serde_json::Value::Bool(true));
+                }
+                print_json(&marked)?;
+            }
             other => {
                 if let Some(raw) = other.raw() {
                     print_json(raw)?;
@@ -106,7 +164,7 @@ async fn listen(
     Ok(())
 }
 
-async fn run(cli: Cli) -> Result<(), ClientError> {
+async fn run(cli: Cli) -> Result<(), Failure> {
     let client = Client::new(&cli.url, &token()?)?;
     match cli.command {
         Command::Listen {
@@ -126,8 +184,8 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
             print_json(&client.send(&conversation, &text, &options).await?)?;
             Ok(())
         }
-        Command::Me => Ok(print_json(&client.me().await?)?),
-        Command::Conversations => Ok(print_json(&client.conversations().await?)?),
+        Command::Me => print_json(&client.me().await?),
+        Command::Conversations => print_json(&client.conversations().await?),
     }
 }
 
@@ -144,9 +202,19 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    let result = runtime.block_on(run(cli));
+    // Stop the listener's tasks now rather than at exit.
+    runtime.shutdown_background();
+    match result {
+        Ok(()) | Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
+        Err(Failure::Stdout(e)) => {
+            eprintln!(
+                "{}",
+                serde_json::json!({ "error": "STDOUT", "message": format!("writing stdout failed: {e}") })
+            );
+            ExitCode::FAILURE
+        }
+        Err(Failure::Client(e)) => {
             // Errors as one JSON line on stderr, like the server's bodies.
             let code = match &e {
                 ClientError::Displaced => "DISPLACED",

@@ -3,16 +3,17 @@
 //! `close` control events, and comment heartbeats.
 
 use crate::error::ClientError;
-use crate::listener::{Ctx, Ended};
+use crate::listener::{http_refusal, Ctx, Ended};
 use futures_util::StreamExt;
 use serde_json::Value;
 
 /// Runs one SSE session.
 pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
+    let url = ctx.client.url("/events");
     let mut req = ctx
         .client
         .http()
-        .get(ctx.client.url("/events"))
+        .get(&url)
         .header("Authorization", ctx.client.authorization().clone())
         .header("Accept", "text/event-stream");
     if let Some(c) = &ctx.cursor {
@@ -20,27 +21,28 @@ pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
     }
     let res = match req.send().await {
         Ok(r) => r,
-        Err(_) => return broke(),
+        Err(e) => return Ended::broke(format!("GET {url}: {}", crate::error::chain(&e))),
     };
-    let status = res.status().as_u16();
-    if status != 200 {
-        let err = crate::rest::api_error(res).await;
-        return match err {
-            ClientError::Unauthorized { .. } => Ended::Fatal(err),
-            ClientError::Api { retry_after, .. } if status == 429 || status == 503 => {
-                Ended::Retry {
-                    retry_after,
-                    abnormal: false,
-                }
-            }
-            _ => broke(),
-        };
+    if res.status().as_u16() != 200 {
+        return http_refusal(&url, crate::rest::api_error(res).await);
     }
     let mut body = res.bytes_stream();
     let mut parser = Parser::default();
     loop {
         let chunk = match tokio::time::timeout(ctx.config.read_timeout, body.next()).await {
-            Err(_) | Ok(None) | Ok(Some(Err(_))) => return broke(),
+            Err(_) => {
+                return Ended::broke(format!(
+                    "GET {url}: nothing for {:?}, not even a heartbeat",
+                    ctx.config.read_timeout
+                ))
+            }
+            Ok(None) => return Ended::broke(format!("GET {url}: the stream ended")),
+            Ok(Some(Err(e))) => {
+                return Ended::broke(format!(
+                    "GET {url}: the stream broke: {}",
+                    crate::error::chain(&e)
+                ))
+            }
             Ok(Some(Ok(c))) => c,
         };
         for block in parser.feed(&chunk) {
@@ -69,9 +71,10 @@ async fn handle(ctx: &mut Ctx, block: Block) -> Option<Ended> {
             return Some(match data["code"].as_str().unwrap_or_default() {
                 "DISPLACED" => Ended::Fatal(ClientError::Displaced),
                 "CREDENTIAL_REVOKED" => Ended::Fatal(ClientError::Unauthorized { message }),
-                "STORE_UNAVAILABLE" | "UNAVAILABLE" | "INTERNAL" => Ended::Retry {
+                code @ ("STORE_UNAVAILABLE" | "UNAVAILABLE" | "INTERNAL") => Ended::Retry {
                     retry_after: Some(std::time::Duration::from_secs(1)),
                     abnormal: false,
+                    reason: format!("the stream closed with {code}: {message}"),
                 },
                 // GOING_AWAY, LOG_RESET (a reset came first), SLOW_CONSUMER.
                 _ => Ended::Immediate,
@@ -89,13 +92,6 @@ async fn handle(ctx: &mut Ctx, block: Block) -> Option<Ended> {
         }
     }
     None
-}
-
-fn broke() -> Ended {
-    Ended::Retry {
-        retry_after: None,
-        abnormal: true,
-    }
 }
 
 /// One dispatched SSE block.

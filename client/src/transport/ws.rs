@@ -2,6 +2,7 @@
 //! cursor, then `event` / `cursor` / `reset` frames until the close, whose
 //! code decides what comes next (the close-code table of docs/websocket.md).
 
+use crate::config::TransportChoice;
 use crate::error::ClientError;
 use crate::listener::{Ctx, Ended};
 use futures_util::{SinkExt, StreamExt};
@@ -28,14 +29,20 @@ pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
     };
     req.headers_mut()
         .insert("Authorization", ctx.client.authorization().clone());
+    let shown = ctx.client.url("/ws");
     let connected =
         tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::connect_async(req)).await;
     let mut socket = match connected {
-        Err(_) => return broke(),
+        Err(_) => {
+            return Ended::broke(format!(
+                "GET {shown}: no answer to the upgrade within {CONNECT_TIMEOUT:?}"
+            ))
+        }
         Ok(Ok((socket, _))) => socket,
         Ok(Err(WsError::Http(res))) => {
             let status = res.status().as_u16();
             let retry_after = crate::rest::retry_after(res.headers());
+            let auto = ctx.config.transport == TransportChoice::Auto;
             return match status {
                 401 => Ended::Fatal(ClientError::Unauthorized {
                     message: "the upgrade was refused with 401".into(),
@@ -43,25 +50,54 @@ pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
                 429 | 503 => Ended::Retry {
                     retry_after,
                     abnormal: false,
+                    reason: format!("GET {shown}: the upgrade was answered {status}"),
                 },
+                // Not found, or forbidden, with no /updates to fall back
+                // to: retrying will not change it.
+                403 | 404 if !auto => Ended::Fatal(crate::listener::not_healing(
+                    &shown,
+                    status,
+                    if status == 404 {
+                        "NOT_FOUND"
+                    } else {
+                        "FORBIDDEN"
+                    }
+                    .into(),
+                    String::new(),
+                )),
                 // A proxy that strips or refuses upgrades: the node then
                 // sees a plain GET (400), or the proxy answers itself.
-                400..=499 => Ended::Refused,
-                _ => broke(),
+                400..=499 => Ended::Refused {
+                    reason: if auto {
+                        format!("GET {shown}: the upgrade was refused with {status}")
+                    } else {
+                        format!(
+                            "GET {shown}: the upgrade was refused with {status} (a proxy that does not pass WebSockets? --transport auto falls back to /updates)"
+                        )
+                    },
+                },
+                _ => Ended::broke(format!("GET {shown}: the upgrade was answered {status}")),
             };
         }
-        Ok(Err(_)) => return broke(),
+        Ok(Err(e)) => return Ended::broke(format!("GET {shown}: {}", crate::error::chain(&e))),
     };
     let hello = json!({ "t": "hello", "resume": ctx.cursor }).to_string();
-    if socket.send(Message::text(hello)).await.is_err() {
-        return broke();
+    if let Err(e) = socket.send(Message::text(hello)).await {
+        return Ended::broke(format!("{shown}: sending hello failed: {e}"));
     }
     // The `error` frame that precedes the server's close.
     let mut error: Option<(String, String)> = None;
     loop {
         let next = tokio::time::timeout(ctx.config.read_timeout, socket.next()).await;
         let msg = match next {
-            Err(_) | Ok(None) | Ok(Some(Err(_))) => return broke(),
+            Err(_) => {
+                return Ended::broke(format!(
+                    "{shown}: nothing for {:?}, not even a ping",
+                    ctx.config.read_timeout
+                ))
+            }
+            Ok(None) => return Ended::broke(format!("{shown}: the socket ended")),
+            Ok(Some(Err(e))) => return Ended::broke(format!("{shown}: the socket broke: {e}")),
             Ok(Some(Ok(m))) => m,
         };
         match msg {
@@ -110,13 +146,6 @@ pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
     }
 }
 
-fn broke() -> Ended {
-    Ended::Retry {
-        retry_after: None,
-        abnormal: true,
-    }
-}
-
 /// The close-code table of docs/websocket.md.
 fn on_close(code: Option<u16>, error: Option<(String, String)>, reason: String) -> Ended {
     let (error_code, message) = error.unwrap_or_else(|| (String::new(), reason));
@@ -134,6 +163,7 @@ fn on_close(code: Option<u16>, error: Option<(String, String)>, reason: String) 
             "STORE_UNAVAILABLE" | "UNAVAILABLE" | "INTERNAL" => Ended::Retry {
                 retry_after: Some(Duration::from_secs(1)),
                 abnormal: false,
+                reason: format!("the socket closed with 4003 {error_code}: {message}"),
             },
             _ => Ended::Immediate,
         },
@@ -143,9 +173,13 @@ fn on_close(code: Option<u16>, error: Option<(String, String)>, reason: String) 
             Ended::Retry {
                 retry_after: None,
                 abnormal: false,
+                reason: format!("the server closed the socket ({c})"),
             }
         }
-        _ => broke(),
+        Some(c) => Ended::broke(format!(
+            "the socket closed with {c} {error_code}: {message}"
+        )),
+        None => Ended::broke("the socket closed without a close code".to_owned()),
     }
 }
 

@@ -17,8 +17,10 @@
 //! Unnamed events (`message` to a browser's `EventSource`) carry the event
 //! JSON; every event kind `/ws` carries flows through unchanged, since the
 //! payload is the session's own projection of the log record. The named
-//! events are the stream's control frames: `cursor` (after the replay,
-//! after a batch that ended on entries addressed to others, and when idle),
+//! events are the stream's control frames: `cursor` (once right after the
+//! replay of every stream that opens, even an empty replay; then whenever
+//! the position moved past the last `id:` without an event, checked at each
+//! heartbeat),
 //! `reset` (the resume position is not addressable: catch up over REST; the
 //! stream continues from now) and `close` (`{code, message}` with the codes
 //! of `/ws`'s `error` frame, right before the server ends the stream).
@@ -112,12 +114,10 @@ async fn stream_events(
     )?;
     // The header is newer than the query: EventSource keeps the URL (and its
     // ?cursor=) across reconnects and adds the header.
-    let header = req
-        .headers()
-        .get(LAST_EVENT_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.trim().is_empty());
-    let resume = Resume::parse(header.or(query.cursor.as_deref()));
+    let resume = resume_of(
+        req.headers().get(LAST_EVENT_ID).map(|v| v.as_bytes()),
+        query.cursor.as_deref(),
+    );
     let backlog = Backlog::bounded(state.settings.limits.max_outbound_queue_bytes);
     let (tx, rx) = mpsc::unbounded_channel();
     let (opened_tx, opened_rx) = oneshot::channel();
@@ -143,6 +143,21 @@ async fn stream_events(
         // nginx buffers proxied responses unless told otherwise.
         .insert_header(("X-Accel-Buffering", "no"))
         .streaming(Outbound { rx, backlog }))
+}
+
+/// Where a stream resumes: the `Last-Event-ID` header when it is present
+/// and not blank, else `?cursor=`. A header that is not visible ASCII (a
+/// cursor never is: cursors are base64url) is an unreadable cursor like any
+/// other, answered with `reset`, never silently ignored (which would
+/// start the stream at now, or at an older `?cursor=`, without telling).
+fn resume_of(header: Option<&[u8]>, query: Option<&str>) -> Resume {
+    match header {
+        Some(raw) if !raw.iter().all(u8::is_ascii_whitespace) => match std::str::from_utf8(raw) {
+            Ok(text) if text.is_ascii() => Resume::parse(Some(text)),
+            _ => Resume::Unaddressable,
+        },
+        _ => Resume::parse(query),
+    }
 }
 
 /// Registers the route under `/api/agent-api`.
@@ -371,9 +386,10 @@ impl SseSession {
                 if !text.is_empty() {
                     self.write(text, 0, ctx);
                 }
-                // The position after the replay, also the first position of
-                // a stream that started at now.
-                self.write_cursor(false, ctx);
+                // The end of the replay, always (even when the last replayed
+                // event's `id:` already names it): a client knows the replay
+                // is over. Also the first position of a stream started at now.
+                self.write_cursor(true, ctx);
             }
             Err(OpenFailure::Expired { feed, cursor }) => {
                 self.live = Some(Live {
@@ -383,6 +399,8 @@ impl SseSession {
                 });
                 self.opened(Ok(()));
                 self.write_reset(ctx);
+                // Nothing is replayed after a reset: the replay is over.
+                self.write_cursor(true, ctx);
             }
             Err(OpenFailure::Superseded { .. }) => {
                 self.opened(Ok(()));
@@ -507,7 +525,23 @@ impl Handler<Close> for SseSession {
 
 #[cfg(test)]
 mod tests {
-    use super::block;
+    use super::{block, resume_of, Resume};
+
+    #[test]
+    fn an_unreadable_last_event_id_is_unaddressable_and_wins_over_the_query() {
+        assert_eq!(
+            resume_of(Some("curs\u{f6}r".as_bytes()), None),
+            Resume::Unaddressable
+        );
+        assert_eq!(resume_of(Some(&[0xff, 0xfe]), None), Resume::Unaddressable);
+        assert_eq!(
+            resume_of(Some(b"\xc3\xa9"), Some("also-bad")),
+            Resume::Unaddressable
+        );
+        assert_eq!(resume_of(Some(b"  "), None), Resume::Now);
+        assert_eq!(resume_of(None, None), Resume::Now);
+        assert_eq!(resume_of(Some(b"nope"), None), Resume::Unaddressable);
+    }
 
     #[test]
     fn blocks_are_id_event_data_and_a_blank_line() {

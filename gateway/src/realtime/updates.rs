@@ -5,7 +5,10 @@
 //! (displacing any other connection of the token), answers at once when the
 //! replay from `cursor` found events, and otherwise holds until the feed
 //! pushes one, the wait ends, or the session is closed. The answer is always
-//! `{cursor, events}`; the cursor covers every event returned.
+//! `{cursor, events}`; the cursor covers every event returned. A call that a
+//! session end answered (displaced, drain, slow consumer) says which in the
+//! [`SESSION_END_HEADER`] header, so a client tells a displaced poll from
+//! an idle one.
 
 use super::open::{live_events, observe_live_delivery, open_session, OpenFailure, Opened, Resume};
 use crate::auth::Caller;
@@ -22,7 +25,7 @@ use switchboard_actors::session::{
 };
 use switchboard_actors::store::log::LogRecord;
 use switchboard_protocol::cursor::LogPosition;
-use switchboard_protocol::error::ErrorCode;
+use switchboard_protocol::error::{ErrorCode, WsClose, SESSION_END_HEADER};
 use switchboard_protocol::event::Event;
 use switchboard_protocol::ids::SessionId;
 use tokio::sync::oneshot;
@@ -41,6 +44,11 @@ pub struct UpdatesBody {
     /// In log order; often empty. A replay stops after 500 events and the
     /// next call continues from `cursor`.
     pub events: Vec<Event>,
+    /// The session end that answered the call, sent as the
+    /// [`SESSION_END_HEADER`] header (never in the body); `None` for an
+    /// answer with events or at the end of the wait.
+    #[serde(skip)]
+    pub ended: Option<WsClose>,
 }
 
 #[derive(Deserialize)]
@@ -68,13 +76,13 @@ fn cursor_expired(message: &str) -> ApiError {
     operation_id = "getUpdates",
     tag = "realtime",
     summary = "Long-poll every conversation of the caller",
-    description = "Answers at once when events after `cursor` exist, otherwise holds up to `wait` seconds. The answer is always `{cursor, events}`; pass `cursor` to the next call. Without a cursor the call starts at now. One held call per token: a newer call (or WebSocket) of the same token ends this one with an empty answer. On 409 CURSOR_EXPIRED catch up over REST and call again without a cursor.",
+    description = "Answers at once when events after `cursor` exist, otherwise holds up to `wait` seconds. The answer is always `{cursor, events}`; pass `cursor` to the next call. Without a cursor the call starts at now. One held call per token: a newer call (or WebSocket or SSE stream) of the same token ends this one with an empty answer carrying the header `Switchboard-Session-End: DISPLACED` (stop polling; do not loop); a draining node ends it the same way with `GOING_AWAY` (poll again, elsewhere). On 409 CURSOR_EXPIRED catch up over REST and call again without a cursor.",
     params(
         ("wait" = Option<f64>, Query, description = "Seconds to hold, clamped to 1–30 (default 25)", minimum = 1, maximum = 30),
         ("cursor" = Option<String>, Query, description = "Opaque cursor from the previous answer or a WebSocket `cursor` frame; absent: start at now"),
     ),
     responses(
-        (status = 200, description = "Events after `cursor` (possibly none) and the cursor covering them", body = crate::openapi::schemas::Updates, headers(("Cache-Control" = String, description = "no-store"))),
+        (status = 200, description = "Events after `cursor` (possibly none) and the cursor covering them. An answer a session end gave (no events) also carries the header `Switchboard-Session-End`: `DISPLACED` (a newer connection of the token took over: stop, do not poll again in a loop), `GOING_AWAY` (the node drains: poll again with the cursor) or `SLOW_CONSUMER`; other answers never do", body = crate::openapi::schemas::Updates, headers(("Cache-Control" = String, description = "no-store"))),
         (status = 400, description = "INVALID_REQUEST: malformed query string", body = switchboard_protocol::error::ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token (also ends a held call when the token is rotated)", body = switchboard_protocol::error::ErrorBody),
         (status = 409, description = "CURSOR_EXPIRED: the cursor fell out of the replay buffer, its log epoch ended, or this server never issued it", body = switchboard_protocol::error::ErrorBody),
@@ -135,9 +143,12 @@ async fn updates(
     let body = rx
         .await
         .map_err(|_| ApiError::new(ErrorCode::Internal, "the poll ended without an answer"))??;
-    Ok(HttpResponse::Ok()
-        .insert_header(("Cache-Control", "no-store"))
-        .json(body))
+    let mut res = HttpResponse::Ok();
+    res.insert_header(("Cache-Control", "no-store"));
+    if let Some(end) = body.ended {
+        res.insert_header((SESSION_END_HEADER, end.as_str()));
+    }
+    Ok(res.json(body))
 }
 
 /// Registers the route under `/api/agent-api`.
@@ -179,11 +190,13 @@ impl PollSession {
     /// Answers as [`SessionEnd::of`] says for `reason`: at once with no
     /// events and `cursor`, or with its error.
     fn end(&mut self, reason: CloseReason, cursor: Option<String>, ctx: &mut Context<Self>) {
-        let answer = match SessionEnd::of(reason).updates {
+        let end = SessionEnd::of(reason);
+        let answer = match end.updates {
             None => match cursor {
                 Some(cursor) => Ok(UpdatesBody {
                     cursor,
                     events: Vec::new(),
+                    ended: Some(end.ws),
                 }),
                 None => Err(ApiError::new(ErrorCode::Internal, "poll has no position")),
             },
@@ -202,7 +215,14 @@ impl PollSession {
         match &self.live {
             Some(live) => {
                 let cursor = live.cursor.position().encode();
-                self.answer(Ok(UpdatesBody { cursor, events }), ctx);
+                self.answer(
+                    Ok(UpdatesBody {
+                        cursor,
+                        events,
+                        ended: None,
+                    }),
+                    ctx,
+                );
             }
             None => self.answer(
                 Err(ApiError::new(ErrorCode::Internal, "poll has no position")),

@@ -559,3 +559,56 @@ async fn cursor_from_before_a_restart_is_expired_never_silently_skipped() {
     let (s, body) = gw.updates(REX, None, "1").await;
     assert_eq!(s, 200, "{body}");
 }
+
+/// A node restarting on Redis meets its reconnect storm from memory: its
+/// feed reads the last records of the log once as it starts, so a client
+/// resuming from a cursor taken just before the restart is served by the
+/// feed, not by a store read of its own (10,000 such reads at once are
+/// what saturated Redis after a restart).
+#[tokio::test]
+async fn after_a_node_restart_resumes_are_served_from_the_warmed_feed() {
+    let redis = RedisServer::start(false);
+    let opts = Opts::default().redis(&redis.url());
+    let gw = Gateway::spawn_with(opts.clone()).await;
+    let w = World::create(&gw, "warm").await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    let (opened, _) = ws.read_batch().await;
+    assert!(opened.is_empty(), "{opened:?}");
+    let (s, before) = gw.post_message(&w.ana, "group", "before the restart").await;
+    assert_eq!(s, 201, "{before}");
+    let (events, cursor) = ws.read_batch().await;
+    assert_eq!(event_ids(&events), vec![id_of(&before)]);
+    let (s, body) = gw.updates(&w.brain, None, "0").await;
+    assert_eq!(s, 200, "{body}");
+    let poll_cursor = body["cursor"].as_str().unwrap().to_owned();
+    drop(ws);
+    // Missed by both: the log's head moves past their cursors before the
+    // restart, so the new node's feed starts beyond them.
+    let (s, gone) = gw.post_message(&w.ana, "group", "just before").await;
+    assert_eq!(s, 201, "{gone}");
+    drop(gw); // killed, as a crash or a deploy would
+
+    let gw = Gateway::spawn_with(opts).await;
+    let (s, missed) = gw.post_message(&w.ana, "group", "while away").await;
+    assert_eq!(s, 201, "{missed}");
+    let mut ws = gw.ws_ready(&w.rex, Some(&cursor)).await;
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(event_ids(&events), vec![id_of(&gone), id_of(&missed)]);
+    let (s, body) = gw.updates(&w.brain, Some(&poll_cursor), "0").await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(
+        event_ids(body["events"].as_array().unwrap()),
+        vec![id_of(&gone), id_of(&missed)]
+    );
+    assert_eq!(
+        gw.metric("switchboard_replays_total{source=\"feed\"}")
+            .await,
+        2.0
+    );
+    assert_eq!(
+        gw.metric("switchboard_replays_total{source=\"store\"}")
+            .await,
+        0.0
+    );
+    ws.close().await;
+}

@@ -54,6 +54,17 @@ use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId, SessionId,
 /// outage is then served from memory on every node.
 pub const RECENT_RECORDS: usize = 10_000;
 
+/// How far back a starting feed reads the log into its recent records
+/// (capped by the replay window and `recent_max`). A node that restarts
+/// then meets its reconnect storm with one shared read: every client that
+/// was connected until the restart resumes from memory instead of each
+/// reading the Bay's log from Redis (10,000 clients × the records since
+/// their cursor), which is what saturates Redis and stretches the storm.
+pub const WARM_WINDOW: Duration = Duration::from_secs(120);
+
+/// Records per read while warming (see [`WARM_WINDOW`]).
+const WARM_PAGE: usize = 1_000;
+
 /// Sessions detached for falling too far behind (counter).
 pub const SLOW_CONSUMERS: &str = "switchboard_slow_consumer_disconnects_total";
 
@@ -488,14 +499,17 @@ impl BayFeed {
     fn load(&mut self, ctx: &mut Context<Self>) {
         let store = self.store.clone();
         let bay = self.bay.clone();
+        let keep = self.settings.recent_max.min(RECENT_RECORDS);
+        let window = WARM_WINDOW.min(self.settings.replay_window);
         let fut = async move {
             let openings = store.openings_head(&bay).await?;
             let head = store.log_head(&bay).await?;
             let conversations = store.conversations(&bay).await?;
-            Ok::<_, StoreError>((openings, head, conversations))
+            let warm = warm_recent(&*store, &bay, &head, keep, window).await;
+            Ok::<_, StoreError>((openings, head, conversations, warm))
         };
         ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
-            Ok((openings, head, conversations)) => {
+            Ok((openings, head, conversations, (recent, floor))) => {
                 if !act.openings_tailed {
                     act.openings_tailed = true;
                     act.start_openings_tail(openings, ctx);
@@ -508,8 +522,8 @@ impl BayFeed {
                     })
                     .collect();
                 act.position = Some(head.clone());
-                act.recent.clear();
-                act.recent_floor = Some(head.entry);
+                act.recent = recent;
+                act.recent_floor = Some(floor);
                 act.tokens.set_live(&act.bay, true);
                 act.start_tail(head, ctx);
             }
@@ -1016,6 +1030,57 @@ impl Handler<CloseAll> for BayFeed {
         }
         self.presence.due = false;
         self.publish_presence(ctx);
+    }
+}
+
+/// The last `keep` records of the log from `window` before `head` up to
+/// `head`, and the floor they cover from (every record in (floor, head] is
+/// among them). Best effort: on any store answer but records it returns
+/// none, floor `head`, and the feed starts cold as it would have anyway.
+async fn warm_recent(
+    store: &dyn Store,
+    bay: &BayId,
+    head: &LogPosition,
+    keep: usize,
+    window: Duration,
+) -> (VecDeque<Arc<LogRecord>>, EntryId) {
+    let cold = (VecDeque::new(), head.entry);
+    let mut floor = EntryId {
+        ms: head.entry.ms.saturating_sub(window.as_millis() as u64),
+        seq: 0,
+    };
+    if keep == 0 || floor >= head.entry {
+        return cold;
+    }
+    let mut from = LogPosition {
+        epoch: head.epoch.clone(),
+        entry: floor,
+    };
+    let mut kept: VecDeque<Arc<LogRecord>> = VecDeque::new();
+    loop {
+        let Ok(Replay::Records { records, through }) =
+            store.read_log(bay, &from, WARM_PAGE, None).await
+        else {
+            return cold;
+        };
+        let mut done = records.is_empty() || through >= head.entry;
+        for record in records {
+            // Past the head the tail delivers it; the recent records end there.
+            if record.id > head.entry {
+                done = true;
+                break;
+            }
+            kept.push_back(record);
+            if kept.len() > keep {
+                if let Some(oldest) = kept.pop_front() {
+                    floor = oldest.id;
+                }
+            }
+        }
+        if done {
+            return (kept, floor);
+        }
+        from.entry = through;
     }
 }
 

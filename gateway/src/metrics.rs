@@ -50,9 +50,12 @@ pub use switchboard_actors::store::redis::BLOCKING_CONNECTIONS;
 /// `admission_tokens` (connection admission counters). Each is bounded by
 /// what is in use, not by what was ever seen.
 pub const TRACKED: &str = "switchboard_tracked_entries";
-/// Session openings refused with 503 because no replay slot came free in
-/// time (counter): a resume storm bigger than the node reads at once.
-pub const REPLAYS_REFUSED: &str = "switchboard_replays_refused_total";
+/// Session openings that resumed from a cursor (counter), label `source` =
+/// `feed` (served from the feed's recent records in memory) | `store` (read
+/// the log from the store under a replay slot). Mostly `store` right after
+/// a node restart means clients resume from further back than the feed
+/// keeps (see `WARM_WINDOW`).
+pub const REPLAYS: &str = "switchboard_replays_total";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,

@@ -14,7 +14,6 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use actix::Addr;
 use std::collections::HashSet;
-use std::time::Duration;
 use switchboard_actors::drafts::snapshot_drafts;
 use switchboard_actors::feed::{Attach, AttachError, BayFeed};
 use switchboard_actors::replay::memberships_at;
@@ -121,29 +120,16 @@ impl From<ApiError> for OpenFailure {
     }
 }
 
-/// Longest an opening waits for a replay slot before it is refused with
-/// 503 `UNAVAILABLE` and `Retry-After`: under a resume storm a prompt
-/// refusal spreads the reconnects out, where an unbounded queue grows
-/// with every client that times out and comes back.
-const REPLAY_QUEUE_WAIT: Duration = Duration::from_secs(10);
-
-/// A permit to read the log for a replay (see [`REPLAY_QUEUE_WAIT`]).
+/// A permit to read the log for a replay. The wait is not bounded on
+/// purpose: refusing a queued opening wastes the work it already did (its
+/// announce, authentication) and its retry, with an older cursor, reads
+/// more; a client that gives up instead drops its opening and its place.
 async fn replay_slot(state: &AppState) -> Result<SemaphorePermit<'_>, ApiError> {
-    match tokio::time::timeout(REPLAY_QUEUE_WAIT, state.replay_slots.acquire()).await {
-        Ok(Ok(permit)) => Ok(permit),
-        Ok(Err(_)) => Err(ApiError::new(
-            ErrorCode::Unavailable,
-            "the node is shutting down",
-        )),
-        Err(_) => {
-            metrics::counter!(crate::metrics::REPLAYS_REFUSED).increment(1);
-            Err(ApiError::new(
-                ErrorCode::Unavailable,
-                "too many sessions are resuming on this node; retry shortly",
-            )
-            .retry_after(Duration::from_secs(2)))
-        }
-    }
+    state
+        .replay_slots
+        .acquire()
+        .await
+        .map_err(|_| ApiError::new(ErrorCode::Unavailable, "the node is shutting down"))
 }
 
 /// Opens a session for `caller`. `resume` is `None` for "start at now".
@@ -241,6 +227,7 @@ pub async fn open_session(
         // Another epoch: the replay answers EpochChanged before using them.
         _ => attached.conversations,
     };
+    let resuming = resume.is_some();
     let start = resume.unwrap_or_else(|| attached.position.clone());
     let mut from = start.clone();
     let mut events = Vec::new();
@@ -254,6 +241,10 @@ pub async fn open_session(
         .map(|records| (records, attached.position.entry));
     // Store replays queue for a slot instead of all reading at once, so a
     // resume storm's memory stays bounded.
+    if resuming {
+        let source = if from_feed.is_some() { "feed" } else { "store" };
+        metrics::counter!(crate::metrics::REPLAYS, "source" => source).increment(1);
+    }
     let _slot = match from_feed {
         Some(_) => None,
         None => Some(replay_slot(&state).await?),

@@ -142,14 +142,36 @@ pub fn distinctive_words(agent_name: &str, roster: &[RosterMember]) -> Vec<Strin
         .filter(|m| m.kind == ParticipantKind::Agent && !fold(&m.name).is_empty())
         .map(|m| name_words(&m.name))
         .collect();
-    distinctive_in(&name_words(agent_name), &all)
+    distinctive_in(&name_words(agent_name), &shared_by_all(&all))
 }
 
-fn distinctive_in(words: &[String], all_agents: &[Vec<String>]) -> Vec<String> {
+/// The words every agent carries (rule 3), when there are two or more
+/// agents; none otherwise. One pass over the agents, so a room's
+/// distinctive words cost time linear in its agents, not quadratic.
+fn shared_by_all(all_agents: &[Vec<String>]) -> Vec<&str> {
+    let [first, rest @ ..] = all_agents else {
+        return Vec::new();
+    };
+    if rest.is_empty() {
+        return Vec::new();
+    }
+    let mut shared: Vec<&str> = first.iter().map(String::as_str).collect();
+    for words in rest {
+        shared.retain(|s| words.iter().any(|w| w == s));
+        if shared.is_empty() {
+            break;
+        }
+    }
+    shared
+}
+
+/// The words of `words` that pass rules 1 and 2 and are not in `shared`
+/// (rule 3, from [`shared_by_all`]).
+fn distinctive_in(words: &[String], shared: &[&str]) -> Vec<String> {
     words
         .iter()
         .filter(|w| is_significant(w, NAME_STOP_WORDS))
-        .filter(|w| all_agents.len() < 2 || !all_agents.iter().all(|ws| ws.contains(w)))
+        .filter(|w| !shared.contains(&w.as_str()))
         .cloned()
         .collect()
 }
@@ -180,24 +202,27 @@ pub(crate) fn scan_plain_names(
     roster: &[RosterMember],
     masked: &[(usize, usize)],
 ) -> Vec<ParticipantId> {
-    let agents: Vec<&RosterMember> = roster
+    // Each agent with its folded name, folded once.
+    let agents: Vec<(&RosterMember, Vec<char>)> = roster
         .iter()
-        .filter(|m| m.kind == ParticipantKind::Agent && !fold(&m.name).is_empty())
+        .filter(|m| m.kind == ParticipantKind::Agent)
+        .map(|m| (m, fold(&m.name)))
+        .filter(|(_, whole)| !whole.is_empty())
         .collect();
-    let all_words: Vec<Vec<String>> = agents.iter().map(|m| name_words(&m.name)).collect();
+    let all_words: Vec<Vec<String>> = agents.iter().map(|(m, _)| name_words(&m.name)).collect();
+    let shared = shared_by_all(&all_words);
     let mut phrases: Vec<Phrase<'_>> = Vec::new();
-    for (member, words) in agents.iter().zip(&all_words) {
-        let whole = fold(&member.name);
-        if whole_name_addresses(&whole) {
+    for ((member, whole), words) in agents.iter().zip(&all_words) {
+        if whole_name_addresses(whole) {
             phrases.push(Phrase {
                 chars: whole.clone(),
                 member,
                 whole: true,
             });
         }
-        for w in distinctive_in(words, &all_words) {
+        for w in distinctive_in(words, &shared) {
             let chars: Vec<char> = w.chars().collect();
-            if chars != whole {
+            if chars != *whole {
                 phrases.push(Phrase {
                     chars,
                     member,
@@ -220,11 +245,13 @@ pub(crate) fn scan_plain_names(
             p += 1;
             continue;
         }
+        let first = text.chars()[p];
         let fits: Vec<&Phrase<'_>> = phrases
             .iter()
             .filter(|ph| {
                 let end = p + ph.chars.len();
-                text.occurs_at(p, &ph.chars)
+                ph.chars.first() == Some(&first)
+                    && text.occurs_at(p, &ph.chars)
                     && text.boundary_after(end)
                     && !masked.iter().any(|&(s, e)| s < end && p < e)
             })

@@ -19,7 +19,8 @@ pub const HELD_POLLS: &str = "switchboard_held_polls";
 /// Events handed to clients (counter), label `transport`.
 pub const EVENTS_DELIVERED: &str = "switchboard_events_delivered_total";
 /// Publish-to-deliver latency (histogram, seconds): from the message's
-/// `createdAt` to the moment its event frame / answer is written.
+/// `createdAt` to the moment its event frame / answer is written. One
+/// sample per batch a session writes: the age of its oldest message.
 pub const DELIVERY_SECONDS: &str = "switchboard_delivery_latency_seconds";
 /// Connections closed because a newer one of the same token opened (counter), label `transport`.
 pub const DISPLACEMENTS: &str = "switchboard_displacements_total";

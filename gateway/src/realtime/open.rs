@@ -361,30 +361,66 @@ pub fn live_events(
         .collect()
 }
 
+/// The delivery metrics of one transport, looked up once: a labelled
+/// `counter!` / `histogram!` call hashes its key and searches the
+/// recorder's registry, which per delivery would cost more than the
+/// update itself. Looked up on first use, after `serve` installed the
+/// recorder (a global the process sets once).
+struct DeliveryMetrics {
+    delivered: metrics::Counter,
+    latency: metrics::Histogram,
+}
+
+fn delivery_metrics(transport: crate::connections::Transport) -> &'static DeliveryMetrics {
+    use crate::connections::Transport;
+    static BY_TRANSPORT: std::sync::OnceLock<[DeliveryMetrics; 3]> = std::sync::OnceLock::new();
+    let all = BY_TRANSPORT.get_or_init(|| {
+        [Transport::Ws, Transport::Updates, Transport::Sse].map(|t| DeliveryMetrics {
+            delivered: metrics::counter!(crate::metrics::EVENTS_DELIVERED, "transport" => t.label()),
+            latency: metrics::histogram!(crate::metrics::DELIVERY_SECONDS, "transport" => t.label()),
+        })
+    });
+    match transport {
+        Transport::Ws => &all[0],
+        Transport::Updates => &all[1],
+        Transport::Sse => &all[2],
+    }
+}
+
 /// Records delivery metrics for the live records a session is about to
-/// write: `switchboard_events_delivered_total` and the publish-to-deliver
-/// latency histogram (message `createdAt` → now). Replayed events are not
-/// recorded: their age is the client's absence, not the gateway's latency.
+/// write, once per batch: `switchboard_events_delivered_total` grows by
+/// the batch's events, and the publish-to-deliver latency histogram gets
+/// one sample, the age of the batch's oldest message (`createdAt` → now;
+/// the batch's worst). Replayed events are not recorded: their age is the
+/// client's absence, not the gateway's latency.
 pub fn observe_live_delivery(
     records: &[std::sync::Arc<LogRecord>],
     cursor: &SessionCursor,
     transport: crate::connections::Transport,
 ) {
-    let now = chrono::Utc::now();
     let mut delivered = 0u64;
+    let mut oldest = None;
     for r in records.iter().filter(|r| cursor.is_new(r.id)) {
-        if matches!(r.event, LogEvent::Change { .. } | LogEvent::Presence { .. }) {
-            delivered += 1;
-        }
-        if let LogEvent::Message { message, .. } = &r.event {
-            delivered += 1;
-            let age = (now - message.created_at).to_std().unwrap_or_default();
-            metrics::histogram!(crate::metrics::DELIVERY_SECONDS, "transport" => transport.label())
-                .record(age.as_secs_f64());
+        match &r.event {
+            LogEvent::Message { message, .. } => {
+                delivered += 1;
+                oldest = Some(
+                    oldest.map_or(message.created_at, |o: chrono::DateTime<chrono::Utc>| {
+                        o.min(message.created_at)
+                    }),
+                );
+            }
+            LogEvent::Change { .. } | LogEvent::Presence { .. } => delivered += 1,
+            LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => {}
         }
     }
-    if delivered > 0 {
-        metrics::counter!(crate::metrics::EVENTS_DELIVERED, "transport" => transport.label())
-            .increment(delivered);
+    if delivered == 0 {
+        return;
+    }
+    let metrics = delivery_metrics(transport);
+    metrics.delivered.increment(delivered);
+    if let Some(created) = oldest {
+        let age = (chrono::Utc::now() - created).to_std().unwrap_or_default();
+        metrics.latency.record(age.as_secs_f64());
     }
 }

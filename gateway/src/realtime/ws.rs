@@ -269,77 +269,97 @@ impl WsSession {
         }
     }
 
+    /// Opens the session (attach, then replay) and answers `ready`.
     fn on_hello(&mut self, resume: Option<String>, ctx: &mut ws::WebsocketContext<Self>) {
         self.phase = Phase::Opening;
         // An undecodable resume is "not addressable": ready, then reset.
         // An empty one means "no cursor", as on /updates.
         let parsed = Resume::parse(resume.as_deref());
-        let (position, undecodable) = (parsed.position(), parsed == Resume::Unaddressable);
         let handle = SessionHandle::of(&ctx.address(), self.backlog.clone());
         let fut = open_session(
             self.state.clone(),
             self.caller.clone(),
             self.session.clone(),
             handle,
-            position,
+            parsed.position(),
             usize::MAX,
         );
-        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
-            if act.phase == Phase::Closing {
-                if let Ok(Opened { feed, .. }) = &res {
-                    feed.do_send(Detach {
-                        session: act.session.clone(),
-                    });
-                }
-                return;
+        ctx.wait(
+            fut.into_actor(self)
+                .map(move |res, act, ctx| act.on_opened(res, resume, parsed, ctx)),
+        );
+    }
+
+    /// What follows the opening: `ready`, then the replay and a `cursor`
+    /// frame, a `reset`, or the close that ends the session.
+    fn on_opened(
+        &mut self,
+        res: Result<Opened, OpenFailure>,
+        resume: Option<String>,
+        parsed: Resume,
+        ctx: &mut ws::WebsocketContext<Self>,
+    ) {
+        if self.phase == Phase::Closing {
+            // The connection ended while opening: let go of the feed.
+            if let Ok(Opened { feed, .. }) = &res {
+                self.detach_from(feed);
             }
-            act.send(
-                &ServerFrame::Ready {
-                    cursor: resume.as_deref(),
-                },
-                ctx,
-            );
-            match res {
-                Ok(Opened {
-                    feed,
-                    cursor,
-                    events,
-                    ..
-                }) => {
-                    act.live = Some(Live {
-                        feed,
-                        cursor,
-                        last_cursor_sent: None,
-                    });
-                    act.phase = Phase::Live;
-                    if undecodable {
-                        act.send_reset(ctx);
-                    }
-                    for replayed in &events {
-                        act.send_event(&replayed.event, ctx);
-                    }
-                    act.send_cursor(ctx);
+            return;
+        }
+        self.send(
+            &ServerFrame::Ready {
+                cursor: resume.as_deref(),
+            },
+            ctx,
+        );
+        match res {
+            Ok(Opened {
+                feed,
+                cursor,
+                events,
+                ..
+            }) => {
+                self.go_live(feed, cursor);
+                if parsed == Resume::Unaddressable {
+                    self.send_reset(ctx);
                 }
-                Err(OpenFailure::Expired { feed, cursor }) => {
-                    act.live = Some(Live {
-                        feed,
-                        cursor,
-                        last_cursor_sent: None,
-                    });
-                    act.phase = Phase::Live;
-                    act.send_reset(ctx);
-                    act.send_cursor(ctx);
+                for replayed in &events {
+                    self.send_event(&replayed.event, ctx);
                 }
-                Err(OpenFailure::Superseded { .. }) => act.end(CloseReason::Displaced, ctx),
-                Err(OpenFailure::Revoked { feed }) => {
-                    feed.do_send(Detach {
-                        session: act.session.clone(),
-                    });
-                    act.end(CloseReason::Revoked, ctx)
-                }
-                Err(OpenFailure::Failed(err)) => act.close_with(err.ws_close(), &err.message, ctx),
+                self.send_cursor(ctx);
             }
-        }));
+            Err(OpenFailure::Expired { feed, cursor }) => {
+                self.go_live(feed, cursor);
+                self.send_reset(ctx);
+                self.send_cursor(ctx);
+            }
+            Err(OpenFailure::Superseded { .. }) => self.end(CloseReason::Displaced, ctx),
+            Err(OpenFailure::Revoked { feed }) => {
+                self.detach_from(&feed);
+                self.end(CloseReason::Revoked, ctx)
+            }
+            Err(OpenFailure::Failed(err)) => {
+                let err = ApiError::from(err);
+                self.close_with(err.ws_close(), &err.message, ctx)
+            }
+        }
+    }
+
+    /// Streams from `cursor` on, fed by `feed`.
+    fn go_live(&mut self, feed: Addr<BayFeed>, cursor: SessionCursor) {
+        self.live = Some(Live {
+            feed,
+            cursor,
+            last_cursor_sent: None,
+        });
+        self.phase = Phase::Live;
+    }
+
+    /// Tells `feed` this session is gone.
+    fn detach_from(&self, feed: &Addr<BayFeed>) {
+        feed.do_send(Detach {
+            session: self.session.clone(),
+        });
     }
 }
 

@@ -703,7 +703,7 @@ impl BayFeed {
             .filter(|s| *s != keep)
             .filter(|s| {
                 self.sessions
-                    .get(*s)
+                    .get(s)
                     .is_some_and(|a| a.opened_at < opened_at)
             })
             .cloned()

@@ -229,6 +229,55 @@ async fn a_cursor_frame_follows_every_batch_and_advances() {
     assert_eq!(body["events"], json!([]), "{body}");
 }
 
+/// Events written together may share one `cursor` frame, but every
+/// `cursor` frame covers exactly what was sent before it: resuming from it
+/// replays only the events sent after it. And no event is left without a
+/// `cursor` frame after it.
+#[tokio::test]
+async fn each_cursor_frame_covers_exactly_the_events_before_it() {
+    let (gw, w) = world().await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    let _ = ws.read_batch().await;
+    let mut posted = Vec::new();
+    for i in 0..6 {
+        let (s, m) = gw.post_message(&w.ana, "dm", &format!("burst {i}")).await;
+        assert_eq!(s, 201, "{m}");
+        posted.push(m["id"].clone());
+    }
+    // (event ids sent before it, cursor) for every cursor frame.
+    let mut seen = Vec::new();
+    let mut cursors: Vec<(usize, String)> = Vec::new();
+    while cursors.last().is_none_or(|(n, _)| *n < posted.len()) {
+        let f = ws.next_json().await;
+        match f["t"].as_str() {
+            Some("event") => seen.push(f["event"]["message"]["id"].clone()),
+            Some("cursor") => cursors.push((seen.len(), f["cursor"].as_str().unwrap().to_owned())),
+            _ => panic!("unexpected frame {f}"),
+        }
+    }
+    ws.close().await;
+    assert_eq!(seen, posted, "every event once, in order");
+    assert!(
+        cursors.len() <= posted.len(),
+        "at most one cursor per event: {cursors:?}"
+    );
+    for (sent_before, cursor) in &cursors {
+        let (s, body) = gw.updates(&w.rex, Some(cursor), "0").await;
+        assert_eq!(s, 200, "{body}");
+        let replayed: Vec<_> = body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["message"]["id"].clone())
+            .collect();
+        assert_eq!(
+            replayed,
+            posted[*sent_before..].to_vec(),
+            "a cursor frame after {sent_before} events covers exactly those"
+        );
+    }
+}
+
 #[tokio::test]
 async fn idle_socket_gets_advancing_cursor_frames() {
     let (gw, w) =

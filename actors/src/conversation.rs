@@ -41,7 +41,7 @@ use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId}
 use switchboard_protocol::model::MessageState;
 use switchboard_protocol::model::{ParticipantKind, RosterMember};
 use switchboard_protocol::poll::PollState;
-use switchboard_protocol::routing::{route, RouteInput, Routing};
+use switchboard_protocol::routing::{route_with_names, NameIndex, RouteInput, Routing};
 
 /// Attempts of a post whose routing went stale before giving up as contended.
 const STALE_ATTEMPTS: usize = 8;
@@ -83,6 +83,9 @@ struct Snapshot {
     conversation: Conversation,
     revision: u64,
     roster: Vec<RosterMember>,
+    /// The agent names of `roster`, compiled once for every post routed
+    /// under this revision.
+    names: NameIndex,
 }
 
 /// What a reply needs of the message it quotes.
@@ -245,8 +248,10 @@ async fn snapshot(
         .iter()
         .filter_map(|m| c.participants.get(&m.participant).cloned())
         .collect();
+    let roster = roster(&loaded.value, &members);
     let snapshot = Arc::new(Snapshot {
-        roster: roster(&loaded.value, &members),
+        names: NameIndex::new(&roster),
+        roster,
         conversation: loaded.value,
         revision: loaded.revision,
     });
@@ -324,15 +329,18 @@ async fn post(
             // A draft wakes nobody while it streams: routed at completion.
             Routing::default()
         } else {
-            route(&RouteInput {
-                conversation_type: conversation.kind,
-                policy: &conversation.policy,
-                roster: &snap.roster,
-                sender: &msg.sender.id,
-                sender_kind: msg.sender.kind,
-                content: &msg.content,
-                reply_to_sender: reply_target.as_ref().map(|m| (&m.sender, m.sender_kind)),
-            })
+            route_with_names(
+                &RouteInput {
+                    conversation_type: conversation.kind,
+                    policy: &conversation.policy,
+                    roster: &snap.roster,
+                    sender: &msg.sender.id,
+                    sender_kind: msg.sender.kind,
+                    content: &msg.content,
+                    reply_to_sender: reply_target.as_ref().map(|m| (&m.sender, m.sender_kind)),
+                },
+                &snap.names,
+            )
         };
         let metadata = with_addressed_agents(msg.metadata.clone(), &routing);
         let mut message = StoredMessage::new(

@@ -126,8 +126,9 @@ pub struct BayFeed {
     members: HashMap<ConversationId, HashSet<ParticipantId>>,
     /// Whether the displacement channel's tail runs (it survives log resets).
     openings_tailed: bool,
-    sessions: HashMap<SessionId, Attachment>,
-    by_participant: HashMap<ParticipantId, Vec<SessionId>>,
+    sessions: Sessions,
+    /// Slots (in `sessions`) of each participant's sessions.
+    by_participant: HashMap<ParticipantId, Vec<usize>>,
     by_token: HashMap<TokenId, Vec<SessionId>>,
     /// Waits for a reply ([`WaitForMessage`]), by conversation.
     waiters: HashMap<ConversationId, Vec<Waiter>>,
@@ -208,6 +209,7 @@ struct Waiter {
 }
 
 struct Attachment {
+    session: SessionId,
     participant: ParticipantId,
     token: TokenId,
     /// Id of this session's [`Opening`]: the newest one per token wins.
@@ -215,6 +217,69 @@ struct Attachment {
     handle: SessionHandle,
     /// The last `through` this session was sent.
     last_sent: EntryId,
+    /// Records of the batch being fanned out addressed to this session;
+    /// empty between batches (its capacity is reused).
+    pending: Vec<Arc<LogRecord>>,
+}
+
+/// The attached sessions, each in a slot: the fan-out reaches a session
+/// by its slot (listed in `by_participant`), so a delivery costs no
+/// session-id hashing or cloning.
+#[derive(Default)]
+struct Sessions {
+    slots: Vec<Option<Attachment>>,
+    /// Free slots, reused first.
+    free: Vec<usize>,
+    /// Invariant: `ids[id] = i` exactly when `slots[i]` holds `id`'s attachment.
+    ids: HashMap<SessionId, usize>,
+}
+
+impl Sessions {
+    /// Stores `att` (keyed by `att.session`); returns its slot.
+    fn insert(&mut self, att: Attachment) -> usize {
+        let id = att.session.clone();
+        self.remove(&id);
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot] = Some(att);
+                slot
+            }
+            None => {
+                self.slots.push(Some(att));
+                self.slots.len() - 1
+            }
+        };
+        self.ids.insert(id, slot);
+        slot
+    }
+
+    fn get(&self, id: &SessionId) -> Option<&Attachment> {
+        self.ids.get(id).and_then(|&i| self.slots[i].as_ref())
+    }
+
+    /// Removes `id`'s attachment; returns it with the slot it held.
+    fn remove(&mut self, id: &SessionId) -> Option<(usize, Attachment)> {
+        let slot = self.ids.remove(id)?;
+        let att = self.slots[slot].take()?;
+        self.free.push(slot);
+        Some((slot, att))
+    }
+
+    fn at_mut(&mut self, slot: usize) -> Option<&mut Attachment> {
+        self.slots.get_mut(slot).and_then(Option::as_mut)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &SessionId> {
+        self.ids.keys()
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Attachment> {
+        self.slots.iter_mut().flatten()
+    }
 }
 
 impl BayFeed {
@@ -235,7 +300,7 @@ impl BayFeed {
             recent_floor: None,
             members: HashMap::new(),
             openings_tailed: false,
-            sessions: HashMap::new(),
+            sessions: Sessions::default(),
             by_participant: HashMap::new(),
             by_token: HashMap::new(),
             waiters: HashMap::new(),
@@ -634,9 +699,9 @@ impl BayFeed {
     }
 
     fn close_session(&mut self, session: &SessionId, reason: CloseReason) {
-        if let Some(att) = self.sessions.remove(session) {
+        if let Some((slot, att)) = self.sessions.remove(session) {
             att.handle.close.do_send(Close { reason });
-            remove_from(&mut self.by_participant, &att.participant, session);
+            remove_from(&mut self.by_participant, &att.participant, &slot);
             remove_from(&mut self.by_token, &att.token, session);
             self.session_ended(&att.participant);
         }
@@ -652,7 +717,7 @@ impl BayFeed {
             .filter(|s| *s != keep)
             .filter(|s| {
                 self.sessions
-                    .get(*s)
+                    .get(s)
                     .is_some_and(|a| a.opened_at < opened_at)
             })
             .cloned()
@@ -716,10 +781,10 @@ impl BayFeed {
     }
 }
 
-fn remove_from<K: std::hash::Hash + Eq>(
-    map: &mut HashMap<K, Vec<SessionId>>,
+fn remove_from<K: std::hash::Hash + Eq, V: PartialEq>(
+    map: &mut HashMap<K, Vec<V>>,
     key: &K,
-    session: &SessionId,
+    session: &V,
 ) {
     if let Some(list) = map.get_mut(key) {
         list.retain(|s| s != session);
@@ -853,24 +918,23 @@ impl Handler<Attach> for BayFeed {
             .resume
             .as_ref()
             .and_then(|r| self.recent_after(r, &position));
-        self.by_participant
-            .entry(msg.participant.clone())
-            .or_default()
-            .push(msg.session.clone());
         self.by_token
             .entry(msg.token.clone())
             .or_default()
             .push(msg.session.clone());
-        self.sessions.insert(
-            msg.session,
-            Attachment {
-                participant: msg.participant.clone(),
-                token: msg.token,
-                opened_at: msg.opened_at,
-                handle: msg.handle,
-                last_sent: position.entry,
-            },
-        );
+        let slot = self.sessions.insert(Attachment {
+            session: msg.session,
+            participant: msg.participant.clone(),
+            token: msg.token,
+            opened_at: msg.opened_at,
+            handle: msg.handle,
+            last_sent: position.entry,
+            pending: Vec::new(),
+        });
+        self.by_participant
+            .entry(msg.participant.clone())
+            .or_default()
+            .push(slot);
         self.session_started(&msg.participant, ctx);
         self.publish_if_due(ctx);
         let peers = self.peers_of(&msg.participant);
@@ -940,8 +1004,8 @@ impl Handler<Detach> for BayFeed {
     type Result = ();
 
     fn handle(&mut self, msg: Detach, ctx: &mut Self::Context) {
-        if let Some(att) = self.sessions.remove(&msg.session) {
-            remove_from(&mut self.by_participant, &att.participant, &msg.session);
+        if let Some((slot, att)) = self.sessions.remove(&msg.session) {
+            remove_from(&mut self.by_participant, &att.participant, &slot);
             remove_from(&mut self.by_token, &att.token, &msg.session);
             self.session_ended(&att.participant);
         }
@@ -1096,7 +1160,9 @@ impl Handler<Batch> for BayFeed {
     type Result = ();
 
     fn handle(&mut self, msg: Batch, ctx: &mut Self::Context) {
-        let mut outbox: HashMap<SessionId, Vec<Arc<LogRecord>>> = HashMap::new();
+        // Each record is staged in the `pending` of every session it
+        // reaches (found by slot); `touched` lists those sessions once.
+        let mut touched: Vec<usize> = Vec::new();
         for record in &msg.records {
             match &record.event {
                 LogEvent::Message { conversation, .. } | LogEvent::Change { conversation, .. } => {
@@ -1107,42 +1173,54 @@ impl Handler<Batch> for BayFeed {
                         continue;
                     };
                     for participant in members {
-                        for session in self.by_participant.get(participant).into_iter().flatten() {
-                            outbox
-                                .entry(session.clone())
-                                .or_default()
-                                .push(record.clone());
+                        for &slot in self.by_participant.get(participant).into_iter().flatten() {
+                            stage(&mut self.sessions, &mut touched, slot, record);
                         }
                     }
                 }
                 LogEvent::Presence { participant, .. } => {
                     for peer in self.peers_of(participant) {
-                        for session in self.by_participant.get(&peer).into_iter().flatten() {
-                            outbox
-                                .entry(session.clone())
-                                .or_default()
-                                .push(record.clone());
+                        for &slot in self.by_participant.get(&peer).into_iter().flatten() {
+                            stage(&mut self.sessions, &mut touched, slot, record);
                         }
                     }
                 }
                 _ => self.apply_control(record),
             }
         }
+        // Sessions given the same records (all members of one room, in the
+        // common case) share one list and one size estimate.
+        let mut shared: Option<(Arc<[Arc<LogRecord>]>, usize)> = None;
         let mut too_slow = Vec::new();
-        for (session, records) in outbox {
-            if let Some(att) = self.sessions.get_mut(&session) {
-                let bytes = estimate_bytes(&records);
-                if !att.handle.backlog.charge(bytes) {
-                    too_slow.push(session);
-                    continue;
+        for slot in touched {
+            let Some(att) = self.sessions.at_mut(slot) else {
+                continue;
+            };
+            let (records, bytes) = match &shared {
+                Some((records, bytes)) if same_records(records, &att.pending) => {
+                    (records.clone(), *bytes)
                 }
-                att.last_sent = msg.through;
-                att.handle.deliver.do_send(Deliver {
-                    records,
-                    through: msg.through,
-                    bytes,
-                });
+                _ => {
+                    let records: Arc<[Arc<LogRecord>]> = att.pending.as_slice().into();
+                    let bytes = estimate_bytes(&records);
+                    shared = Some((records.clone(), bytes));
+                    (records, bytes)
+                }
+            };
+            att.pending.clear();
+            if att.pending.capacity() > PENDING_KEPT {
+                att.pending = Vec::new();
             }
+            if !att.handle.backlog.charge(bytes) {
+                too_slow.push(att.session.clone());
+                continue;
+            }
+            att.last_sent = msg.through;
+            att.handle.deliver.do_send(Deliver {
+                records,
+                through: msg.through,
+                bytes,
+            });
         }
         for session in too_slow {
             tracing::info!(bay = %self.bay, session = %session, "detaching a session too slow to keep up");
@@ -1161,6 +1239,25 @@ impl Handler<Batch> for BayFeed {
         self.head.send_replace(msg.through);
         self.publish_if_due(ctx);
     }
+}
+
+/// Most record slots a session's `pending` keeps between batches.
+const PENDING_KEPT: usize = 16;
+
+/// Adds `record` to the pending records of the session in `slot`, noting
+/// the session in `touched` on its first record of the batch.
+fn stage(sessions: &mut Sessions, touched: &mut Vec<usize>, slot: usize, record: &Arc<LogRecord>) {
+    if let Some(att) = sessions.at_mut(slot) {
+        if att.pending.is_empty() {
+            touched.push(slot);
+        }
+        att.pending.push(record.clone());
+    }
+}
+
+/// Whether `a` and `b` hold the same records (by identity), in order.
+fn same_records(a: &[Arc<LogRecord>], b: &[Arc<LogRecord>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
 }
 
 /// Openings read from the displacement channel, in order.

@@ -11,6 +11,8 @@
 //! - [`registry::Registry`]: creates and finds the above on demand;
 //! - [`presence`]: activity presence (the state rule and the Bay's
 //!   publisher of `presence.updated`);
+//! - [`open`]: opening a session for any transport: attach to the feed
+//!   before replaying, and the replay's projection;
 //! - [`replay`]: what a replay from a cursor needs beyond the log itself
 //!   (the memberships in force at the cursor);
 //! - [`token_cache::TokenCache`]: authenticated tokens per node, kept
@@ -28,6 +30,7 @@ pub mod drafts;
 pub mod feed;
 pub mod model;
 pub mod node;
+pub mod open;
 pub mod orphans;
 pub mod presence;
 pub mod registry;

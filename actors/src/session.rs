@@ -26,8 +26,10 @@ use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Deliver {
-    /// Only delivered records (messages and changes) of conversations the participant is in.
-    pub records: Vec<Arc<LogRecord>>,
+    /// Only delivered records (messages and changes) of conversations the
+    /// participant is in. Shared: every session a batch gives the same
+    /// records gets the same list.
+    pub records: Arc<[Arc<LogRecord>]>,
     /// Every record ≤ `through` addressed to this session has been sent.
     pub through: EntryId,
     /// The estimated size the feed charged to the session's [`Backlog`];

@@ -177,58 +177,88 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     metrics::install();
     let store: Arc<dyn Store> = Arc::new(Instrumented::new(open_store(&settings).await?));
     if let Some(path) = &settings.bootstrap {
-        let fixed = bootstrap::load(&*store, path).await?;
-        if !fixed.is_empty() {
-            // Printed to stdout, not logged: these tokens are already in the
-            // operator's bootstrap file, and logs never carry tokens.
-            println!("Demo credentials from {}:", path.display());
-            for t in &fixed {
-                println!(
-                    "  {:<10} {:<12} {:<14} {}",
-                    t.bay, t.participant, t.name, t.token
-                );
-            }
+        bootstrap_demo(&*store, path).await?;
+    }
+    let registry = Registry::new(store.clone(), registry_settings(&settings));
+    let state = app_state(&settings, store, registry)?;
+    let mut signals = ShutdownSignals::install();
+    let server = listen(&settings, state.clone(), listeners)?;
+    spawn_housekeeping(&state);
+    let handle = server.handle();
+    let grace = settings.timing.drain_grace;
+    actix_rt::spawn(async move {
+        signals.next().await;
+        drain(&state, grace, &mut signals, handle).await;
+    });
+    server.await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Provisions the bootstrap file's Bays and prints the tokens it fixed.
+async fn bootstrap_demo(store: &dyn Store, path: &std::path::Path) -> Result<(), StartError> {
+    let fixed = bootstrap::load(store, path).await?;
+    if !fixed.is_empty() {
+        // Printed to stdout, not logged: these tokens are already in the
+        // operator's bootstrap file, and logs never carry tokens.
+        println!("Demo credentials from {}:", path.display());
+        for t in &fixed {
+            println!(
+                "  {:<10} {:<12} {:<14} {}",
+                t.bay, t.participant, t.name, t.token
+            );
         }
     }
+    Ok(())
+}
+
+/// The settings of the feeds and conversation actors, from the node's.
+fn registry_settings(settings: &Settings) -> RegistrySettings {
     let t = &settings.timing;
-    let registry = Registry::new(
-        store.clone(),
-        RegistrySettings {
-            feed: FeedSettings {
-                watermark_interval: t.watermark_interval,
-                linger: t.feed_linger,
-                batch_max: 512,
-                recent_max: settings.replay_max_entries,
-                replay_window: settings.replay_window,
-                block: Duration::from_secs(5),
-                presence: PresenceSettings {
-                    interval: t.presence_interval,
-                    linger: t.presence_linger,
-                    tick: t.presence_tick,
-                    idle_after: t.presence_idle_after,
-                },
-                idle_timeout: t.actor_idle_timeout,
+    RegistrySettings {
+        feed: FeedSettings {
+            watermark_interval: t.watermark_interval,
+            linger: t.feed_linger,
+            batch_max: 512,
+            recent_max: settings.replay_max_entries,
+            replay_window: settings.replay_window,
+            block: Duration::from_secs(5),
+            presence: PresenceSettings {
+                interval: t.presence_interval,
+                linger: t.presence_linger,
+                tick: t.presence_tick,
+                idle_after: t.presence_idle_after,
             },
-            typing_ttl: t.typing_ttl,
-            actor_idle_timeout: t.actor_idle_timeout,
-            drafts: DraftSettings {
-                flush_interval: t.draft_flush_interval,
-                max_chars: settings.limits.max_content_chars,
-            },
-            arbiters: 2,
+            idle_timeout: t.actor_idle_timeout,
         },
-    );
-    let webhooks = webhook_dispatcher(&settings, store.clone(), registry.clone());
+        typing_ttl: t.typing_ttl,
+        actor_idle_timeout: t.actor_idle_timeout,
+        drafts: DraftSettings {
+            flush_interval: t.draft_flush_interval,
+            max_chars: settings.limits.max_content_chars,
+        },
+        arbiters: 2,
+    }
+}
+
+/// Starts the background workers (webhooks, the orphan-draft sweep) and
+/// assembles the state every handler shares.
+fn app_state(
+    settings: &Settings,
+    store: Arc<dyn Store>,
+    registry: Registry,
+) -> Result<AppState, StartError> {
+    let webhooks = webhook_dispatcher(settings, store.clone(), registry.clone());
     webhooks.start();
     actix::Actor::start(OrphanSweep::new(
         store.clone(),
         registry.clone(),
-        t.draft_orphan_timeout,
+        settings.timing.draft_orphan_timeout,
     ));
     let state = AppState {
         webhooks,
         // Counted in Redis with the redis engine (cluster-wide), per node otherwise.
-        limits: Arc::new(RateLimits::from_settings(&settings).map_err(StartError::Store)?),
+        limits: Arc::new(RateLimits::from_settings(settings).map_err(StartError::Store)?),
         admin_token_hash: settings
             .admin_token
             .as_ref()
@@ -246,8 +276,16 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     if state.admin_token_hash.is_none() {
         tracing::info!("no admin token configured: the admin API answers 404 (set SWITCHBOARD_ADMIN_TOKEN to enable it)");
     }
+    Ok(state)
+}
+
+/// Serves every route on the sockets [`bind`] opened, and starts.
+fn listen(
+    settings: &Settings,
+    app_state: AppState,
+    listeners: Vec<std::net::TcpListener>,
+) -> Result<actix_web::dev::Server, StartError> {
     let max_body = settings.limits.max_body_bytes;
-    let app_state = state.clone();
     let mut server = HttpServer::new(move || {
         App::new()
             .wrap(actix_web::middleware::from_fn(
@@ -294,7 +332,6 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     if let Some(workers) = settings.workers {
         server = server.workers(workers);
     }
-    let mut signals = ShutdownSignals::install();
     for listener in listeners {
         server = server.listen(listener).map_err(|cause| StartError::Bind {
             bind: settings.bind.clone(),
@@ -304,8 +341,13 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     for addr in server.addrs() {
         tracing::info!("listening on {addr}");
     }
-    let server = server.run();
-    let handle = server.handle();
+    Ok(server.run())
+}
+
+/// Periodic upkeep: histogram samples are folded in, idle rate-limit state
+/// goes, stopped actors are forgotten, and the table gauges stay current
+/// without a scrape.
+fn spawn_housekeeping(state: &AppState) {
     // Histogram samples wait in lock-free buckets until upkeep folds them in:
     // without it they would accumulate for as long as nobody scrapes.
     actix_rt::spawn(async {
@@ -315,8 +357,6 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             metrics::install().run_upkeep();
         }
     });
-    // Housekeeping: idle rate-limit state goes, stopped actors are
-    // forgotten, and the table gauges stay current without a scrape.
     let housekeeping = state.clone();
     actix_rt::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(60));
@@ -327,33 +367,34 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             metrics::refresh(&housekeeping);
         }
     });
-    let drain_state = state.clone();
-    let grace = settings.timing.drain_grace;
-    actix_rt::spawn(async move {
-        signals.next().await;
-        tracing::info!(
-            grace_ms = grace.as_millis() as u64,
-            "shutdown signal received; draining"
-        );
-        drain_state.draining.store(true, Ordering::Relaxed);
-        drain_state
-            .registry
-            .close_all_sessions(CloseReason::Draining);
-        // Keep answering (503 on /readyz and new sessions) while load
-        // balancers notice; a second signal cuts the grace short. The close
-        // frames flush meanwhile (at least 200 ms).
-        let graceful = tokio::select! {
-            _ = tokio::time::sleep(grace.max(Duration::from_millis(200))) => true,
-            _ = signals.next() => {
-                tracing::info!("second signal: stopping at once");
-                false
-            }
-        };
-        handle.stop(graceful).await;
-    });
-    server.await?;
-    tracing::info!("stopped");
-    Ok(())
+}
+
+/// Drains after the first shutdown signal: new sessions are refused, every
+/// session is closed, and the server stops after `grace` (at once on a
+/// second signal).
+async fn drain(
+    state: &AppState,
+    grace: Duration,
+    signals: &mut ShutdownSignals,
+    handle: actix_web::dev::ServerHandle,
+) {
+    tracing::info!(
+        grace_ms = grace.as_millis() as u64,
+        "shutdown signal received; draining"
+    );
+    state.draining.store(true, Ordering::Relaxed);
+    state.registry.close_all_sessions(CloseReason::Draining);
+    // Keep answering (503 on /readyz and new sessions) while load
+    // balancers notice; a second signal cuts the grace short. The close
+    // frames flush meanwhile (at least 200 ms).
+    let graceful = tokio::select! {
+        _ = tokio::time::sleep(grace.max(Duration::from_millis(200))) => true,
+        _ = signals.next() => {
+            tracing::info!("second signal: stopping at once");
+            false
+        }
+    };
+    handle.stop(graceful).await;
 }
 
 /// SIGTERM and SIGINT (Ctrl-C), listened for from the moment this is

@@ -19,7 +19,8 @@ pub const HELD_POLLS: &str = "switchboard_held_polls";
 /// Events handed to clients (counter), label `transport`.
 pub const EVENTS_DELIVERED: &str = "switchboard_events_delivered_total";
 /// Publish-to-deliver latency (histogram, seconds): from the message's
-/// `createdAt` to the moment its event frame / answer is written.
+/// `createdAt` to the moment its event frame / answer is written. One
+/// sample per batch a session writes: the age of its oldest message.
 pub const DELIVERY_SECONDS: &str = "switchboard_delivery_latency_seconds";
 /// Connections closed because a newer one of the same token opened (counter), label `transport`.
 pub const DISPLACEMENTS: &str = "switchboard_displacements_total";
@@ -50,12 +51,8 @@ pub use switchboard_actors::store::redis::BLOCKING_CONNECTIONS;
 /// `admission_tokens` (connection admission counters). Each is bounded by
 /// what is in use, not by what was ever seen.
 pub const TRACKED: &str = "switchboard_tracked_entries";
-/// Session openings that resumed from a cursor (counter), label `source` =
-/// `feed` (served from the feed's recent records in memory) | `store` (read
-/// the log from the store under a replay slot). Mostly `store` right after
-/// a node restart means clients resume from further back than the feed
-/// keeps (see `WARM_WINDOW`).
-pub const REPLAYS: &str = "switchboard_replays_total";
+/// Session openings that resumed from a cursor, by `source` (counter).
+pub use switchboard_actors::open::REPLAYS;
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,

@@ -416,7 +416,7 @@ impl SseSession {
                 ctx.stop();
             }
             Err(OpenFailure::Failed(err)) => {
-                self.opened(Err(err));
+                self.opened(Err(err.into()));
                 ctx.stop();
             }
         }

@@ -289,7 +289,7 @@ impl Actor for PollSession {
                 });
                 act.end(CloseReason::Revoked, None, ctx);
             }
-            Err(OpenFailure::Failed(err)) => act.answer(Err(err), ctx),
+            Err(OpenFailure::Failed(err)) => act.answer(Err(err.into()), ctx),
         }));
     }
 

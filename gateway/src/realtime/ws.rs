@@ -4,8 +4,10 @@
 //! Frame grammar: the client sends `{"t":"hello","resume":<cursor|null>}`
 //! first (within the hello timeout); the server answers `ready`, replays
 //! what the client missed as `event` frames, then a `cursor` frame, and
-//! from then on streams `event` frames, each batch followed by a `cursor`
-//! frame, plus an idle `cursor` frame every ~25 s. Every close the server
+//! from then on streams `event` frames. One `cursor` frame closes each
+//! flushed batch: every delivery handled before the socket's next write
+//! shares it, so a burst of events costs one cursor, not one per event.
+//! An idle `cursor` frame follows every ~25 s of silence. Every close the server
 //! initiates is a [`WsClose`] (its code and close code), preceded by an
 //! `error` frame; how a session end maps to it is [`SessionEnd::of`].
 
@@ -20,13 +22,15 @@ use crate::state::AppState;
 use actix::prelude::*;
 use actix_web::{get, web, HttpRequest, HttpResponse};
 use actix_web_actors::ws::{self, CloseCode, CloseReason as WsCloseReason, ProtocolError};
+use bytestring::ByteString;
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_actors::feed::{BayFeed, Detach};
 use switchboard_actors::session::{
     Backlog, Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
 };
-use switchboard_protocol::cursor::EntryId;
+use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::error::{ErrorCode, WsClose};
 use switchboard_protocol::event::Event;
 use switchboard_protocol::frame::{ClientFrame, ServerFrame};
@@ -86,6 +90,7 @@ async fn upgrade(
         held: Vec::new(),
         last_frame_at: Instant::now(),
         missed_pongs: 0,
+        cursor_due: false,
         backlog: backlog.clone(),
         oversize: Default::default(),
         _permit: permit,
@@ -131,6 +136,28 @@ enum Held {
     Watermark(Watermark),
 }
 
+/// The `cursor` frame of `pos`. Every session of a Bay that a batch
+/// reaches names the same position, and an actix-web worker runs many
+/// sessions: each worker thread renders a position's frame once and
+/// shares the bytes.
+fn cursor_frame(pos: LogPosition) -> ByteString {
+    thread_local! {
+        static LAST: RefCell<Option<(LogPosition, ByteString)>> = const { RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((cached, frame)) = last.as_ref() {
+            if *cached == pos {
+                return frame.clone();
+            }
+        }
+        let cursor = pos.encode();
+        let frame = ByteString::from(ServerFrame::Cursor { cursor: &cursor }.to_json());
+        *last = Some((pos, frame.clone()));
+        frame
+    })
+}
+
 /// One WebSocket connection of one token.
 pub struct WsSession {
     state: AppState,
@@ -145,6 +172,10 @@ pub struct WsSession {
     last_frame_at: Instant,
     /// Pings sent without a pong since.
     missed_pongs: u32,
+    /// Events were written after the last `cursor` frame and a flush of
+    /// the cursor is scheduled for the end of this turn of the actor (see
+    /// [`WsSession::cursor_after_batch`]).
+    cursor_due: bool,
     /// Raised by the inbound [`FrameGuard`] when a frame declared more than the limit.
     oversize: Arc<std::sync::atomic::AtomicBool>,
     /// Live deliveries not yet handled; the feed abandons the session past
@@ -174,14 +205,31 @@ impl WsSession {
         self.send(&ServerFrame::Event { event }, ctx);
     }
 
+    /// Schedules one `cursor` frame after everything this turn of the
+    /// actor writes. The actor context runs every queued mailbox message
+    /// before its spawned futures, and the socket is written only after
+    /// that, so all deliveries handled in one turn go out as one write
+    /// closed by one `cursor` frame. The frame carries the position when it
+    /// is written, which covers every event written before it (cursor rule 1).
+    fn cursor_after_batch(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+        if std::mem::replace(&mut self.cursor_due, true) {
+            return;
+        }
+        ctx.spawn(actix::fut::ready(()).map(|(), act: &mut Self, ctx| {
+            if act.cursor_due && act.phase == Phase::Live {
+                act.send_cursor(ctx);
+            }
+        }));
+    }
+
     /// Sends a `cursor` frame with the current position.
     fn send_cursor(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+        self.cursor_due = false;
         let Some(live) = &mut self.live else { return };
         let pos = live.cursor.position();
         live.last_cursor_sent = Some(pos.entry);
-        let cursor = pos.encode();
         self.last_frame_at = Instant::now();
-        self.write(ServerFrame::Cursor { cursor: &cursor }.to_json(), ctx);
+        ctx.text(cursor_frame(pos));
     }
 
     /// Sends an `error` frame with `close`'s code, then closes with its close code.
@@ -233,83 +281,104 @@ impl WsSession {
         }
     }
 
+    /// Opens the session (attach, then replay) and answers `ready`.
     fn on_hello(&mut self, resume: Option<String>, ctx: &mut ws::WebsocketContext<Self>) {
         self.phase = Phase::Opening;
         // An undecodable resume is "not addressable": ready, then reset.
         // An empty one means "no cursor", as on /updates.
         let parsed = Resume::parse(resume.as_deref());
-        let (position, undecodable) = (parsed.position(), parsed == Resume::Unaddressable);
         let handle = SessionHandle::of(&ctx.address(), self.backlog.clone());
         let fut = open_session(
             self.state.clone(),
             self.caller.clone(),
             self.session.clone(),
             handle,
-            position,
+            parsed.position(),
             usize::MAX,
         );
         // Spawned, not awaited with `ctx.wait`: the connection keeps being
         // read, so a client that gives up mid-opening (a reconnect storm
         // after a node restart) stops this actor and its opening at once
-        // instead of holding a replay slot and a socket for nothing.
-        ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
-            if act.phase == Phase::Closing {
-                if let Ok(Opened { feed, .. }) = &res {
-                    feed.do_send(Detach {
-                        session: act.session.clone(),
-                    });
-                }
-                return;
+        // instead of holding a replay slot and a socket for nothing. What
+        // the feed sends meanwhile is held (see `held`).
+        ctx.spawn(
+            fut.into_actor(self)
+                .map(move |res, act, ctx| act.on_opened(res, resume, parsed, ctx)),
+        );
+    }
+
+    /// What follows the opening: `ready`, then the replay and a `cursor`
+    /// frame, a `reset`, or the close that ends the session.
+    fn on_opened(
+        &mut self,
+        res: Result<Opened, OpenFailure>,
+        resume: Option<String>,
+        parsed: Resume,
+        ctx: &mut ws::WebsocketContext<Self>,
+    ) {
+        if self.phase == Phase::Closing {
+            // The connection ended while opening: let go of the feed.
+            if let Ok(Opened { feed, .. }) = &res {
+                self.detach_from(feed);
             }
-            act.send(
-                &ServerFrame::Ready {
-                    cursor: resume.as_deref(),
-                },
-                ctx,
-            );
-            match res {
-                Ok(Opened {
-                    feed,
-                    cursor,
-                    events,
-                    ..
-                }) => {
-                    act.live = Some(Live {
-                        feed,
-                        cursor,
-                        last_cursor_sent: None,
-                    });
-                    act.phase = Phase::Live;
-                    if undecodable {
-                        act.send_reset(ctx);
-                    }
-                    for replayed in &events {
-                        act.send_event(&replayed.event, ctx);
-                    }
-                    act.send_cursor(ctx);
-                    act.release_held(ctx);
+            return;
+        }
+        self.send(
+            &ServerFrame::Ready {
+                cursor: resume.as_deref(),
+            },
+            ctx,
+        );
+        match res {
+            Ok(Opened {
+                feed,
+                cursor,
+                events,
+                ..
+            }) => {
+                self.go_live(feed, cursor);
+                if parsed == Resume::Unaddressable {
+                    self.send_reset(ctx);
                 }
-                Err(OpenFailure::Expired { feed, cursor }) => {
-                    act.live = Some(Live {
-                        feed,
-                        cursor,
-                        last_cursor_sent: None,
-                    });
-                    act.phase = Phase::Live;
-                    act.send_reset(ctx);
-                    act.send_cursor(ctx);
-                    act.release_held(ctx);
+                for replayed in &events {
+                    self.send_event(&replayed.event, ctx);
                 }
-                Err(OpenFailure::Superseded { .. }) => act.end(CloseReason::Displaced, ctx),
-                Err(OpenFailure::Revoked { feed }) => {
-                    feed.do_send(Detach {
-                        session: act.session.clone(),
-                    });
-                    act.end(CloseReason::Revoked, ctx)
-                }
-                Err(OpenFailure::Failed(err)) => act.close_with(err.ws_close(), &err.message, ctx),
+                self.send_cursor(ctx);
+                self.release_held(ctx);
             }
-        }));
+            Err(OpenFailure::Expired { feed, cursor }) => {
+                self.go_live(feed, cursor);
+                self.send_reset(ctx);
+                self.send_cursor(ctx);
+                self.release_held(ctx);
+            }
+            Err(OpenFailure::Superseded { .. }) => self.end(CloseReason::Displaced, ctx),
+            Err(OpenFailure::Revoked { feed }) => {
+                self.detach_from(&feed);
+                self.end(CloseReason::Revoked, ctx)
+            }
+            Err(OpenFailure::Failed(err)) => {
+                let err = ApiError::from(err);
+                self.close_with(err.ws_close(), &err.message, ctx)
+            }
+        }
+    }
+
+    /// Streams from `cursor` on, fed by `feed`.
+    fn go_live(&mut self, feed: Addr<BayFeed>, cursor: SessionCursor) {
+        self.live = Some(Live {
+            feed,
+            cursor,
+            last_cursor_sent: None,
+        });
+        self.phase = Phase::Live;
+    }
+
+    /// Tells `feed` this session is gone.
+    fn detach_from(&self, feed: &Addr<BayFeed>) {
+        feed.do_send(Detach {
+            session: self.session.clone(),
+        });
     }
 }
 
@@ -325,31 +394,31 @@ impl WsSession {
         }
     }
 
-    /// Sends a live batch (see [`Handler<Deliver>`]).
+    /// Sends a live batch (see [`Handler<Deliver>`]), then schedules one
+    /// `cursor` frame for it.
     fn deliver(&mut self, msg: Deliver, ctx: &mut ws::WebsocketContext<Self>) {
         self.backlog.handled(msg.bytes);
         if self.phase != Phase::Live {
             return;
         }
         let Some(live) = &mut self.live else { return };
+        observe_live_delivery(&msg.records, &live.cursor, Transport::Ws);
         // Frames come pre-rendered from the shared record (one serialization
         // per message and verdict, not one per session).
         let participant = &self.caller.principal.participant.id;
-        let frames: Vec<_> = msg
-            .records
-            .iter()
-            .filter(|r| live.cursor.admits(r))
-            .filter_map(|r| r.ws_event_frame(participant))
-            .collect();
-        observe_live_delivery(&msg.records, &live.cursor, Transport::Ws);
+        let mut wrote = false;
+        for record in msg.records.iter() {
+            if live.cursor.admits(record) {
+                if let Some(frame) = record.ws_event_frame(participant) {
+                    ctx.text(frame);
+                    wrote = true;
+                }
+            }
+        }
         live.cursor.advance(msg.through);
-        if frames.is_empty() {
-            return;
+        if wrote {
+            self.cursor_after_batch(ctx);
         }
-        for frame in frames {
-            ctx.text(frame);
-        }
-        self.send_cursor(ctx);
     }
 
     fn watermark(&mut self, msg: Watermark) {

@@ -1,9 +1,10 @@
 //! `@Name` mention parsing (protocol §7). The rules are documented on
 //! [`parse_mentions`].
 
-use super::text::{fold, Folded};
+use super::names::NameIndex;
+use super::text::Folded;
 use crate::ids::ParticipantId;
-use crate::model::{ParticipantKind, RosterMember};
+use crate::model::RosterMember;
 
 /// The mentions found in a text: resolved ids plus the folded spans
 /// (`@` included) they occupy.
@@ -12,17 +13,10 @@ pub(crate) struct MentionScan {
     pub(crate) spans: Vec<(usize, usize)>,
 }
 
-/// Scans an already-folded text for mentions (rules: [`parse_mentions`]).
-pub(crate) fn scan_mentions(text: &Folded, roster: &[RosterMember]) -> MentionScan {
-    let mut agents: Vec<(Vec<char>, &RosterMember)> = roster
-        .iter()
-        .filter(|m| m.kind == ParticipantKind::Agent)
-        .map(|m| (fold(&m.name), m))
-        .filter(|(name, _)| !name.is_empty())
-        .collect();
-    // Longest first; the sort is stable, so equal lengths keep roster order.
-    agents.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
-
+/// Scans an already-folded text for mentions (rules: [`parse_mentions`])
+/// with the agent names of `names`.
+pub(crate) fn scan_mentions(text: &Folded, names: &NameIndex) -> MentionScan {
+    let agents = &names.by_length;
     let chars = text.chars();
     let mut scan = MentionScan {
         ids: Vec::new(),
@@ -42,9 +36,9 @@ pub(crate) fn scan_mentions(text: &Folded, roster: &[RosterMember]) -> MentionSc
             p += 1;
             continue;
         };
-        for (other, member) in &agents {
-            if other == name && !scan.ids.contains(&member.id) {
-                scan.ids.push(member.id.clone());
+        for (other, member) in agents {
+            if other == name && !scan.ids.contains(member) {
+                scan.ids.push(member.clone());
             }
         }
         let end = start + name.len();
@@ -91,5 +85,5 @@ pub(crate) fn scan_mentions(text: &Folded, roster: &[RosterMember]) -> MentionSc
 ///   duplicates. The mentioned text (`@` through the end of the name) is not
 ///   considered again by plain-name addressing.
 pub fn parse_mentions(content: &str, roster: &[RosterMember]) -> Vec<ParticipantId> {
-    scan_mentions(&Folded::new(content), roster).ids
+    scan_mentions(&Folded::new(content), &NameIndex::new(roster)).ids
 }

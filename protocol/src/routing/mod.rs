@@ -89,7 +89,7 @@ mod text;
 
 pub use instructions::instructions;
 pub use mentions::parse_mentions;
-pub use names::{addressed_by_name, distinctive_words};
+pub use names::{addressed_by_name, distinctive_words, NameIndex};
 pub use router::router_picks;
 
 /// Everything routing needs to know about one new message.
@@ -221,8 +221,14 @@ pub(crate) fn effective<'a>(
 /// Computes the routing facts of a message, round cap excluded (the store
 /// sets [`Routing::suppressed`]). See the [module docs](self) for the rules.
 pub fn route(input: &RouteInput<'_>) -> Routing {
+    route_with_names(input, &NameIndex::new(input.roster))
+}
+
+/// [`route`] with the roster's [`NameIndex`] built beforehand: `names`
+/// must be the index of `input.roster`.
+pub fn route_with_names(input: &RouteInput<'_>, names: &NameIndex) -> Routing {
     let text = text::Folded::new(input.content);
-    let scan = mentions::scan_mentions(&text, input.roster);
+    let scan = mentions::scan_mentions(&text, names);
     let human = input.sender_kind == ParticipantKind::User;
     let is_agent_member = |id: &ParticipantId| {
         input
@@ -233,7 +239,7 @@ pub fn route(input: &RouteInput<'_>) -> Routing {
 
     // §4: plain names count for human senders only.
     let addressed_agents = if human {
-        names::scan_plain_names(&text, input.roster, &scan.spans)
+        names::scan_plain_names(&text, names, &scan.spans)
     } else {
         Vec::new()
     };

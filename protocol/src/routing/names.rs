@@ -142,14 +142,36 @@ pub fn distinctive_words(agent_name: &str, roster: &[RosterMember]) -> Vec<Strin
         .filter(|m| m.kind == ParticipantKind::Agent && !fold(&m.name).is_empty())
         .map(|m| name_words(&m.name))
         .collect();
-    distinctive_in(&name_words(agent_name), &all)
+    distinctive_in(&name_words(agent_name), &shared_by_all(&all))
 }
 
-fn distinctive_in(words: &[String], all_agents: &[Vec<String>]) -> Vec<String> {
+/// The words every agent carries (rule 3), when there are two or more
+/// agents; none otherwise. One pass over the agents, so a room's
+/// distinctive words cost time linear in its agents, not quadratic.
+fn shared_by_all(all_agents: &[Vec<String>]) -> Vec<&str> {
+    let [first, rest @ ..] = all_agents else {
+        return Vec::new();
+    };
+    if rest.is_empty() {
+        return Vec::new();
+    }
+    let mut shared: Vec<&str> = first.iter().map(String::as_str).collect();
+    for words in rest {
+        shared.retain(|s| words.iter().any(|w| w == s));
+        if shared.is_empty() {
+            break;
+        }
+    }
+    shared
+}
+
+/// The words of `words` that pass rules 1 and 2 and are not in `shared`
+/// (rule 3, from [`shared_by_all`]).
+fn distinctive_in(words: &[String], shared: &[&str]) -> Vec<String> {
     words
         .iter()
         .filter(|w| is_significant(w, NAME_STOP_WORDS))
-        .filter(|w| all_agents.len() < 2 || !all_agents.iter().all(|ws| ws.contains(w)))
+        .filter(|w| !shared.contains(&w.as_str()))
         .cloned()
         .collect()
 }
@@ -167,46 +189,76 @@ fn whole_name_addresses(folded_name: &[char]) -> bool {
     is_significant(&s, NAME_STOP_WORDS)
 }
 
-struct Phrase<'a> {
+/// The agent names of a roster, folded and split once: what scanning a
+/// message for `@mentions` and plain names needs. Building it costs time
+/// linear in the roster's agents; a conversation that routes many posts
+/// under one roster builds it once and passes it to
+/// [`super::route_with_names`].
+#[derive(Clone, Debug, Default)]
+pub struct NameIndex {
+    /// Every agent's folded whole name, longest first (the sort is
+    /// stable: equal lengths keep roster order), for `@mentions`.
+    pub(crate) by_length: Vec<(Vec<char>, ParticipantId)>,
+    /// The phrases that address an agent without `@`, in roster order.
+    phrases: Vec<Phrase>,
+}
+
+#[derive(Clone, Debug)]
+struct Phrase {
     chars: Vec<char>,
-    member: &'a RosterMember,
+    member: ParticipantId,
     whole: bool,
+}
+
+impl NameIndex {
+    /// The index of `roster`'s agents (humans are ignored).
+    pub fn new(roster: &[RosterMember]) -> Self {
+        // Each agent with its folded name, folded once.
+        let agents: Vec<(&RosterMember, Vec<char>)> = roster
+            .iter()
+            .filter(|m| m.kind == ParticipantKind::Agent)
+            .map(|m| (m, fold(&m.name)))
+            .filter(|(_, whole)| !whole.is_empty())
+            .collect();
+        let all_words: Vec<Vec<String>> = agents.iter().map(|(m, _)| name_words(&m.name)).collect();
+        let shared = shared_by_all(&all_words);
+        let mut phrases: Vec<Phrase> = Vec::new();
+        for ((member, whole), words) in agents.iter().zip(&all_words) {
+            if whole_name_addresses(whole) {
+                phrases.push(Phrase {
+                    chars: whole.clone(),
+                    member: member.id.clone(),
+                    whole: true,
+                });
+            }
+            for w in distinctive_in(words, &shared) {
+                let chars: Vec<char> = w.chars().collect();
+                if chars != *whole {
+                    phrases.push(Phrase {
+                        chars,
+                        member: member.id.clone(),
+                        whole: false,
+                    });
+                }
+            }
+        }
+        let mut by_length: Vec<(Vec<char>, ParticipantId)> = agents
+            .into_iter()
+            .map(|(m, whole)| (whole, m.id.clone()))
+            .collect();
+        by_length.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
+        NameIndex { by_length, phrases }
+    }
 }
 
 /// Scans folded text for plain names, skipping `masked` folded spans (the
 /// `@mentions`).
 pub(crate) fn scan_plain_names(
     text: &Folded,
-    roster: &[RosterMember],
+    names: &NameIndex,
     masked: &[(usize, usize)],
 ) -> Vec<ParticipantId> {
-    let agents: Vec<&RosterMember> = roster
-        .iter()
-        .filter(|m| m.kind == ParticipantKind::Agent && !fold(&m.name).is_empty())
-        .collect();
-    let all_words: Vec<Vec<String>> = agents.iter().map(|m| name_words(&m.name)).collect();
-    let mut phrases: Vec<Phrase<'_>> = Vec::new();
-    for (member, words) in agents.iter().zip(&all_words) {
-        let whole = fold(&member.name);
-        if whole_name_addresses(&whole) {
-            phrases.push(Phrase {
-                chars: whole.clone(),
-                member,
-                whole: true,
-            });
-        }
-        for w in distinctive_in(words, &all_words) {
-            let chars: Vec<char> = w.chars().collect();
-            if chars != whole {
-                phrases.push(Phrase {
-                    chars,
-                    member,
-                    whole: false,
-                });
-            }
-        }
-    }
-
+    let phrases = &names.phrases;
     let mut found: Vec<ParticipantId> = Vec::new();
     let mut p = 0;
     'scan: while p < text.len() {
@@ -220,11 +272,13 @@ pub(crate) fn scan_plain_names(
             p += 1;
             continue;
         }
-        let fits: Vec<&Phrase<'_>> = phrases
+        let first = text.chars()[p];
+        let fits: Vec<&Phrase> = phrases
             .iter()
             .filter(|ph| {
                 let end = p + ph.chars.len();
-                text.occurs_at(p, &ph.chars)
+                ph.chars.first() == Some(&first)
+                    && text.occurs_at(p, &ph.chars)
                     && text.boundary_after(end)
                     && !masked.iter().any(|&(s, e)| s < end && p < e)
             })
@@ -233,13 +287,13 @@ pub(crate) fn scan_plain_names(
             p += 1;
             continue;
         };
-        let best: Vec<&&Phrase<'_>> = fits.iter().filter(|ph| ph.chars.len() == longest).collect();
+        let best: Vec<&&Phrase> = fits.iter().filter(|ph| ph.chars.len() == longest).collect();
         // A whole name beats the same text as a word of other names: "Bay"
         // addresses the agent "Bay", not also "Bay Brain".
         let any_whole = best.iter().any(|ph| ph.whole);
         for ph in best {
-            if (ph.whole || !any_whole) && !found.contains(&ph.member.id) {
-                found.push(ph.member.id.clone());
+            if (ph.whole || !any_whole) && !found.contains(&ph.member) {
+                found.push(ph.member.clone());
             }
         }
         p += longest;
@@ -276,6 +330,7 @@ pub(crate) fn scan_plain_names(
 /// messages only ("an agent writing another agent's name is narrating").
 pub fn addressed_by_name(content: &str, roster: &[RosterMember]) -> Vec<ParticipantId> {
     let text = Folded::new(content);
-    let mentions = scan_mentions(&text, roster);
-    scan_plain_names(&text, roster, &mentions.spans)
+    let names = NameIndex::new(roster);
+    let mentions = scan_mentions(&text, &names);
+    scan_plain_names(&text, &names, &mentions.spans)
 }

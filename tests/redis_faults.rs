@@ -233,6 +233,10 @@ async fn a_client_that_leaves_mid_opening_frees_its_connection_at_once() {
     let w = World::create(&gw, "leavers").await;
     // Warm the token cache, so the upgrade itself does not wait on Redis.
     gw.ws_ready(&w.rex, None).await.close().await;
+    for token in [&w.brain, &w.scout] {
+        let (s, body) = gw.updates(token, None, "0").await;
+        assert_eq!(s, 200, "{body}");
+    }
     assert!(
         common::eventually(Duration::from_secs(10), || async {
             gw.metric("switchboard_connections").await == 0.0
@@ -257,6 +261,7 @@ async fn a_client_that_leaves_mid_opening_frees_its_connection_at_once() {
     for ws in sockets {
         ws.close().await;
     }
+
     // Far sooner than the opening would have taken.
     let freed = common::eventually(Duration::from_secs(3), || async {
         gw.metric("switchboard_connections").await == 0.0
@@ -265,6 +270,40 @@ async fn a_client_that_leaves_mid_opening_frees_its_connection_at_once() {
     assert!(
         freed,
         "connections still held {:?} after their clients left",
+        left.elapsed()
+    );
+
+    // The same for long-polls (another token each: a newer call of one
+    // token would displace the older), each on a connection of its own.
+    let mut polls = Vec::new();
+    for token in [&w.brain, &w.scout] {
+        let http = reqwest::Client::new();
+        let url = gw.url("/api/agent-api/updates?wait=25");
+        let token = token.clone();
+        polls.push(tokio::spawn(async move {
+            http.get(url).bearer_auth(token).send().await
+        }));
+    }
+    // Admitted once the rate limit answered (one slow round trip); the
+    // opening after it takes several more.
+    let admitted = common::eventually(Duration::from_secs(10), || async {
+        gw.metric("switchboard_connections{transport=\"updates\"}")
+            .await
+            >= 2.0
+    })
+    .await;
+    assert!(admitted, "the polls were not opening");
+    let left = Instant::now();
+    for poll in polls {
+        poll.abort();
+    }
+    let freed = common::eventually(Duration::from_secs(3), || async {
+        gw.metric("switchboard_connections").await == 0.0
+    })
+    .await;
+    assert!(
+        freed,
+        "polls still held {:?} after their clients left",
         left.elapsed()
     );
     proxy.heal();

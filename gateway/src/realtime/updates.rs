@@ -232,12 +232,11 @@ impl PollSession {
     }
 }
 
-impl Actor for PollSession {
-    type Context = Context<Self>;
-
-    fn started(&mut self, ctx: &mut Self::Context) {
+impl PollSession {
+    /// Opens the session (attach, then replay), unless the caller leaves first.
+    fn open(&mut self, ctx: &mut Context<Self>) {
         let handle = SessionHandle::of(&ctx.address(), Backlog::unbounded());
-        let fut = open_session(
+        let open = open_session(
             self.state.clone(),
             self.caller.clone(),
             self.session.clone(),
@@ -245,20 +244,54 @@ impl Actor for PollSession {
             self.resume.clone(),
             MAX_EVENTS_PER_ANSWER,
         );
-        ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
+        let Some(tx) = self.reply.take() else {
+            return ctx.stop();
+        };
+        // The opening races the caller leaving: a client that timed out
+        // (a reconnect storm, a slow store) drops its request, and its
+        // opening must stop with it rather than run on for nobody, holding
+        // an admission slot and a replay slot, while its retry queues
+        // behind it.
+        let fut = async move {
+            let mut tx = tx;
+            let outcome = {
+                let open = std::pin::pin!(open);
+                let gone = std::pin::pin!(tx.closed());
+                match futures_util::future::select(open, gone).await {
+                    futures_util::future::Either::Left((res, _)) => Some(res),
+                    futures_util::future::Either::Right(_) => None,
+                }
+            };
+            outcome.map(|res| (res, tx))
+        };
+        ctx.wait(fut.into_actor(self).map(|outcome, act, ctx| {
+            let Some((res, tx)) = outcome else {
+                return ctx.stop();
+            };
+            act.reply = Some(tx);
+            act.on_opened(res, ctx);
+        }));
+    }
+}
+
+impl PollSession {
+    /// Answers at once (events, expiry, displacement, failure) or holds
+    /// the call until an event or the end of its wait.
+    fn on_opened(&mut self, res: Result<Opened, OpenFailure>, ctx: &mut Context<Self>) {
+        match res {
             Ok(Opened {
                 feed,
                 cursor,
                 events,
                 complete,
             }) => {
-                act.live = Some(Live { feed, cursor });
+                self.live = Some(Live { feed, cursor });
                 if !events.is_empty() || !complete {
-                    act.answer_events(events.into_iter().map(|r| r.event).collect(), ctx);
+                    self.answer_events(events.into_iter().map(|r| r.event).collect(), ctx);
                     return;
                 }
-                ctx.run_later(act.wait, |act, ctx| act.answer_events(Vec::new(), ctx));
-                act.held = true;
+                ctx.run_later(self.wait, |act, ctx| act.answer_events(Vec::new(), ctx));
+                self.held = true;
                 metrics::gauge!(crate::metrics::HELD_POLLS).increment(1.0);
                 // Stop holding for a client that went away.
                 ctx.run_interval(Duration::from_millis(500), |act, ctx| {
@@ -268,8 +301,8 @@ impl Actor for PollSession {
                 });
             }
             Err(OpenFailure::Expired { feed, cursor }) => {
-                act.live = Some(Live { feed, cursor });
-                act.answer(
+                self.live = Some(Live { feed, cursor });
+                self.answer(
                     Err(cursor_expired(
                         "cursor expired: it fell out of the replay buffer or the log was reset",
                     )),
@@ -280,17 +313,25 @@ impl Actor for PollSession {
                 // A newer call already displaced this one. The session has no
                 // position of its own: answer with the caller's cursor (or,
                 // without one, the feed's position).
-                let cursor = act.resume.as_ref().unwrap_or(&position).encode();
-                act.end(CloseReason::Displaced, Some(cursor), ctx);
+                let cursor = self.resume.as_ref().unwrap_or(&position).encode();
+                self.end(CloseReason::Displaced, Some(cursor), ctx);
             }
             Err(OpenFailure::Revoked { feed }) => {
                 feed.do_send(Detach {
-                    session: act.session.clone(),
+                    session: self.session.clone(),
                 });
-                act.end(CloseReason::Revoked, None, ctx);
+                self.end(CloseReason::Revoked, None, ctx);
             }
-            Err(OpenFailure::Failed(err)) => act.answer(Err(err.into()), ctx),
-        }));
+            Err(OpenFailure::Failed(err)) => self.answer(Err(err.into()), ctx),
+        }
+    }
+}
+
+impl Actor for PollSession {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.open(ctx);
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {

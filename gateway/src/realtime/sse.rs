@@ -436,10 +436,22 @@ impl Actor for SseSession {
             self.resume.position(),
             usize::MAX,
         );
-        ctx.wait(
-            fut.into_actor(self)
-                .map(|res, act, ctx| act.on_open(res, ctx)),
-        );
+        // The opening races the client leaving (the response body dropped):
+        // under a reconnect storm a client that timed out must not leave an
+        // opening running for nobody, holding its slots.
+        let out = self.out.clone();
+        let fut = async move {
+            let open = std::pin::pin!(fut);
+            let gone = std::pin::pin!(out.closed());
+            match futures_util::future::select(open, gone).await {
+                futures_util::future::Either::Left((res, _)) => Some(res),
+                futures_util::future::Either::Right(_) => None,
+            }
+        };
+        ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
+            Some(res) => act.on_open(res, ctx),
+            None => ctx.stop(),
+        }));
         let timing = &self.state.settings.timing;
         ctx.run_interval(timing.sse_heartbeat, |act, ctx| {
             if act.ended {

@@ -130,3 +130,20 @@ pub fn observe_live_delivery(
         metrics.latency.record(age.as_secs_f64());
     }
 }
+
+/// Runs `open` unless `gone` (the caller leaving: its request or response
+/// body dropped) finishes first; `None` then, and `open` is dropped with
+/// the work it was doing. Under a reconnect storm a client that timed out
+/// must not leave an opening running for nobody, holding its admission
+/// and replay slots while its retry queues behind it.
+pub async fn unless_gone<T>(
+    open: impl std::future::Future<Output = T>,
+    gone: impl std::future::Future,
+) -> Option<T> {
+    let open = std::pin::pin!(open);
+    let gone = std::pin::pin!(gone);
+    match futures_util::future::select(open, gone).await {
+        futures_util::future::Either::Left((res, _)) => Some(res),
+        futures_util::future::Either::Right(_) => None,
+    }
+}

@@ -38,7 +38,9 @@
 //! session and the stream ends with `SLOW_CONSUMER` after what it already
 //! holds (resume with the last id, nothing is lost).
 
-use super::open::{observe_live_delivery, open_session, OpenFailure, Opened, Replayed, Resume};
+use super::open::{
+    observe_live_delivery, open_session, unless_gone, OpenFailure, Opened, Replayed, Resume,
+};
 use crate::auth::authenticate;
 use crate::auth::Caller;
 use crate::connections::{ConnectionPermit, Transport};
@@ -436,18 +438,9 @@ impl Actor for SseSession {
             self.resume.position(),
             usize::MAX,
         );
-        // The opening races the client leaving (the response body dropped):
-        // under a reconnect storm a client that timed out must not leave an
-        // opening running for nobody, holding its slots.
+        // The opening stops if the client drops the response meanwhile.
         let out = self.out.clone();
-        let fut = async move {
-            let open = std::pin::pin!(fut);
-            let gone = std::pin::pin!(out.closed());
-            match futures_util::future::select(open, gone).await {
-                futures_util::future::Either::Left((res, _)) => Some(res),
-                futures_util::future::Either::Right(_) => None,
-            }
-        };
+        let fut = async move { unless_gone(fut, out.closed()).await };
         ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
             Some(res) => act.on_open(res, ctx),
             None => ctx.stop(),

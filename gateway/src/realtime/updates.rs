@@ -10,7 +10,9 @@
 //! [`SESSION_END_HEADER`] header, so a client tells a displaced poll from
 //! an idle one.
 
-use super::open::{live_events, observe_live_delivery, open_session, OpenFailure, Opened, Resume};
+use super::open::{
+    live_events, observe_live_delivery, open_session, unless_gone, OpenFailure, Opened, Resume,
+};
 use crate::auth::Caller;
 use crate::connections::{ConnectionPermit, Transport};
 use crate::error::{ApiError, SessionEnd};
@@ -247,21 +249,10 @@ impl PollSession {
         let Some(tx) = self.reply.take() else {
             return ctx.stop();
         };
-        // The opening races the caller leaving: a client that timed out
-        // (a reconnect storm, a slow store) drops its request, and its
-        // opening must stop with it rather than run on for nobody, holding
-        // an admission slot and a replay slot, while its retry queues
-        // behind it.
+        // The opening stops if the caller drops its request meanwhile.
         let fut = async move {
             let mut tx = tx;
-            let outcome = {
-                let open = std::pin::pin!(open);
-                let gone = std::pin::pin!(tx.closed());
-                match futures_util::future::select(open, gone).await {
-                    futures_util::future::Either::Left((res, _)) => Some(res),
-                    futures_util::future::Either::Right(_) => None,
-                }
-            };
+            let outcome = unless_gone(open, tx.closed()).await;
             outcome.map(|res| (res, tx))
         };
         ctx.wait(fut.into_actor(self).map(|outcome, act, ctx| {

@@ -230,6 +230,50 @@ async fn offline_follows_a_clean_close_but_a_reconnect_inside_the_linger_emits_n
     wait_listed(&gw, &w.brain, "rex", ("offline", "offline")).await;
 }
 
+/// A poll loop ends a session between every two calls, and its gaps can
+/// hold a rate-limit wait: a poller stays present across gaps longer than
+/// the WebSocket linger (`presence_poll_linger`), so it does not flicker
+/// offline and wake every held poll of its rooms; once it stops polling it
+/// goes offline after that linger.
+#[tokio::test]
+async fn a_poller_stays_online_across_its_loops_gaps_and_goes_offline_after_it_stops() {
+    let gw =
+        Gateway::spawn_with(fast().env("SWITCHBOARD_TIMING__PRESENCE_POLL_LINGER", "4s")).await;
+    let w = World::create(&gw, "poll").await;
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    let (s, body) = gw.updates(&w.scout, None, "0").await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(
+        next_state_of(&mut brain, "scout", Duration::from_secs(10)).await,
+        "online"
+    );
+    let mut cursor = body["cursor"].as_str().unwrap().to_owned();
+    // Gaps of 2 s: twice the 1 s linger of a socket, inside the poll linger.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (s, body) = gw.updates(&w.scout, Some(&cursor), "0").await;
+        assert_eq!(s, 200, "{body}");
+        cursor = body["cursor"].as_str().unwrap().to_owned();
+    }
+    let marker = post(&gw, &w.ana, "group", "still polling").await;
+    let seen = presence_until_message(&mut brain, &marker).await;
+    assert!(
+        seen.iter().all(|e| e["participantId"] != "scout"),
+        "the poller flickered: {seen:?}"
+    );
+    // It stops: offline after the poll linger (4 s), not the socket's 1 s.
+    let stopped = Instant::now();
+    assert_eq!(
+        next_state_of(&mut brain, "scout", Duration::from_secs(15)).await,
+        "offline"
+    );
+    assert!(
+        stopped.elapsed() >= Duration::from_millis(2500),
+        "offline after {:?}, inside the poll linger",
+        stopped.elapsed()
+    );
+}
+
 #[tokio::test]
 async fn typing_shows_thinking_until_the_indicator_expires() {
     let gw = Gateway::spawn_with(fast().env("SWITCHBOARD_TIMING__TYPING_TTL", "3s")).await;

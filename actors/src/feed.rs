@@ -366,17 +366,21 @@ impl BayFeed {
     }
 
     /// Notes that a session of `participant` ended: after its last one
-    /// here it stays present for `presence_linger` (see the module docs),
-    /// written at the handler's end ([`BayFeed::publish_if_due`]) so the
-    /// linger starts now.
-    fn session_ended(&mut self, participant: &ParticipantId) {
+    /// here it stays present for `presence_linger`, or the session's own
+    /// linger (see the module docs), written at the handler's end
+    /// ([`BayFeed::publish_if_due`]) so the linger starts now.
+    fn session_ended(&mut self, participant: &ParticipantId, linger: Option<Duration>) {
         if self.by_participant.contains_key(participant) {
             return;
         }
-        let until = now_ms() + self.settings.presence.linger.as_millis() as u64;
-        self.presence
+        let linger = linger.unwrap_or(self.settings.presence.linger);
+        let until = now_ms() + linger.as_millis() as u64;
+        let entry = self
+            .presence
             .linger_until
-            .insert(participant.clone(), until);
+            .entry(participant.clone())
+            .or_insert(until);
+        *entry = (*entry).max(until);
         self.presence.due = true;
     }
 
@@ -703,7 +707,7 @@ impl BayFeed {
             att.handle.close.do_send(Close { reason });
             remove_from(&mut self.by_participant, &att.participant, &slot);
             remove_from(&mut self.by_token, &att.token, session);
-            self.session_ended(&att.participant);
+            self.session_ended(&att.participant, att.handle.linger);
         }
     }
 
@@ -1007,7 +1011,7 @@ impl Handler<Detach> for BayFeed {
         if let Some((slot, att)) = self.sessions.remove(&msg.session) {
             remove_from(&mut self.by_participant, &att.participant, &slot);
             remove_from(&mut self.by_token, &att.token, &msg.session);
-            self.session_ended(&att.participant);
+            self.session_ended(&att.participant, att.handle.linger);
         }
         self.publish_if_due(ctx);
     }

@@ -87,6 +87,10 @@ pub struct SessionHandle {
     pub close: Recipient<Close>,
     /// What the feed pushed and the session has not handled yet.
     pub backlog: Arc<Backlog>,
+    /// How long its participant stays present after this session ends, when
+    /// not the feed's `presence_linger`: an `/updates` call ends between
+    /// every two polls, and the gap can hold a rate-limit wait.
+    pub linger: Option<std::time::Duration>,
 }
 
 impl SessionHandle {
@@ -103,7 +107,15 @@ impl SessionHandle {
             watermark: addr.clone().recipient(),
             close: addr.clone().recipient(),
             backlog,
+            linger: None,
         }
+    }
+
+    /// The same handle, its participant staying present `linger` after
+    /// this session ends (see [`SessionHandle::linger`]).
+    pub fn lingering(mut self, linger: std::time::Duration) -> Self {
+        self.linger = Some(linger);
+        self
     }
 }
 

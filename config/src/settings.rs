@@ -212,6 +212,13 @@ pub struct Timing {
     /// it changes nothing). Zero is allowed (offline at once).
     #[serde(with = "humantime_serde")]
     pub presence_linger: Duration,
+    /// [`Timing::presence_linger`] for a participant whose last session
+    /// was an `/updates` call: a poll loop's gap can hold a 429's
+    /// `Retry-After` (the 20/min bucket) and a client's backoff, and a
+    /// poller that flickers offline in it wakes every held poll of its
+    /// rooms with a presence event, which under load feeds on itself.
+    #[serde(with = "humantime_serde")]
+    pub presence_poll_linger: Duration,
     /// How often the node holding a Bay's presence lease computes states
     /// and logs `presence.updated` events. Zero turns those events off
     /// (`GET /agents` still shows `presence`).

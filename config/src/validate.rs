@@ -121,7 +121,8 @@ impl Settings {
         non_zero("timing.draft_flush_interval", timing.draft_flush_interval)?;
         non_zero("timing.draft_orphan_timeout", timing.draft_orphan_timeout)?;
         non_zero("timing.presence_interval", timing.presence_interval)?;
-        // timing.presence_linger: zero is valid (offline as the session ends).
+        // timing.presence_linger and presence_poll_linger: zero is valid
+        // (offline as the session ends).
         // timing.presence_tick: zero is valid (no presence.updated events).
         non_zero("timing.presence_idle_after", timing.presence_idle_after)?;
         // timing.drain_timeout: zero is valid (close connections at once).

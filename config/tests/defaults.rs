@@ -59,6 +59,7 @@ fn defaults_equal_the_protocol_values() {
             draft_orphan_timeout: secs(30),
             presence_interval: secs(2),
             presence_linger: Duration::from_millis(2500),
+            presence_poll_linger: Duration::from_secs(10),
             presence_tick: Duration::from_millis(500),
             presence_idle_after: secs(300),
             drain_timeout: secs(10),

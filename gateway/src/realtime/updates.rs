@@ -237,7 +237,11 @@ impl PollSession {
 impl PollSession {
     /// Opens the session (attach, then replay), unless the caller leaves first.
     fn open(&mut self, ctx: &mut Context<Self>) {
-        let handle = SessionHandle::of(&ctx.address(), Backlog::unbounded());
+        // A poll loop ends a session between every two calls: its
+        // participant stays present across the gaps (a rate-limit wait
+        // included), not just for the WebSocket linger.
+        let handle = SessionHandle::of(&ctx.address(), Backlog::unbounded())
+            .lingering(self.state.settings.timing.presence_poll_linger);
         let open = open_session(
             self.state.clone(),
             self.caller.clone(),

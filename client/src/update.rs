@@ -56,6 +56,19 @@ pub enum Update {
         /// Its JSON.
         raw: Value,
     },
+    /// The listener is about to catch up over REST: the stored cursor
+    /// could not be resumed (`reset`, 409 `CURSOR_EXPIRED`), or a session
+    /// after one started at now. The messages found follow as
+    /// [`Update::Recovered`].
+    CatchUp {
+        /// Where the catch-up starts in a conversation without a
+        /// watermark (RFC 3339); elsewhere it starts right after the
+        /// newest message taken.
+        since: String,
+        /// `true` for a reset or an expired cursor, `false` for the
+        /// catch-up of a session that followed one.
+        reset: bool,
+    },
     /// The listener moved to another transport (WebSocket refused by a
     /// proxy, or back after a probe).
     TransportChanged(Transport),
@@ -100,7 +113,7 @@ impl Update {
             Update::Event { raw, .. }
             | Update::Other { raw, .. }
             | Update::Recovered { raw, .. } => Some(raw),
-            Update::TransportChanged(_) | Update::Retrying { .. } => None,
+            Update::TransportChanged(_) | Update::Retrying { .. } | Update::CatchUp { .. } => None,
         }
     }
 }

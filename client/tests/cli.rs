@@ -434,3 +434,91 @@ fn cursor_file_trouble_is_clear() {
         "{stderr}"
     );
 }
+
+/// `listen >&-`: a closed stdout is an error at once (exit 1, `STDOUT`),
+/// and no cursor is saved for events nobody could read.
+#[cfg(unix)]
+#[test]
+fn listen_with_stdout_closed_fails_before_saving_a_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let cursor_file = dir.path().join("rex.cursor");
+    let mut cmd = Command::new("sh");
+    cmd.env_clear()
+        .env("SWITCHBOARD_URL", gateway())
+        .env("SWITCHBOARD_TOKEN", REX)
+        .arg("-c")
+        .arg(r#"exec "$0" listen --transport updates --cursor-file "$1" >&-"#)
+        .arg(env!("CARGO_BIN_EXE_switchboard-cli"))
+        .arg(&cursor_file)
+        .stderr(Stdio::piped());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(err["error"], "STDOUT", "{stderr}");
+    assert!(!cursor_file.exists(), "no cursor saved");
+}
+
+/// A cursor file holding something the server never issued is refused,
+/// naming the file, instead of being answered with a reset and a
+/// catch-up that hands over old messages again.
+#[test]
+fn a_garbage_cursor_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("g.cursor");
+    std::fs::write(&garbage, "garbage!!\n").unwrap();
+    let out = cli(Some(REX))
+        .args(["listen", "--transport", "updates", "--cursor-file"])
+        .arg(&garbage)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "nothing delivered");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(err["error"], "CURSOR_STORE", "{stderr}");
+    assert!(
+        err["message"].as_str().unwrap().contains("g.cursor"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&garbage).unwrap(), "garbage!!\n");
+}
+
+/// A second listener on the same cursor file stops at once with a clear
+/// error; the first one keeps its file.
+#[test]
+fn a_second_listener_on_one_cursor_file_is_refused() {
+    let url = start_gateway(None);
+    let dir = tempfile::tempdir().unwrap();
+    let cursor_file = dir.path().join("rex.cursor");
+    let mut first = KillOnDrop(
+        cli_at(&url, Some(REX))
+            .args(["listen", "--transport", "updates", "--cursor-file"])
+            .arg(&cursor_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    until_exists(&cursor_file);
+    let out = cli_at(&url, Some(REX))
+        .args(["listen", "--transport", "updates", "--cursor-file"])
+        .arg(&cursor_file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(err["error"], "CURSOR_STORE", "{stderr}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("cursor file in use by another listener"),
+        "{stderr}"
+    );
+    assert!(
+        first.0.try_wait().unwrap().is_none(),
+        "the first one runs on"
+    );
+}

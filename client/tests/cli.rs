@@ -522,3 +522,31 @@ fn a_second_listener_on_one_cursor_file_is_refused() {
         "the first one runs on"
     );
 }
+
+/// `me` against a wrong base URL names the URL and the usual cause; an
+/// unreachable server names the cause, not only "error sending request".
+#[test]
+fn rest_commands_name_the_url_and_the_cause() {
+    let out = cli_at(&format!("{}/wrong/prefix", gateway()), Some(REX))
+        .arg("me")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    let message = err["message"].as_str().unwrap();
+    assert!(message.contains("/wrong/prefix/"), "{stderr}");
+    assert!(message.contains("check the base URL"), "{stderr}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let out = cli_at(&format!("http://127.0.0.1:{port}"), Some(REX))
+        .arg("conversations")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("onnection refused"), "{stderr}");
+}

@@ -116,8 +116,7 @@ impl Out {
         let rdev = fstat(&fd).map(|s| s.st_rdev).ok();
         let read_write = fcntl_getfl(&fd).is_ok_and(|f| f.contains(OFlags::RDWR));
         if null.is_some() && rdev == null && read_write {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::Other,
+            return Err(std::io::Error::other(
                 "file descriptor 1 was closed when the process started (>&-)",
             ));
         }
@@ -220,6 +219,50 @@ async fn listen(
     Ok(())
 }
 
+/// A REST call's error, with the URL and the usual cause named for a 404
+/// (as `listen` does).
+fn at_url(method: &str, url: String, e: ClientError) -> ClientError {
+    match e {
+        ClientError::Api {
+            status: 404,
+            code,
+            message,
+            retry_after,
+        } => {
+            let said = if message.is_empty() {
+                String::new()
+            } else {
+                format!(" ({message})")
+            };
+            ClientError::Api {
+                status: 404,
+                code,
+                message: format!(
+                    "{method} {url} answered 404{said}: check the base URL (scheme://host:port of a Switchboard gateway, without /api/agent-api)"
+                ),
+                retry_after,
+            }
+        }
+        other => other,
+    }
+}
+
+/// An error and its sources, `": "`-joined: "error sending request"
+/// alone hides the cause ("Connection refused (os error 111)").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
 async fn run(cli: Cli, out: &mut Out) -> Result<(), Failure> {
     let client = Client::new(&cli.url, &token()?)?;
     match cli.command {
@@ -237,11 +280,22 @@ async fn run(cli: Cli, out: &mut Out) -> Result<(), Failure> {
                 reply_to,
                 idempotency_key,
             };
-            out.json(&client.send(&conversation, &text, &options).await?)?;
+            let url = client.url(&format!("/conversations/{conversation}/messages"));
+            let sent = client
+                .send(&conversation, &text, &options)
+                .await
+                .map_err(|e| at_url("POST", url, e))?;
+            out.json(&sent)?;
             Ok(())
         }
-        Command::Me => out.json(&client.me().await?),
-        Command::Conversations => out.json(&client.conversations().await?),
+        Command::Me => {
+            let me = client.me().await;
+            out.json(&me.map_err(|e| at_url("GET", client.url("/me"), e))?)
+        }
+        Command::Conversations => {
+            let list = client.conversations().await;
+            out.json(&list.map_err(|e| at_url("GET", client.url("/conversations"), e))?)
+        }
     }
 }
 
@@ -295,7 +349,7 @@ fn main() -> ExitCode {
             };
             eprintln!(
                 "{}",
-                serde_json::json!({ "error": code, "message": e.to_string() })
+                serde_json::json!({ "error": code, "message": chain(&e) })
             );
             ExitCode::FAILURE
         }

@@ -33,8 +33,8 @@ pub enum Update {
     Event {
         /// The typed event.
         event: Box<Event>,
-        /// The event object exactly as the server sent it (fields a newer
-        /// server added are kept here).
+        /// The event object as the server sent it (its fields and values,
+        /// not its key order; fields a newer server added are kept here).
         raw: Value,
     },
     /// An event of a kind this crate does not know (e.g. `message.delta`,
@@ -43,7 +43,8 @@ pub enum Update {
     Other {
         /// Its `type` (empty when the object had none).
         kind: String,
-        /// The event object exactly as the server sent it.
+        /// The event object as the server sent it (fields and values, not
+        /// key order).
         raw: Value,
     },
     /// A message recovered over REST after the cursor expired (`reset` /

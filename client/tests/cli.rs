@@ -142,7 +142,11 @@ fn me_and_conversations_print_json() {
 #[test]
 fn the_token_comes_from_the_environment_and_errors_are_json() {
     let out = cli(None).arg("me").output().unwrap();
-    assert!(!out.status.success());
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a missing token is a bad argument"
+    );
     let err: Value = serde_json::from_slice(&out.stderr).expect("a JSON error line");
     assert_eq!(err["error"], "INVALID_CONFIG", "{err}");
     let out = cli(Some("bay_not_a_real_token_000000000000000"))
@@ -151,6 +155,11 @@ fn the_token_comes_from_the_environment_and_errors_are_json() {
         .unwrap();
     let err: Value = serde_json::from_slice(&out.stderr).expect("a JSON error line");
     assert_eq!(err["error"], "UNAUTHORIZED", "{err}");
+    let out = cli_at("ftp://127.0.0.1:1", Some(REX))
+        .arg("me")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a bad --url is a bad argument");
     // There is no token flag to leak into `ps`.
     let out = cli(Some(REX))
         .args(["--token", REX, "me"])

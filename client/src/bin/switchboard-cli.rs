@@ -2,8 +2,8 @@
 //!
 //! The base URL and the token come from `SWITCHBOARD_URL` and
 //! `SWITCHBOARD_TOKEN` only (never a flag value, which `ps` would show).
-//! `listen` prints one JSON object per line on stdout (the event as the
-//! server sent it; one recovered over REST after a reset carries
+//! `listen` prints one JSON object per line on stdout (the event's JSON;
+//! one recovered over REST after a reset carries
 //! `"recovered": true` besides), so `| jq` works; status goes to stderr,
 //! one line per failed connection attempt included. A closed stdout
 //! (`listen | head`) ends it quietly with status 0.
@@ -351,7 +351,12 @@ fn main() -> ExitCode {
                 "{}",
                 serde_json::json!({ "error": code, "message": chain(&e) })
             );
-            ExitCode::FAILURE
+            // Bad settings are bad arguments, like clap's usage errors.
+            if matches!(e, ClientError::Config(_)) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

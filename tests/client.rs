@@ -71,6 +71,7 @@ impl Running {
                 match update {
                     Ok(Update::TransportChanged(t)) => seen.transports.push(t),
                     Ok(Update::Retrying { reason, .. }) => seen.retries.push(reason),
+                    Ok(Update::CatchUp { .. }) => {}
                     Ok(Update::Recovered { raw, .. }) => {
                         seen.recovered
                             .push(raw["message"]["id"].as_str().unwrap_or_default().to_owned());

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use switchboard_protocol::cursor::LogPosition;
 
 /// A saved position.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +52,28 @@ pub struct Delivered {
 }
 
 impl Checkpoint {
+    /// Checks the times a catch-up would start from: `since`, `start` and
+    /// each watermark's `at` must be RFC 3339. A corrupt time is refused
+    /// rather than replaced, so a catch-up never silently starts elsewhere.
+    ///
+    /// # Errors
+    /// What is wrong, naming the field.
+    pub fn check(&self) -> Result<(), String> {
+        let time = |field: &str, t: &str| {
+            chrono::DateTime::parse_from_rfc3339(t)
+                .map(|_| ())
+                .map_err(|e| format!("{field} {t:?} is not an RFC 3339 time: {e}"))
+        };
+        time("since", &self.since)?;
+        if let Some(start) = &self.start {
+            time("start", start)?;
+        }
+        for (conversation, mark) in &self.delivered {
+            time(&format!("delivered[{conversation:?}].at"), &mark.at)?;
+        }
+        Ok(())
+    }
+
     /// A checkpoint with only a cursor and a catch-up start.
     pub fn new(cursor: impl Into<String>, since: impl Into<String>) -> Self {
         Checkpoint {
@@ -111,12 +134,69 @@ impl CursorStore for MemoryCursorStore {
 /// or the new checkpoint, never a torn one.
 pub struct FileCursorStore {
     path: PathBuf,
+    /// The open `<path>.lock` whose advisory lock this store holds.
+    _lock: Option<std::fs::File>,
 }
 
 impl FileCursorStore {
     /// A store at `path` (created on the first save; its directory must exist).
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        FileCursorStore { path: path.into() }
+        FileCursorStore {
+            path: path.into(),
+            _lock: None,
+        }
+    }
+
+    /// A store at `path` that only this process uses: takes an exclusive
+    /// advisory lock (`flock`) on `<path>.lock`, created if needed and
+    /// held until the store is dropped. The lock is on a file of its own
+    /// because saving replaces the cursor file, and a lock on the replaced
+    /// file would no longer keep anyone out.
+    ///
+    /// # Errors
+    /// `WouldBlock` ("cursor file in use by another listener") when another
+    /// process holds the lock; I/O failures (a missing directory). Errors
+    /// name the file.
+    #[cfg(unix)]
+    pub fn locked(path: impl Into<PathBuf>) -> io::Result<Self> {
+        use rustix::fs::{flock, FlockOperation};
+        let path = path.into();
+        let mut lock_path = path.clone().into_os_string();
+        lock_path.push(".lock");
+        let lock_path = PathBuf::from(lock_path);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| at_path(&path, e))?;
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "{}: cursor file in use by another listener (it holds {})",
+                        path.display(),
+                        lock_path.display()
+                    ),
+                ))
+            }
+            Err(e) => return Err(at_path(&lock_path, e.into())),
+        }
+        Ok(FileCursorStore {
+            path,
+            _lock: Some(file),
+        })
+    }
+
+    /// A store at `path`; without `flock` here, no lock is taken.
+    ///
+    /// # Errors
+    /// None on this platform.
+    #[cfg(not(unix))]
+    pub fn locked(path: impl Into<PathBuf>) -> io::Result<Self> {
+        Ok(Self::new(path))
     }
 
     /// The file's path.
@@ -144,7 +224,9 @@ impl CursorStore for FileCursorStore {
     /// files written by hand or by older clients, a bare cursor (the text
     /// alone, or a JSON string: the catch-up then starts a minute before
     /// the file's modification time) and an empty file (no checkpoint).
-    /// Errors name the file.
+    /// A bare cursor must have the server's cursor format, and a JSON
+    /// checkpoint valid times ([`Checkpoint::check`]); anything else is
+    /// an error. Errors name the file.
     fn load(&self) -> io::Result<Option<Checkpoint>> {
         let bytes = match std::fs::read(&self.path) {
             Ok(bytes) => bytes,
@@ -165,18 +247,26 @@ impl CursorStore for FileCursorStore {
         }
         let bare = match serde_json::from_str::<serde_json::Value>(text) {
             Ok(serde_json::Value::Object(_)) => {
-                return serde_json::from_str(text)
-                    .map(Some)
-                    .map_err(|e| invalid(e.to_string()))
+                let checkpoint: Checkpoint =
+                    serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+                checkpoint.check().map_err(invalid)?;
+                return Ok(Some(checkpoint));
             }
             Ok(serde_json::Value::String(cursor)) => cursor,
             Ok(other) => return Err(invalid(format!("unexpected JSON {other}"))),
-            // A cursor is base64url: one word of visible ASCII.
-            Err(_) if text.bytes().all(|b| b.is_ascii_graphic()) => text.to_owned(),
-            Err(e) => return Err(invalid(e.to_string())),
+            Err(_) => text.to_owned(),
         };
         if bare.is_empty() {
             return Ok(None);
+        }
+        // Only what the server issues: anything else would be answered
+        // with a reset and a catch-up from the file's age, handing over
+        // old messages again.
+        if LogPosition::decode(&bare).is_err() {
+            let shown: String = bare.chars().take(40).collect();
+            return Err(invalid(format!(
+                "{shown:?} is neither this client's JSON checkpoint nor a cursor the server issues"
+            )));
         }
         let written: chrono::DateTime<chrono::Utc> = std::fs::metadata(&self.path)
             .and_then(|m| m.modified())
@@ -189,8 +279,14 @@ impl CursorStore for FileCursorStore {
 
     fn save(&self, checkpoint: &Checkpoint) -> io::Result<()> {
         use std::io::Write;
+        // A name of this process and this save: two writers never share
+        // (or remove) each other's temporary file.
         let mut tmp = self.path.clone().into_os_string();
-        tmp.push(".tmp");
+        tmp.push(format!(
+            ".{}.{:016x}.tmp",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
         let tmp = PathBuf::from(tmp);
         let write = || -> io::Result<()> {
             let mut file = std::fs::File::create(&tmp)?;
@@ -200,7 +296,10 @@ impl CursorStore for FileCursorStore {
             drop(file);
             std::fs::rename(&tmp, &self.path)
         };
-        write().map_err(|e| at_path(&self.path, e))
+        write().map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            at_path(&self.path, e)
+        })
     }
 }
 
@@ -276,6 +375,47 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec!["cursor.json"], "no temporary file is left");
+    }
+
+    #[test]
+    fn garbage_and_corrupt_times_are_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.cursor");
+        let store = FileCursorStore::new(&path);
+        for text in [
+            "garbage!!\n",
+            "\"garbage\"",
+            "MS5hYmMuMTIz",
+            r#"{"cursor":"b","since":"yesterday"}"#,
+            r#"{"cursor":"b","since":"2026-12-01T00:00:00.000Z","start":"?"}"#,
+            r#"{"cursor":"b","since":"2026-12-01T00:00:00.000Z","delivered":{"c":{"at":"x","ids":[]}}}"#,
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let err = store.load().unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{text}");
+            assert!(err.to_string().contains("g.cursor"), "{err}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_locked_store_keeps_a_second_one_out_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rex.cursor");
+        let first = FileCursorStore::locked(&path).unwrap();
+        // flock locks belong to the open file: a second open in this
+        // process is refused like another process would be.
+        let err = FileCursorStore::locked(&path).err().unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert!(
+            err.to_string().contains("in use by another listener"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("rex.cursor"), "{err}");
+        first.save(&cp("a")).unwrap();
+        drop(first);
+        let second = FileCursorStore::locked(&path).unwrap();
+        assert_eq!(second.load().unwrap(), Some(cp("a")));
     }
 
     #[test]

@@ -61,6 +61,7 @@
 //!         }
 //!         Update::Other { kind, raw } => println!("new kind {kind}: {raw}"),
 //!         Update::TransportChanged(t) => eprintln!("now on {}", t.as_str()),
+//!         Update::CatchUp { since, .. } => eprintln!("catching up over REST from {since}"),
 //!         Update::Retrying { transport, reason, delay } => {
 //!             eprintln!("{}: {reason}; again in {delay:?}", transport.as_str())
 //!         }

@@ -170,7 +170,7 @@ impl Ctx {
                 .await?;
         }
         if self.reset_pending {
-            self.catch_up().await?;
+            self.catch_up(false).await?;
         }
         Ok(())
     }
@@ -264,7 +264,7 @@ impl Ctx {
     /// Catches up over REST, then continues without a cursor.
     pub async fn on_reset(&mut self) -> Result<(), Ended> {
         self.session_started().await?;
-        self.catch_up().await?;
+        self.catch_up(true).await?;
         self.cursor = None;
         self.reset_pending = true;
         Ok(())
@@ -279,8 +279,13 @@ impl Ctx {
     /// conversation in ascending order: in a conversation with a watermark
     /// strictly after it (same-millisecond messages told apart by id),
     /// elsewhere from `since`.
-    async fn catch_up(&mut self) -> Result<(), Ended> {
+    async fn catch_up(&mut self, reset: bool) -> Result<(), Ended> {
         let since = wire_time(self.since);
+        self.send(Internal::Item(Ok(Update::CatchUp {
+            since: since.clone(),
+            reset,
+        })))
+        .await?;
         let started = self.floored(chrono::Utc::now() - self.margin());
         let conversations = self
             .client
@@ -408,13 +413,22 @@ impl Listener {
     /// current tokio runtime) from its cursor, or from now without one.
     ///
     /// # Errors
-    /// [`ClientError::Store`] when the store cannot be read.
+    /// [`ClientError::Store`] when the store cannot be read or its
+    /// checkpoint is corrupt ([`Checkpoint::check`]).
     pub fn start(
         client: Client,
         store: Arc<dyn CursorStore>,
         config: ListenerConfig,
     ) -> Result<Listener, ClientError> {
         let saved = store.load()?;
+        if let Some(checkpoint) = &saved {
+            checkpoint.check().map_err(|why| {
+                ClientError::Store(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("the saved checkpoint is corrupt: {why}"),
+                ))
+            })?;
+        }
         let time = |t: &str| {
             chrono::DateTime::parse_from_rfc3339(t)
                 .ok()

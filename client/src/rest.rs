@@ -216,16 +216,27 @@ pub(crate) async fn json_of(res: Response) -> Result<Value, ClientError> {
 
 /// An error answer as [`ClientError`] (`Unauthorized` for 401).
 pub(crate) async fn api_error(res: Response) -> ClientError {
-    let status = res.status().as_u16();
+    let status = res.status();
+    let url = res.url().clone();
     let retry_after = retry_after(res.headers());
     let body: Value = res.json().await.unwrap_or(Value::Null);
-    let message = body["message"].as_str().unwrap_or_default().to_owned();
-    if status == 401 {
+    let reason = status.canonical_reason().unwrap_or("error");
+    // Not the server's `{error, code, message}` (a proxy's page, an empty
+    // body): the status text and the URL say more than nothing.
+    let message = match body["message"].as_str() {
+        Some(m) if !m.is_empty() => m.to_owned(),
+        _ => format!("{reason} from {url} (no error message in the body)"),
+    };
+    if status == StatusCode::UNAUTHORIZED {
         return ClientError::Unauthorized { message };
     }
+    let code = match body["code"].as_str() {
+        Some(c) if !c.is_empty() => c.to_owned(),
+        _ => reason.to_ascii_uppercase().replace([' ', '-'], "_"),
+    };
     ClientError::Api {
-        status,
-        code: body["code"].as_str().unwrap_or("UNKNOWN").to_owned(),
+        status: status.as_u16(),
+        code,
         message,
         retry_after,
     }

@@ -33,8 +33,8 @@ pub enum Update {
     Event {
         /// The typed event.
         event: Box<Event>,
-        /// The event object exactly as the server sent it (fields a newer
-        /// server added are kept here).
+        /// The event object as the server sent it (its fields and values,
+        /// not its key order; fields a newer server added are kept here).
         raw: Value,
     },
     /// An event of a kind this crate does not know (e.g. `message.delta`,
@@ -43,7 +43,8 @@ pub enum Update {
     Other {
         /// Its `type` (empty when the object had none).
         kind: String,
-        /// The event object exactly as the server sent it.
+        /// The event object as the server sent it (fields and values, not
+        /// key order).
         raw: Value,
     },
     /// A message recovered over REST after the cursor expired (`reset` /
@@ -55,6 +56,19 @@ pub enum Update {
         event: Box<Event>,
         /// Its JSON.
         raw: Value,
+    },
+    /// The listener is about to catch up over REST: the stored cursor
+    /// could not be resumed (`reset`, 409 `CURSOR_EXPIRED`), or a session
+    /// after one started at now. The messages found follow as
+    /// [`Update::Recovered`].
+    CatchUp {
+        /// Where the catch-up starts in a conversation without a
+        /// watermark (RFC 3339); elsewhere it starts right after the
+        /// newest message taken.
+        since: String,
+        /// `true` for a reset or an expired cursor, `false` for the
+        /// catch-up of a session that followed one.
+        reset: bool,
     },
     /// The listener moved to another transport (WebSocket refused by a
     /// proxy, or back after a probe).
@@ -100,7 +114,7 @@ impl Update {
             Update::Event { raw, .. }
             | Update::Other { raw, .. }
             | Update::Recovered { raw, .. } => Some(raw),
-            Update::TransportChanged(_) | Update::Retrying { .. } => None,
+            Update::TransportChanged(_) | Update::Retrying { .. } | Update::CatchUp { .. } => None,
         }
     }
 }

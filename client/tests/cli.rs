@@ -142,7 +142,11 @@ fn me_and_conversations_print_json() {
 #[test]
 fn the_token_comes_from_the_environment_and_errors_are_json() {
     let out = cli(None).arg("me").output().unwrap();
-    assert!(!out.status.success());
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a missing token is a bad argument"
+    );
     let err: Value = serde_json::from_slice(&out.stderr).expect("a JSON error line");
     assert_eq!(err["error"], "INVALID_CONFIG", "{err}");
     let out = cli(Some("bay_not_a_real_token_000000000000000"))
@@ -151,6 +155,11 @@ fn the_token_comes_from_the_environment_and_errors_are_json() {
         .unwrap();
     let err: Value = serde_json::from_slice(&out.stderr).expect("a JSON error line");
     assert_eq!(err["error"], "UNAUTHORIZED", "{err}");
+    let out = cli_at("ftp://127.0.0.1:1", Some(REX))
+        .arg("me")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a bad --url is a bad argument");
     // There is no token flag to leak into `ps`.
     let out = cli(Some(REX))
         .args(["--token", REX, "me"])
@@ -433,4 +442,120 @@ fn cursor_file_trouble_is_clear() {
             .contains("no-such-dir/rex.cursor"),
         "{stderr}"
     );
+}
+
+/// `listen >&-`: a closed stdout is an error at once (exit 1, `STDOUT`),
+/// and no cursor is saved for events nobody could read.
+#[cfg(unix)]
+#[test]
+fn listen_with_stdout_closed_fails_before_saving_a_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let cursor_file = dir.path().join("rex.cursor");
+    let mut cmd = Command::new("sh");
+    cmd.env_clear()
+        .env("SWITCHBOARD_URL", gateway())
+        .env("SWITCHBOARD_TOKEN", REX)
+        .arg("-c")
+        .arg(r#"exec "$0" listen --transport updates --cursor-file "$1" >&-"#)
+        .arg(env!("CARGO_BIN_EXE_switchboard-cli"))
+        .arg(&cursor_file)
+        .stderr(Stdio::piped());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(err["error"], "STDOUT", "{stderr}");
+    assert!(!cursor_file.exists(), "no cursor saved");
+}
+
+/// A cursor file holding something the server never issued is refused,
+/// naming the file, instead of being answered with a reset and a
+/// catch-up that hands over old messages again.
+#[test]
+fn a_garbage_cursor_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("g.cursor");
+    std::fs::write(&garbage, "garbage!!\n").unwrap();
+    let out = cli(Some(REX))
+        .args(["listen", "--transport", "updates", "--cursor-file"])
+        .arg(&garbage)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "nothing delivered");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(err["error"], "CURSOR_STORE", "{stderr}");
+    assert!(
+        err["message"].as_str().unwrap().contains("g.cursor"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&garbage).unwrap(), "garbage!!\n");
+}
+
+/// A second listener on the same cursor file stops at once with a clear
+/// error; the first one keeps its file.
+#[test]
+fn a_second_listener_on_one_cursor_file_is_refused() {
+    let url = start_gateway(None);
+    let dir = tempfile::tempdir().unwrap();
+    let cursor_file = dir.path().join("rex.cursor");
+    let mut first = KillOnDrop(
+        cli_at(&url, Some(REX))
+            .args(["listen", "--transport", "updates", "--cursor-file"])
+            .arg(&cursor_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    until_exists(&cursor_file);
+    let out = cli_at(&url, Some(REX))
+        .args(["listen", "--transport", "updates", "--cursor-file"])
+        .arg(&cursor_file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(err["error"], "CURSOR_STORE", "{stderr}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("cursor file in use by another listener"),
+        "{stderr}"
+    );
+    assert!(
+        first.0.try_wait().unwrap().is_none(),
+        "the first one runs on"
+    );
+}
+
+/// `me` against a wrong base URL names the URL and the usual cause; an
+/// unreachable server names the cause, not only "error sending request".
+#[test]
+fn rest_commands_name_the_url_and_the_cause() {
+    let out = cli_at(&format!("{}/wrong/prefix", gateway()), Some(REX))
+        .arg("me")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    let message = err["message"].as_str().unwrap();
+    assert!(message.contains("/wrong/prefix/"), "{stderr}");
+    assert!(message.contains("check the base URL"), "{stderr}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let out = cli_at(&format!("http://127.0.0.1:{port}"), Some(REX))
+        .arg("conversations")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("onnection refused"), "{stderr}");
 }

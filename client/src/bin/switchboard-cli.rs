@@ -2,8 +2,8 @@
 //!
 //! The base URL and the token come from `SWITCHBOARD_URL` and
 //! `SWITCHBOARD_TOKEN` only (never a flag value, which `ps` would show).
-//! `listen` prints one JSON object per line on stdout (the event as the
-//! server sent it; one recovered over REST after a reset carries
+//! `listen` prints one JSON object per line on stdout (the event's JSON;
+//! one recovered over REST after a reset carries
 //! `"recovered": true` besides), so `| jq` works; status goes to stderr,
 //! one line per failed connection attempt included. A closed stdout
 //! (`listen | head`) ends it quietly with status 0.
@@ -91,25 +91,70 @@ impl From<ClientError> for Failure {
     }
 }
 
-/// Writes one JSON line on stdout and flushes it.
-fn print_json(v: &serde_json::Value) -> Result<(), Failure> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{v}")
-        .and_then(|()| out.flush())
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::BrokenPipe => Failure::StdoutClosed,
-            _ => Failure::Stdout(e),
-        })
+/// Standard output, written through a duplicate of file descriptor 1.
+///
+/// The standard library's `stdout()` treats a closed descriptor (`EBADF`)
+/// as a successful write, which would let `listen >&-` checkpoint events
+/// nobody received. Duplicating the descriptor when the process starts,
+/// before anything else can be opened in its place, fails at once when it
+/// is closed, and every later write reports its own error.
+struct Out(std::fs::File);
+
+impl Out {
+    /// Takes standard output; an error when file descriptor 1 was closed.
+    ///
+    /// Rust's start-up code reopens a closed descriptor 0–2 as
+    /// `/dev/null`, read-write, which is how a shell's `>&-` shows up here;
+    /// a shell's `> /dev/null` (and a spawner's null stdout) opens it
+    /// write-only.
+    #[cfg(unix)]
+    fn open() -> std::io::Result<Out> {
+        use rustix::fs::{fcntl_getfl, fstat, stat, OFlags};
+        use std::os::fd::AsFd;
+        let fd = std::io::stdout().as_fd().try_clone_to_owned()?;
+        let null = stat("/dev/null").map(|s| s.st_rdev).ok();
+        let rdev = fstat(&fd).map(|s| s.st_rdev).ok();
+        let read_write = fcntl_getfl(&fd).is_ok_and(|f| f.contains(OFlags::RDWR));
+        if null.is_some() && rdev == null && read_write {
+            return Err(std::io::Error::other(
+                "file descriptor 1 was closed when the process started (>&-)",
+            ));
+        }
+        Ok(Out(std::fs::File::from(fd)))
+    }
+
+    /// Takes standard output.
+    #[cfg(windows)]
+    fn open() -> std::io::Result<Out> {
+        use std::os::windows::io::AsHandle;
+        let handle = std::io::stdout().as_handle().try_clone_to_owned()?;
+        Ok(Out(std::fs::File::from(handle)))
+    }
+
+    /// Writes one JSON line and flushes it; returns only once the line was
+    /// handed to the operating system, so a checkpoint that follows never
+    /// covers a line that was not written.
+    fn json(&mut self, v: &serde_json::Value) -> Result<(), Failure> {
+        let line = format!("{v}\n");
+        self.0
+            .write_all(line.as_bytes())
+            .and_then(|()| self.0.flush())
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::BrokenPipe => Failure::StdoutClosed,
+                _ => Failure::Stdout(e),
+            })
+    }
 }
 
 async fn listen(
+    out: &mut Out,
     client: Client,
     transport: TransportChoice,
     cursor_file: Option<PathBuf>,
 ) -> Result<(), Failure> {
     let store: Arc<dyn CursorStore> = match cursor_file {
         Some(path) => {
-            let store = FileCursorStore::new(path);
+            let store = FileCursorStore::locked(path).map_err(ClientError::Store)?;
             if store.is_blank() {
                 eprintln!(
                     "switchboard-cli: {} is empty: starting without a cursor (at now)",
@@ -145,6 +190,16 @@ async fn listen(
                     );
                 }
             }
+            Update::CatchUp { since, reset } => {
+                if reset {
+                    eprintln!(
+                        "switchboard-cli: the server cannot resume from the cursor (reset): catching up over REST"
+                    );
+                }
+                eprintln!(
+                    "switchboard-cli: catching up over REST: messages since {since} (after the newest one taken, where known), printed with \"recovered\": true"
+                );
+            }
             // Rebuilt from REST after a reset, not sent by the server:
             // marked, so a consumer can tell (and e.g. not answer twice).
             Update::Recovered { raw, .. } => {
@@ -152,11 +207,11 @@ async fn listen(
                 if let Some(object) = marked.as_object_mut() {
                     object.insert("recovered".into(), serde_json::Value::Bool(true));
                 }
-                print_json(&marked)?;
+                out.json(&marked)?;
             }
             other => {
                 if let Some(raw) = other.raw() {
-                    print_json(raw)?;
+                    out.json(raw)?;
                 }
             }
         }
@@ -164,13 +219,57 @@ async fn listen(
     Ok(())
 }
 
-async fn run(cli: Cli) -> Result<(), Failure> {
+/// A REST call's error, with the URL and the usual cause named for a 404
+/// (as `listen` does).
+fn at_url(method: &str, url: String, e: ClientError) -> ClientError {
+    match e {
+        ClientError::Api {
+            status: 404,
+            code,
+            message,
+            retry_after,
+        } => {
+            let said = if message.is_empty() {
+                String::new()
+            } else {
+                format!(" ({message})")
+            };
+            ClientError::Api {
+                status: 404,
+                code,
+                message: format!(
+                    "{method} {url} answered 404{said}: check the base URL (scheme://host:port of a Switchboard gateway, without /api/agent-api)"
+                ),
+                retry_after,
+            }
+        }
+        other => other,
+    }
+}
+
+/// An error and its sources, `": "`-joined: "error sending request"
+/// alone hides the cause ("Connection refused (os error 111)").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+async fn run(cli: Cli, out: &mut Out) -> Result<(), Failure> {
     let client = Client::new(&cli.url, &token()?)?;
     match cli.command {
         Command::Listen {
             transport,
             cursor_file,
-        } => listen(client, transport, cursor_file).await,
+        } => listen(out, client, transport, cursor_file).await,
         Command::Send {
             conversation,
             text,
@@ -181,16 +280,38 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 reply_to,
                 idempotency_key,
             };
-            print_json(&client.send(&conversation, &text, &options).await?)?;
+            let url = client.url(&format!("/conversations/{conversation}/messages"));
+            let sent = client
+                .send(&conversation, &text, &options)
+                .await
+                .map_err(|e| at_url("POST", url, e))?;
+            out.json(&sent)?;
             Ok(())
         }
-        Command::Me => print_json(&client.me().await?),
-        Command::Conversations => print_json(&client.conversations().await?),
+        Command::Me => {
+            let me = client.me().await;
+            out.json(&me.map_err(|e| at_url("GET", client.url("/me"), e))?)
+        }
+        Command::Conversations => {
+            let list = client.conversations().await;
+            out.json(&list.map_err(|e| at_url("GET", client.url("/conversations"), e))?)
+        }
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // First, before the runtime opens anything that could take its number.
+    let mut out = match Out::open() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!(
+                "{}",
+                serde_json::json!({ "error": "STDOUT", "message": format!("stdout is not open: {e}") })
+            );
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .worker_threads(2)
@@ -202,7 +323,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(run(cli));
+    let result = runtime.block_on(run(cli, &mut out));
     // Stop the listener's tasks now rather than at exit.
     runtime.shutdown_background();
     match result {
@@ -228,9 +349,14 @@ fn main() -> ExitCode {
             };
             eprintln!(
                 "{}",
-                serde_json::json!({ "error": code, "message": e.to_string() })
+                serde_json::json!({ "error": code, "message": chain(&e) })
             );
-            ExitCode::FAILURE
+            // Bad settings are bad arguments, like clap's usage errors.
+            if matches!(e, ClientError::Config(_)) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

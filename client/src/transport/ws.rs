@@ -65,6 +65,11 @@ pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
                     .into(),
                     String::new(),
                 )),
+                // The server (or a proxy) gave up waiting for the request:
+                // a timeout, not a refusal of WebSockets.
+                408 => Ended::broke(format!(
+                    "GET {shown}: the upgrade was answered 408 (request timeout)"
+                )),
                 // A proxy that strips or refuses upgrades: the node then
                 // sees a plain GET (400), or the proxy answers itself.
                 400..=499 => Ended::Refused {

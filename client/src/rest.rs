@@ -165,16 +165,38 @@ impl Client {
             let body = json_of(res).await?;
             let page = body["messages"].as_array().cloned().unwrap_or_default();
             let full = page.len() >= PAGE;
-            match page.last().and_then(|m| m["createdAt"].as_str()) {
-                Some(last) if full => since = last.to_owned(),
-                _ => {
-                    out.extend(page);
-                    return Ok(out);
+            let last = page.last().and_then(|m| m["createdAt"].as_str());
+            // `since` is exclusive at millisecond resolution: a full page
+            // may end inside a millisecond that holds more messages, so the
+            // next page starts a millisecond earlier and skips the ids
+            // already taken.
+            let next = match last {
+                Some(last) if full => Some(one_ms_before(last)?),
+                _ => None,
+            };
+            for m in page {
+                let id = m["id"].as_str();
+                if id.is_none() || !out.iter().any(|o: &Value| o["id"].as_str() == id) {
+                    out.push(m);
                 }
             }
-            out.extend(page);
+            match next {
+                Some(before) if before != since => since = before,
+                _ => return Ok(out),
+            }
         }
     }
+}
+
+/// The RFC 3339 time one millisecond before `at`, in the server's form
+/// (UTC, milliseconds).
+fn one_ms_before(at: &str) -> Result<String, ClientError> {
+    let t = chrono::DateTime::parse_from_rfc3339(at).map_err(|e| {
+        ClientError::Protocol(format!("a message's createdAt {at:?} is not RFC 3339: {e}"))
+    })?;
+    Ok((t - chrono::Duration::milliseconds(1))
+        .with_timezone(&chrono::Utc)
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 
 /// Percent-encodes a path segment (conversation ids are `[A-Za-z0-9_-]`,
@@ -257,5 +279,25 @@ mod tests {
             let c = Client::new(base, "bay_x").unwrap();
             assert_eq!(c.url("/me"), "http://h:1/api/agent-api/me", "{base}");
         }
+    }
+}
+
+#[cfg(test)]
+mod paging_tests {
+    use super::one_ms_before;
+
+    /// A full page's next `since` reaches back into the millisecond the
+    /// page ended in, across a second's boundary and from any offset.
+    #[test]
+    fn the_next_page_starts_one_millisecond_earlier() {
+        assert_eq!(
+            one_ms_before("2026-12-01T09:00:00.000Z").unwrap(),
+            "2026-12-01T08:59:59.999Z"
+        );
+        assert_eq!(
+            one_ms_before("2026-12-01T10:00:00.250+01:00").unwrap(),
+            "2026-12-01T09:00:00.249Z"
+        );
+        assert!(one_ms_before("yesterday").is_err());
     }
 }

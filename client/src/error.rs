@@ -74,10 +74,10 @@ impl ClientError {
     }
 }
 
-/// An error and its sources, `": "`-joined: reqwest's own text ("error
-/// sending request for url …") hides the cause ("Connection refused")
-/// in its sources.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+/// An error and its sources, `": "`-joined, each source once: reqwest's
+/// own text ("error sending request for url …") hides the cause
+/// ("Connection refused (os error 111)") in its sources.
+pub fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -90,7 +90,7 @@ pub use backoff::Backoff;
 pub use config::{ListenerConfig, TransportChoice};
 pub use cursor_store::{Checkpoint, CursorStore, Delivered, FileCursorStore, MemoryCursorStore};
 pub use dedupe::{key_of, DedupeWindow};
-pub use error::ClientError;
+pub use error::{chain as error_chain, ClientError};
 pub use listener::Listener;
 pub use rest::{Client, SendOptions};
 pub use update::{Transport, Update};

@@ -247,22 +247,6 @@ fn at_url(method: &str, url: String, e: ClientError) -> ClientError {
     }
 }
 
-/// An error and its sources, `": "`-joined: "error sending request"
-/// alone hides the cause ("Connection refused (os error 111)").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
-
 async fn run(cli: Cli, out: &mut Out) -> Result<(), Failure> {
     let client = Client::new(&cli.url, &token()?)?;
     match cli.command {
@@ -349,7 +333,7 @@ fn main() -> ExitCode {
             };
             eprintln!(
                 "{}",
-                serde_json::json!({ "error": code, "message": chain(&e) })
+                serde_json::json!({ "error": code, "message": switchboard_client::error_chain(&e) })
             );
             // Bad settings are bad arguments, like clap's usage errors.
             if matches!(e, ClientError::Config(_)) {

@@ -195,6 +195,55 @@ async fn a_peer_sees_an_agent_come_online_over_ws_and_over_updates_and_nobody_el
 }
 
 #[tokio::test]
+async fn a_room_over_the_presence_cap_carries_no_presence_but_a_small_shared_room_does() {
+    // The group has five members; with a cap of two only the DMs count.
+    let gw = Gateway::spawn_with(fast().env("SWITCHBOARD_LIMITS__PRESENCE_MAX_MEMBERS", "2")).await;
+    let w = World::create(&gw, "b1").await;
+    gw.create_conversation("b1", "pair", "DM", &["brain", "rex"])
+        .await;
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    let mut ben = gw.ws_ready(&w.ben, None).await;
+    let (s, first) = gw.updates(&w.scout, None, "1").await;
+    assert_eq!(s, 200, "{first}");
+    let mut scout_cursor = first["cursor"].as_str().unwrap().to_owned();
+
+    let _rex = gw.ws_ready(&w.rex, None).await;
+    // Brain shares the two-member "pair" with Rex: told.
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+    // Ben shares only the five-member group with Rex: not told, though
+    // the event was logged before the marker (Brain saw it first).
+    let marker = post(&gw, &w.ana, "group", "marker for ben").await;
+    let to_ben = presence_until_message(&mut ben, &marker).await;
+    assert!(
+        to_ben.iter().all(|e| e["participantId"] != "rex"),
+        "the group is over the cap: {to_ben:?}"
+    );
+    // A replay judges by the same rule: Scout, also only in the group,
+    // reads from a cursor taken before Rex connected through the marker.
+    let mut replayed = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !replayed
+        .iter()
+        .any(|e: &Value| e["message"]["id"] == marker)
+    {
+        assert!(Instant::now() < deadline, "no marker over /updates");
+        let (s, body) = gw.updates(&w.scout, Some(&scout_cursor), "5").await;
+        assert_eq!(s, 200, "{body}");
+        scout_cursor = body["cursor"].as_str().unwrap().to_owned();
+        replayed.extend(body["events"].as_array().unwrap().iter().cloned());
+    }
+    assert!(
+        replayed.iter().all(|e| e["type"] != "presence.updated"),
+        "the group is over the cap: {replayed:?}"
+    );
+    // GET /agents still shows every member's presence.
+    wait_listed(&gw, &w.ben, "rex", ("online", "online")).await;
+}
+
+#[tokio::test]
 async fn offline_follows_a_clean_close_but_a_reconnect_inside_the_linger_emits_nothing() {
     let linger = Duration::from_secs(3);
     let gw = Gateway::spawn_with(fast().env("SWITCHBOARD_TIMING__PRESENCE_LINGER", "3s")).await;

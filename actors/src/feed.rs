@@ -93,6 +93,10 @@ pub struct FeedSettings {
     /// Presence records and the publisher (see the module docs). A zero
     /// `interval` turns records off; a zero `tick` the publisher.
     pub presence: PresenceSettings,
+    /// Largest conversation whose members get each other's `Presence`
+    /// entries (`limits.presence_max_members`): a change reaches every
+    /// room-mate, N² deliveries while a room of N connects.
+    pub presence_max_members: usize,
     /// A feed with nothing to serve on this node — no session, no waiter
     /// of `GET …/messages/wait`, no [`WatchHead`] subscriber (a webhook
     /// worker), nobody shown online — for this long stops, releasing its
@@ -514,13 +518,14 @@ impl BayFeed {
         }));
     }
 
-    /// The participants who share a conversation with `participant` as of
-    /// the feed's position, itself excluded: who its `Presence` entries
-    /// reach.
+    /// The participants who share a conversation of at most
+    /// `presence_max_members` members with `participant` as of the feed's
+    /// position, itself excluded: who its `Presence` entries reach.
     fn peers_of(&self, participant: &ParticipantId) -> HashSet<ParticipantId> {
+        let max = self.settings.presence_max_members;
         self.members
             .values()
-            .filter(|m| m.contains(participant))
+            .filter(|m| m.len() <= max && m.contains(participant))
             .flatten()
             .filter(|p| *p != participant)
             .cloned()
@@ -1392,6 +1397,7 @@ mod presence_tests {
                 replay_window: Duration::from_secs(900),
                 block: Duration::from_millis(100),
                 presence,
+                presence_max_members: 100,
                 idle_timeout: Duration::ZERO,
             };
             let feed = BayFeed::new(bay.clone(), store.clone(), settings, Arc::default()).start();

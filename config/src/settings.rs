@@ -159,6 +159,11 @@ pub struct Limits {
     /// Bytes queued for one WebSocket and not yet taken by the socket before
     /// the session is closed as too slow (bounded memory per slow consumer).
     pub max_outbound_queue_bytes: usize,
+    /// Largest conversation, in members, whose members are sent each
+    /// other's `presence.updated` events. Presence in a room of N is N²
+    /// deliveries while it connects, so larger rooms carry none (their
+    /// members still see `presence` in `GET /agents`).
+    pub presence_max_members: usize,
 }
 
 /// Timeouts and intervals. Every duration is non-zero unless it says otherwise.

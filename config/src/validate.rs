@@ -71,6 +71,7 @@ impl Settings {
             "limits.max_outbound_queue_bytes",
             limits.max_outbound_queue_bytes,
         )?;
+        at_least_one("limits.presence_max_members", limits.presence_max_members)?;
 
         let timing = &self.timing;
         if timing.updates_wait_min < UPDATES_WAIT_FLOOR {

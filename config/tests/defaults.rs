@@ -42,6 +42,7 @@ fn defaults_equal_the_protocol_values() {
             max_connections_per_ip: 1000,
             max_connections: 100_000,
             max_outbound_queue_bytes: 1_048_576,
+            presence_max_members: 100,
         },
         timing: Timing {
             updates_wait_default: secs(25), // protocol §11: absent wait → 25
@@ -213,6 +214,9 @@ fn out_of_range_values_name_their_key() {
         ("limits.max_connections", |s| s.limits.max_connections = 0),
         ("limits.max_outbound_queue_bytes", |s| {
             s.limits.max_outbound_queue_bytes = 0
+        }),
+        ("limits.presence_max_members", |s| {
+            s.limits.presence_max_members = 0
         }),
         ("timing.updates_wait_min", |s| {
             s.timing.updates_wait_min = Duration::from_millis(500)

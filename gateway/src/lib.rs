@@ -229,6 +229,7 @@ fn registry_settings(settings: &Settings) -> RegistrySettings {
                 tick: t.presence_tick,
                 idle_after: t.presence_idle_after,
             },
+            presence_max_members: settings.limits.presence_max_members,
             idle_timeout: t.actor_idle_timeout,
         },
         typing_ttl: t.typing_ttl,

@@ -4,7 +4,21 @@ use common::*;
 
 #[tokio::test]
 async fn human_posts_and_agent_receives_over_both_transports() {
-    let gw = Gateway::spawn().await;
+    posts_reach_both_transports(Gateway::spawn().await).await;
+}
+
+/// The same with the feeds and conversation actors on two threads of
+/// their own instead of the HTTP workers' (`actor_threads`), and several
+/// workers, so the post, its actor, the feed and the sessions hop threads.
+#[tokio::test]
+async fn posts_reach_both_transports_with_dedicated_actor_threads() {
+    let opts = Opts::default()
+        .env("SWITCHBOARD_ACTOR_THREADS", "2")
+        .env("SWITCHBOARD_WORKERS", "3");
+    posts_reach_both_transports(Gateway::spawn_with(opts).await).await;
+}
+
+async fn posts_reach_both_transports(gw: Gateway) {
     let w = World::create(&gw, "b1").await;
     let (s, first) = gw.updates(&w.rex, None, "1").await;
     assert_eq!(s, 200, "{first}");

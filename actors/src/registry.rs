@@ -1,9 +1,14 @@
 //! The per-node registry: finds or starts the [`BayFeed`] of a Bay and the
 //! [`ConversationActor`] of a conversation.
 //!
-//! Feeds and conversation actors run on a small pool of dedicated arbiters
-//! (threads), spread by a hash of their id, so HTTP workers only parse,
-//! serialize and write.
+//! Feeds and conversation actors are spread by a hash of their id over
+//! the HTTP worker threads ([`Registry::share_current_thread`]), or over
+//! a pool of dedicated arbiters when [`RegistrySettings::arbiters`] asks
+//! for one. Sharing the workers' threads is the default: a post then
+//! reaches its conversation actor, the feed and the sessions without a
+//! cross-thread wake-up when they share a thread (always, on one core),
+//! where dedicated threads cost each post about five context switches
+//! (BENCHMARKS.md, "Fan-out work").
 
 use crate::conversation::{ConversationActor, DraftSettings};
 use crate::feed::{ActivityKind, BayFeed, CloseAll, FeedSettings, IdleStop, NoteActivity};
@@ -29,7 +34,9 @@ pub struct RegistrySettings {
     pub actor_idle_timeout: Duration,
     /// Streaming drafts: flush window and length limit.
     pub drafts: DraftSettings,
-    /// Dedicated arbiter threads for feeds and conversation actors.
+    /// Dedicated arbiter threads for feeds and conversation actors; 0 =
+    /// none, they run on the threads that called
+    /// [`Registry::share_current_thread`] (the HTTP workers).
     pub arbiters: usize,
 }
 
@@ -43,7 +50,12 @@ struct Inner {
     store: Arc<dyn Store>,
     settings: RegistrySettings,
     tokens: Arc<TokenCache>,
-    arbiters: Vec<ArbiterHandle>,
+    /// The dedicated arbiters, or (when none were asked for) the threads
+    /// that offered themselves; until one does, the thread that created
+    /// the registry.
+    arbiters: parking_lot::RwLock<Vec<ArbiterHandle>>,
+    /// Whether `arbiters` still holds only the creating thread's arbiter.
+    fallback: std::sync::atomic::AtomicBool,
     /// Feeds started on this node. Stopped ones (idle, see
     /// `FeedSettings::idle_timeout`) are pruned whenever a feed starts and
     /// at every [`Registry::actor_counts`], so the map is bounded by the
@@ -54,17 +66,24 @@ struct Inner {
 }
 
 impl Registry {
-    /// Creates the registry and its arbiter threads. Must run inside an actix system.
+    /// Creates the registry and its dedicated arbiter threads, if any.
+    /// Must run inside an actix system.
     pub fn new(store: Arc<dyn Store>, settings: RegistrySettings) -> Self {
-        let arbiters = (0..settings.arbiters.max(1))
-            .map(|_| Arbiter::new().handle())
-            .collect();
+        let (arbiters, fallback) = if settings.arbiters == 0 {
+            (vec![Arbiter::current()], true)
+        } else {
+            let dedicated = (0..settings.arbiters)
+                .map(|_| Arbiter::new().handle())
+                .collect();
+            (dedicated, false)
+        };
         Registry {
             inner: Arc::new(Inner {
                 store,
                 settings,
                 tokens: Arc::default(),
-                arbiters,
+                arbiters: parking_lot::RwLock::new(arbiters),
+                fallback: std::sync::atomic::AtomicBool::new(fallback),
                 feeds: Mutex::new(HashMap::new()),
                 conversations: Mutex::new(HashMap::new()),
             }),
@@ -76,10 +95,32 @@ impl Registry {
         &self.inner.tokens
     }
 
-    fn arbiter_for(&self, key: &impl Hash) -> &ArbiterHandle {
+    /// Offers the calling thread's arbiter (an HTTP worker's) to the
+    /// actors started from now on; a no-op with dedicated arbiters. Actors
+    /// already running stay where they are.
+    pub fn share_current_thread(&self) {
+        if self.inner.settings.arbiters != 0 {
+            return;
+        }
+        let mut arbiters = self.inner.arbiters.write();
+        if self
+            .inner
+            .fallback
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            arbiters.clear();
+        }
+        // A worker that died (actix-server replaces a panicked one) takes
+        // no more actors.
+        arbiters.retain(|a| a.spawn(async {}));
+        arbiters.push(Arbiter::current());
+    }
+
+    fn arbiter_for(&self, key: &impl Hash) -> ArbiterHandle {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         key.hash(&mut h);
-        &self.inner.arbiters[(h.finish() as usize) % self.inner.arbiters.len()]
+        let arbiters = self.inner.arbiters.read();
+        arbiters[(h.finish() as usize) % arbiters.len()].clone()
     }
 
     /// The feed of `bay`, started if needed.
@@ -104,7 +145,7 @@ impl Registry {
                 }
             }
         });
-        let addr = BayFeed::start_in_arbiter(self.arbiter_for(bay), move |_| {
+        let addr = BayFeed::start_in_arbiter(&self.arbiter_for(bay), move |_| {
             BayFeed::new(b, store, settings, tokens).on_idle_stop(forget)
         });
         feeds.insert(bay.clone(), addr.clone());
@@ -130,7 +171,7 @@ impl Registry {
             self.inner.settings.actor_idle_timeout,
             self.inner.settings.drafts,
         );
-        let addr = ConversationActor::start_in_arbiter(self.arbiter_for(&key), move |_| {
+        let addr = ConversationActor::start_in_arbiter(&self.arbiter_for(&key), move |_| {
             ConversationActor::new(b, c, store, ttl, idle, drafts)
         });
         convs.insert(key, addr.clone());

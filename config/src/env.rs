@@ -35,7 +35,7 @@ use figment::{Error, Metadata, Profile, Provider};
 pub const ENV_PREFIX: &str = "SWITCHBOARD_";
 
 /// The top-level keys of [`crate::Settings`] (a test keeps this in step).
-pub(crate) const TOP_LEVEL_KEYS: [&str; 12] = [
+pub(crate) const TOP_LEVEL_KEYS: [&str; 13] = [
     "bind",
     "store",
     "redis",
@@ -43,6 +43,7 @@ pub(crate) const TOP_LEVEL_KEYS: [&str; 12] = [
     "admin_token",
     "log_format",
     "workers",
+    "actor_threads",
     "replay_window",
     "replay_max_entries",
     "limits",

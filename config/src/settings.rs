@@ -42,6 +42,10 @@ pub struct Settings {
     /// actix-web worker threads; `None` = one per CPU core. Invariant: not `Some(0)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
+    /// Dedicated threads for the Bay feeds and conversation actors; 0 =
+    /// none: they share the HTTP workers' threads (no cross-thread hop
+    /// between a request, its actors and the sessions it reaches).
+    pub actor_threads: usize,
     /// How long a Bay's log keeps events for replay (protocol §11: 15 min).
     /// Invariant: not zero.
     #[serde(with = "humantime_serde")]
@@ -374,6 +378,7 @@ impl fmt::Debug for Settings {
             .field("admin_token", &self.admin_token.as_ref().map(|_| MASK))
             .field("log_format", &self.log_format)
             .field("workers", &self.workers)
+            .field("actor_threads", &self.actor_threads)
             .field("replay_window", &self.replay_window)
             .field("replay_max_entries", &self.replay_max_entries)
             .field("limits", &self.limits)

@@ -30,6 +30,7 @@ fn defaults_equal_the_protocol_values() {
         admin_token: None,
         log_format: LogFormat::Text,
         workers: None,
+        actor_threads: 0,
         // protocol §11: the replay buffer holds content for up to 15 minutes
         replay_window: secs(15 * 60),
         replay_max_entries: 1_000_000,

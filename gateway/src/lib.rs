@@ -238,7 +238,7 @@ fn registry_settings(settings: &Settings) -> RegistrySettings {
             flush_interval: t.draft_flush_interval,
             max_chars: settings.limits.max_content_chars,
         },
-        arbiters: 2,
+        arbiters: settings.actor_threads,
     }
 }
 
@@ -288,6 +288,8 @@ fn listen(
 ) -> Result<actix_web::dev::Server, StartError> {
     let max_body = settings.limits.max_body_bytes;
     let mut server = HttpServer::new(move || {
+        // Called once on each worker thread: the actors may run here too.
+        app_state.registry.share_current_thread();
         App::new()
             .wrap(actix_web::middleware::from_fn(
                 middleware::request_log::request_log,

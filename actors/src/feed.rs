@@ -65,6 +65,12 @@ pub const WARM_WINDOW: Duration = Duration::from_secs(120);
 /// Records per read while warming (see [`WARM_WINDOW`]).
 const WARM_PAGE: usize = 1_000;
 
+/// Sessions that start within this long of each other are written to the
+/// presence record together: each write carries the node's whole record
+/// (every participant present here), so writing once per session made a
+/// connect storm of N sessions cost N² entries.
+const PRESENCE_GATHER: Duration = Duration::from_millis(50);
+
 /// Sessions detached for falling too far behind (counter).
 pub const SLOW_CONSUMERS: &str = "switchboard_slow_consumer_disconnects_total";
 
@@ -175,6 +181,8 @@ struct Presence {
     due: bool,
     /// Another write is due once the one in flight ends.
     again: bool,
+    /// A write is scheduled within [`PRESENCE_GATHER`].
+    gathering: bool,
     /// The last write failed (so the next failure logs at debug only).
     failing: bool,
 }
@@ -201,6 +209,7 @@ impl Default for Presence {
             writing: false,
             due: false,
             again: false,
+            gathering: false,
             failing: false,
         }
     }
@@ -416,15 +425,18 @@ impl BayFeed {
                 .active_ms = now;
         }
         // A participant not yet written as holding a session here is
-        // written at once, not at the tick.
+        // written within PRESENCE_GATHER, not at the tick.
         let known = self
             .presence
             .published
             .as_ref()
             .and_then(|p| p.get(participant))
             .is_some_and(|e| e.session);
-        if !known {
-            self.publish_presence(ctx);
+        if !known && !std::mem::replace(&mut self.presence.gathering, true) {
+            ctx.run_later(PRESENCE_GATHER, |act, ctx| {
+                act.presence.gathering = false;
+                act.publish_presence(ctx);
+            });
         }
     }
 

@@ -38,6 +38,6 @@ if [ -f "$OUT/perf.data" ]; then
       | grep -v '^#' | grep -v '^$' | grep -v '(inlined)' | cut -c1-240 | sed 's/ *$//' \
       | head -120 > "$OUT/perf_${NAME}_children.txt" || true
   fi
-  rm -f "$OUT/p.full" "$OUT/perf.data"
+  rm -f "$OUT/p.full"; [ -n "${PERF_KEEP:-}" ] || rm -f "$OUT/perf.data"
 fi
 echo "written: $OUT/perf_${NAME}_*.txt"

@@ -424,14 +424,19 @@ impl BayFeed {
                 .or_default()
                 .active_ms = now;
         }
-        // A participant not yet written as holding a session here is
-        // written within PRESENCE_GATHER, not at the tick.
+        // A participant the last write did not show present here (holding
+        // a session, or lingering after one) is written within
+        // PRESENCE_GATHER, not at the interval. One still lingering (a
+        // quick reconnect, an `/updates` poller's next call) changes no
+        // state, so the interval's write is soon enough when the linger
+        // outlasts it: a Bay's pollers start a session on every call.
+        let next_write = now + self.settings.presence.interval.as_millis() as u64;
         let known = self
             .presence
             .published
             .as_ref()
             .and_then(|p| p.get(participant))
-            .is_some_and(|e| e.session);
+            .is_some_and(|e| e.session || e.linger_until_ms > next_write);
         if !known && !std::mem::replace(&mut self.presence.gathering, true) {
             ctx.run_later(PRESENCE_GATHER, |act, ctx| {
                 act.presence.gathering = false;

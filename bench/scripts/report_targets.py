@@ -31,40 +31,35 @@ def fmt(v, digits=1):
     return "–" if v is None else f"{v:,.{digits}f}"
 
 
-for rate in (20.0, 100.0):
-    print(f"\n**S1, 1,000 subscribers, {rate:.0f} msg/s**\n")
-    print("| system | p50 ms | p99 ms | p99.9 ms | server CPU-s / M deliveries | lost | others' cores |")
-    print("|---|---|---|---|---|---|---|")
-    for s in systems:
-        d = runs.get(("s1", rate, s))
-        if d:
-            print(f"| {s} | {fmt(lat(d, 'p50_ms'))} | {fmt(lat(d, 'p99_ms'))} | {fmt(lat(d, 'p999_ms'))} | "
-                  f"{fmt(d['server_cpu_s_per_million'], 2)} | {d['lost']} | {d['others_cores']} |")
+def table(title, header, rows):
+    """One Markdown table: `title`, then `header` cells and `rows`."""
+    print(f"\n**{title}**\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(str(c) for c in row) + " |")
 
-print("\n**S1 maximum (p99 < 50 ms, zero loss)**\n")
-print("| system | max msg/s | deliveries/s | first failing rate | others' cores |")
-print("|---|---|---|---|---|")
-for s in systems:
-    d = runs.get(("s1max", None, s))
-    if d:
-        print(f"| {s} | {fmt(d['max_rate_msgs_per_s'], 0)} | {fmt(d['max_deliveries_per_s'], 0)} | "
-              f"{fmt(d.get('first_failing_rate'), 0)} | {d['others_cores']} |")
 
-print("\n**S2, 10,000 connections in 2,500 rooms of 4, 1 msg/s each**\n")
-print("| system | posts accepted / scheduled | delivered/s | p50 ms | p99 ms | lost | server CPU-s / M | others' cores |")
-print("|---|---|---|---|---|---|---|---|")
-for s in systems:
-    d = runs.get(("s2", None, s))
-    if d:
-        print(f"| {s} | {d['published_ok']:,} / {d['publish_scheduled']:,} | {fmt(d['deliveries_per_s'], 0)} | "
-              f"{fmt(lat(d, 'p50_ms'))} | {fmt(lat(d, 'p99_ms'))} | {d['lost']} | "
-              f"{fmt(d['server_cpu_s_per_million'], 2)} | {d['others_cores']} |")
+def each(scenario, variant):
+    """(system, run) for every system that has a run of this kind."""
+    return [(s, runs[(scenario, variant, s)]) for s in systems if (scenario, variant, s) in runs]
 
-print("\n**S3, idle connections**\n")
-print("| system | mode | open at the end | server KiB / connection |")
-print("|---|---|---|---|")
-for mode in ("ws", "longpoll"):
-    for s in systems:
-        d = runs.get(("s3", mode, s))
-        if d:
-            print(f"| {s} | {mode} | {d['still_open']:,} | {fmt(d['kib_per_connection'], 2)} |")
+
+table("S1, 1,000 subscribers in one room",
+      ["system", "rate msg/s", "p50 ms", "p99 ms", "p99.9 ms", "server CPU-s / M deliveries", "lost", "others' cores"],
+      [[s, f"{rate:.0f}", fmt(lat(d, "p50_ms")), fmt(lat(d, "p99_ms")), fmt(lat(d, "p999_ms")),
+        fmt(d["server_cpu_s_per_million"], 2), d["lost"], d["others_cores"]]
+       for rate in (20.0, 100.0) for s, d in each("s1", rate)])
+table("S1 maximum (p99 < 50 ms, zero loss)",
+      ["system", "max msg/s", "deliveries/s", "first failing rate", "others' cores"],
+      [[s, fmt(d["max_rate_msgs_per_s"], 0), fmt(d["max_deliveries_per_s"], 0),
+        fmt(d.get("first_failing_rate"), 0), d["others_cores"]] for s, d in each("s1max", None)])
+table("S2, 10,000 connections in 2,500 rooms of 4, 1 msg/s each",
+      ["system", "posts accepted / scheduled", "delivered/s", "p50 ms", "p99 ms", "lost", "server CPU-s / M", "others' cores"],
+      [[s, f"{d['published_ok']:,} / {d['publish_scheduled']:,}", fmt(d["deliveries_per_s"], 0),
+        fmt(lat(d, "p50_ms")), fmt(lat(d, "p99_ms")), d["lost"], fmt(d["server_cpu_s_per_million"], 2),
+        d["others_cores"]] for s, d in each("s2", None)])
+table("S3, idle connections",
+      ["system", "mode", "open at the end", "server KiB / connection"],
+      [[s, mode, f"{d['still_open']:,}", fmt(d["kib_per_connection"], 2)]
+       for mode in ("ws", "longpoll") for s, d in each("s3", mode)])

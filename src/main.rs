@@ -6,6 +6,10 @@ use switchboard_config::{check, Cli, Command, ConfigCommand};
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // Before logging starts, so on stderr whatever the log format.
+    for var in switchboard_config::ignored_vars() {
+        eprintln!("warning: environment variable {var} is not a setting; ignored");
+    }
     match cli.command {
         Command::Serve(args) => {
             let settings = match args.load() {

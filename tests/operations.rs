@@ -328,6 +328,26 @@ fn config_check_prints_the_effective_settings_with_the_admin_token_masked() {
 }
 
 #[test]
+fn config_check_warns_of_a_switchboard_variable_that_sets_nothing() {
+    let out = run(
+        &["config", "check"],
+        &[
+            ("SWITCHBOARD_ACTOR_THRADS", "2"),
+            ("SWITCHBOARD_ACTOR_THREADS", "3"),
+        ],
+        Duration::from_secs(20),
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    assert!(
+        stderr.contains("SWITCHBOARD_ACTOR_THRADS is not a setting"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("SWITCHBOARD_ACTOR_THREADS "), "{stderr}");
+    assert!(stdout.contains("actor_threads = 3"), "{stdout}");
+}
+
+#[test]
 fn config_check_rejects_an_unknown_key_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     for (name, body, key) in [

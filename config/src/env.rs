@@ -17,7 +17,9 @@
 //!   clearly meant for these settings, so an unknown key there is an error
 //!   naming the variable, exactly like an unknown key in a file.
 //! - Every other `SWITCHBOARD_*` variable is ignored: `SWITCHBOARD_CONFIG`
-//!   (read by the CLI for `--config`) and names other tools may use.
+//!   (read by the CLI for `--config`) and names other tools may use. A
+//!   misspelt top-level setting (`SWITCHBOARD_ACTOR_THRADS`) lands here
+//!   too, so the binary warns about each ([`ignored_vars`]).
 //!
 //! An empty value counts as unset (as `VAR=` from a shell or compose file
 //! with an unset substitution usually means). Values are taken as strings; numbers are read from them when the setting
@@ -97,6 +99,23 @@ impl EnvLayer {
         entries.sort_by(|a, b| a.var.cmp(&b.var));
         EnvLayer { entries }
     }
+}
+
+/// The `SWITCHBOARD_*` variables of the process environment that set
+/// nothing (see the module docs), `SWITCHBOARD_CONFIG` excepted, sorted:
+/// for a warning, since a misspelt top-level setting is one of them.
+pub fn ignored_vars() -> Vec<String> {
+    let mut out: Vec<String> = std::env::vars_os()
+        .filter_map(|(name, _)| name.into_string().ok())
+        .filter(|var| {
+            var.get(..ENV_PREFIX.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(ENV_PREFIX))
+                && !var.eq_ignore_ascii_case("SWITCHBOARD_CONFIG")
+                && key_path(var).is_none()
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// The dotted path a variable sets, or `None` when it is not a setting.

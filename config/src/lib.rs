@@ -40,7 +40,7 @@ use figment::value::{Dict, Map};
 use figment::{Figment, Metadata, Profile, Provider};
 
 pub use crate::cli::{CheckArgs, Cli, Command, ConfigCommand, Overrides, ServeArgs};
-pub use crate::env::ENV_PREFIX;
+pub use crate::env::{ignored_vars, ENV_PREFIX};
 pub use crate::error::ConfigError;
 pub use crate::settings::{
     mask_url_password, split_urls, Limits, LogFormat, RedisSettings, Settings, StoreKind, Timing,

@@ -7,6 +7,11 @@ use base64::Engine;
 
 use crate::{ConfigError, Settings};
 
+/// Most threads `workers` or `actor_threads` may ask for: each is an OS
+/// thread with its own runtime, and more than this is a typo, not a
+/// machine.
+pub const MAX_THREADS: usize = 1024;
+
 /// Protocol §11: the `wait` of `GET /updates` is clamped to 1–30 s, so the
 /// configurable clamp must stay inside that range.
 pub const UPDATES_WAIT_FLOOR: Duration = Duration::from_secs(1);
@@ -47,6 +52,18 @@ impl Settings {
             return Err(ConfigError::invalid(
                 "workers",
                 "must be at least 1 (leave it unset for one per CPU core)",
+            ));
+        }
+        if self.workers.is_some_and(|n| n > MAX_THREADS) {
+            return Err(ConfigError::invalid(
+                "workers",
+                format!("must be at most {MAX_THREADS} (one per CPU core is the usual choice)"),
+            ));
+        }
+        if self.actor_threads > MAX_THREADS {
+            return Err(ConfigError::invalid(
+                "actor_threads",
+                format!("must be at most {MAX_THREADS} (0 = the HTTP workers' threads)"),
             ));
         }
 

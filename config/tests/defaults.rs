@@ -197,6 +197,8 @@ fn out_of_range_values_name_their_key() {
         ("redis.connections", |s| s.redis.connections = 0),
         ("admin_token", |s| s.admin_token = Some(String::new())),
         ("workers", |s| s.workers = Some(0)),
+        ("workers", |s| s.workers = Some(1025)),
+        ("actor_threads", |s| s.actor_threads = 1025),
         ("replay_window", |s| s.replay_window = Duration::ZERO),
         ("replay_max_entries", |s| s.replay_max_entries = 0),
         ("limits.updates_per_minute", |s| {

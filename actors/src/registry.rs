@@ -8,7 +8,7 @@
 //! reaches its conversation actor, the feed and the sessions without a
 //! cross-thread wake-up when they share a thread (always, on one core),
 //! where dedicated threads cost each post about five context switches
-//! (BENCHMARKS.md, "Fan-out work").
+//! (BENCHMARKS.md, "Fan-out targets, one run").
 
 use crate::conversation::{ConversationActor, DraftSettings};
 use crate::feed::{ActivityKind, BayFeed, CloseAll, FeedSettings, IdleStop, NoteActivity};
@@ -50,12 +50,8 @@ struct Inner {
     store: Arc<dyn Store>,
     settings: RegistrySettings,
     tokens: Arc<TokenCache>,
-    /// The dedicated arbiters, or (when none were asked for) the threads
-    /// that offered themselves; until one does, the thread that created
-    /// the registry.
-    arbiters: parking_lot::RwLock<Vec<ArbiterHandle>>,
-    /// Whether `arbiters` still holds only the creating thread's arbiter.
-    fallback: std::sync::atomic::AtomicBool,
+    /// Where new actors start: see [`Arbiters`].
+    arbiters: parking_lot::RwLock<Arbiters>,
     /// Feeds started on this node. Stopped ones (idle, see
     /// `FeedSettings::idle_timeout`) are pruned whenever a feed starts and
     /// at every [`Registry::actor_counts`], so the map is bounded by the
@@ -65,17 +61,31 @@ struct Inner {
     conversations: Mutex<HashMap<(BayId, ConversationId), Addr<ConversationActor>>>,
 }
 
+/// The dedicated arbiters, or (when none were asked for) the threads
+/// that offered themselves; until one does, the thread that created the
+/// registry (`fallback`).
+struct Arbiters {
+    handles: Vec<ArbiterHandle>,
+    /// `handles` holds only the creating thread's arbiter.
+    fallback: bool,
+}
+
 impl Registry {
     /// Creates the registry and its dedicated arbiter threads, if any.
     /// Must run inside an actix system.
     pub fn new(store: Arc<dyn Store>, settings: RegistrySettings) -> Self {
-        let (arbiters, fallback) = if settings.arbiters == 0 {
-            (vec![Arbiter::current()], true)
+        let arbiters = if settings.arbiters == 0 {
+            Arbiters {
+                handles: vec![Arbiter::current()],
+                fallback: true,
+            }
         } else {
-            let dedicated = (0..settings.arbiters)
-                .map(|_| Arbiter::new().handle())
-                .collect();
-            (dedicated, false)
+            Arbiters {
+                handles: (0..settings.arbiters)
+                    .map(|_| Arbiter::new().handle())
+                    .collect(),
+                fallback: false,
+            }
         };
         Registry {
             inner: Arc::new(Inner {
@@ -83,7 +93,6 @@ impl Registry {
                 settings,
                 tokens: Arc::default(),
                 arbiters: parking_lot::RwLock::new(arbiters),
-                fallback: std::sync::atomic::AtomicBool::new(fallback),
                 feeds: Mutex::new(HashMap::new()),
                 conversations: Mutex::new(HashMap::new()),
             }),
@@ -103,24 +112,20 @@ impl Registry {
             return;
         }
         let mut arbiters = self.inner.arbiters.write();
-        if self
-            .inner
-            .fallback
-            .swap(false, std::sync::atomic::Ordering::AcqRel)
-        {
-            arbiters.clear();
+        if std::mem::take(&mut arbiters.fallback) {
+            arbiters.handles.clear();
         }
         // A worker that died (actix-server replaces a panicked one) takes
         // no more actors.
-        arbiters.retain(|a| a.spawn(async {}));
-        arbiters.push(Arbiter::current());
+        arbiters.handles.retain(|a| a.spawn(async {}));
+        arbiters.handles.push(Arbiter::current());
     }
 
     fn arbiter_for(&self, key: &impl Hash) -> ArbiterHandle {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         key.hash(&mut h);
-        let arbiters = self.inner.arbiters.read();
-        arbiters[(h.finish() as usize) % arbiters.len()].clone()
+        let handles = &self.inner.arbiters.read().handles;
+        handles[(h.finish() as usize) % handles.len()].clone()
     }
 
     /// The feed of `bay`, started if needed.

@@ -2,6 +2,14 @@
 //! `switchboard config check` validates and prints the effective settings.
 
 use clap::Parser;
+
+/// jemalloc rather than glibc malloc: actix-http keeps an 8 KiB read and an
+/// 8 KiB write buffer per connection, and jemalloc's page-aligned size
+/// classes leave their unwritten pages out of RSS (glibc's chunk headers
+/// touch them); memory freed after a reconnect storm goes back to the OS.
+/// mimalloc measured worse here (BENCHMARKS.md, "Allocator").
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use switchboard_config::{check, Cli, Command, ConfigCommand};
 
 fn main() -> std::process::ExitCode {

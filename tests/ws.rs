@@ -90,6 +90,68 @@ async fn token_in_query_string_authenticates_the_upgrade() {
     assert_eq!(events[0]["message"]["id"], posted["id"]);
 }
 
+/// A client may send its first frame right behind the handshake, before
+/// the 101 arrives: the bytes the server read with the request are the
+/// socket's first frame, not lost with the HTTP layer's buffer.
+#[tokio::test]
+async fn a_hello_sent_in_the_same_write_as_the_handshake_is_answered() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (gw, w) = world().await;
+    let mut tcp = tokio::net::TcpStream::connect(&gw.addr).await.unwrap();
+    let mut bytes = format!(
+        "GET /api/agent-api/ws HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+         Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        gw.addr, w.rex
+    )
+    .into_bytes();
+    bytes.extend(client_frame(true, 0x1, br#"{"t":"hello","resume":null}"#));
+    tcp.write_all(&bytes).await.unwrap();
+    let mut got = Vec::new();
+    let ready = br#"{"t":"ready","cursor":null}"#;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !got.windows(ready.len()).any(|w| w == ready) {
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout_at(deadline.into(), tcp.read(&mut buf))
+            .await
+            .expect("no ready frame within 10 s")
+            .unwrap();
+        assert!(
+            n > 0,
+            "closed before ready: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+}
+
+/// Upgrades are served at `/ws` only; one aimed elsewhere gets the JSON
+/// 404 and the server keeps serving.
+#[tokio::test]
+async fn a_websocket_upgrade_to_another_path_gets_404_json() {
+    let (gw, w) = world().await;
+    let url = format!("ws://{}/api/agent-api/updates", gw.addr);
+    match tokio_tungstenite::connect_async(url).await {
+        Ok(_) => panic!("upgraded at /updates"),
+        Err(tokio_tungstenite::tungstenite::Error::Http(res)) => {
+            assert_eq!(res.status().as_u16(), 404);
+            let body: Value = serde_json::from_slice(res.body().as_deref().unwrap_or(b"")).unwrap();
+            assert_error(404, &body, 404, "NOT_FOUND");
+        }
+        Err(e) => panic!("expected an HTTP refusal, got {e}"),
+    }
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    let _ = ws.read_batch().await;
+    let (_, posted) = gw.post_message(&w.ana, "dm", "still served").await;
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(events[0]["message"]["id"], posted["id"]);
+}
+
 // ---------------------------------------------------------------- hello
 
 #[tokio::test]

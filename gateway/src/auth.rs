@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
-use actix_web::http::header::AUTHORIZATION;
+use actix_web::http::header::{HeaderMap, AUTHORIZATION};
 use actix_web::middleware::Next;
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use futures_util::future::LocalBoxFuture;
@@ -31,24 +31,19 @@ pub struct Caller {
     pub token_hash: TokenHash,
 }
 
-/// Where a request may carry its token.
-fn presented_token(req: &HttpRequest, allow_query: bool) -> Option<String> {
-    if let Some(value) = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    {
+/// Where a request may carry its token: the `Authorization: Bearer` header,
+/// or (when `allow_query`) the `token` query parameter.
+fn presented_token(headers: &HeaderMap, query: &str, allow_query: bool) -> Option<String> {
+    if let Some(value) = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) {
         let (scheme, token) = value.split_once(' ')?;
         return scheme
             .eq_ignore_ascii_case("bearer")
             .then(|| token.trim().to_owned());
     }
     if allow_query {
-        return web::Query::<std::collections::HashMap<String, String>>::from_query(
-            req.query_string(),
-        )
-        .ok()
-        .and_then(|q| q.get("token").cloned());
+        return web::Query::<std::collections::HashMap<String, String>>::from_query(query)
+            .ok()
+            .and_then(|q| q.get("token").cloned());
     }
     None
 }
@@ -64,7 +59,22 @@ pub async fn authenticate(req: &HttpRequest, allow_query: bool) -> Result<Caller
     let state = req
         .app_data::<web::Data<AppState>>()
         .ok_or_else(ApiError::unauthorized)?;
-    let token = presented_token(req, allow_query).ok_or_else(ApiError::unauthorized)?;
+    authenticate_head(state, req.headers(), req.query_string(), allow_query).await
+}
+
+/// Resolves the caller of a request known by its `headers` and `query`
+/// string alone (the WebSocket upgrade, which is served before actix-web
+/// sees the request).
+///
+/// # Errors
+/// As [`authenticate`].
+pub async fn authenticate_head(
+    state: &AppState,
+    headers: &HeaderMap,
+    query: &str,
+    allow_query: bool,
+) -> Result<Caller, ApiError> {
+    let token = presented_token(headers, query, allow_query).ok_or_else(ApiError::unauthorized)?;
     if !looks_like_token(&token) {
         return Err(ApiError::unauthorized());
     }

@@ -29,7 +29,11 @@ pub mod webhooks;
 use crate::error::{json_error, path_error, query_error};
 use crate::ratelimit::RateLimits;
 use crate::state::AppState;
-use actix_web::{web, App, HttpServer};
+use actix_http::HttpService;
+use actix_service::{map_config, ServiceFactory};
+use actix_web::body::MessageBody;
+use actix_web::dev::{AppConfig, ServiceRequest, ServiceResponse};
+use actix_web::{web, App};
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -281,70 +285,111 @@ fn app_state(
 }
 
 /// Serves every route on the sockets [`bind`] opened, and starts.
+///
+/// Assembled the way actix-web's `HttpServer` assembles its server (one
+/// HTTP service per worker and listener, the same timeouts), plus the
+/// upgrade service of `realtime/upgrade.rs`, which `HttpServer` cannot
+/// take: WebSocket upgrades leave the HTTP stack with their connection.
 fn listen(
     settings: &Settings,
     app_state: AppState,
     listeners: Vec<std::net::TcpListener>,
-) -> Result<actix_web::dev::Server, StartError> {
+) -> Result<actix_server::Server, StartError> {
     let max_body = settings.limits.max_body_bytes;
-    let mut server = HttpServer::new(move || {
-        // Called once on each worker thread: the actors may run here too.
-        app_state.registry.share_current_thread();
-        App::new()
-            .wrap(actix_web::middleware::from_fn(
-                middleware::request_log::request_log,
-            ))
-            .app_data(web::Data::new(app_state.clone()))
-            .app_data(
-                web::JsonConfig::default()
-                    .limit(max_body)
-                    .error_handler(json_error),
-            )
-            .app_data(web::QueryConfig::default().error_handler(query_error))
-            .app_data(web::PathConfig::default().error_handler(path_error))
-            .app_data(web::PayloadConfig::default().limit(max_body))
-            .service(
-                web::scope("/api/agent-api")
-                    // Authentication before any extractor reads the body.
-                    .wrap(actix_web::middleware::from_fn(auth::agent_gate))
-                    .configure(api::agent::routes)
-                    .configure(api::directory::routes)
-                    .configure(api::messages::routes)
-                    .configure(api::drafts::routes)
-                    .configure(api::webhook::routes)
-                    .configure(api::polls::routes)
-                    .configure(realtime::updates::routes)
-                    .configure(realtime::ws::routes)
-                    .configure(realtime::sse::routes),
-            )
-            .service(web::scope("/api/admin").configure(api::admin::routes))
-            .configure(health::routes)
-            .configure(metrics::routes)
-            .configure(openapi::routes)
-            .default_service(web::to(method_not_allowed::fallback))
-    })
-    .disable_signals()
-    // A client that closes its end of the connection is gone: end the
-    // connection (dropping a streamed body, so an SSE session or a held
-    // `/updates` call stops within its 500 ms check) as soon as its EOF is
-    // read, instead of when a later write fails, which for an idle SSE
-    // stream is the second heartbeat after the close (20–40 s). HTTP
-    // clients do not half-close a request they still await an answer to.
-    .h1_allow_half_closed(false)
-    .shutdown_timeout(settings.timing.drain_timeout.as_secs().max(1));
+    let bind_error = |cause| StartError::Bind {
+        bind: settings.bind.clone(),
+        cause,
+    };
+    let mut builder = actix_server::Server::build()
+        .disable_signals()
+        .shutdown_timeout(settings.timing.drain_timeout.as_secs().max(1));
     if let Some(workers) = settings.workers {
-        server = server.workers(workers);
+        builder = builder.workers(workers);
     }
+    let shutdown = builder.graceful_shutdown_signal();
     for listener in listeners {
-        server = server.listen(listener).map_err(|cause| StartError::Bind {
-            bind: settings.bind.clone(),
-            cause,
-        })?;
-    }
-    for addr in server.addrs() {
+        let addr = listener.local_addr().map_err(bind_error)?;
         tracing::info!("listening on {addr}");
+        let state = app_state.clone();
+        let shutdown = shutdown.clone();
+        builder = builder
+            .listen("switchboard", listener, move || {
+                // Called once on each worker thread: the actors may run here too.
+                state.registry.share_current_thread();
+                let shutdown = shutdown.clone();
+                HttpService::build()
+                    // Keep-alive connections end when a drain stops the server.
+                    .graceful_shutdown_signal(move || {
+                        let shutdown = shutdown.clone();
+                        async move { shutdown.notified().await }
+                    })
+                    // actix-web's default: how long a closing connection
+                    // waits for the client's side of the shutdown.
+                    .client_disconnect_timeout(Duration::from_secs(1))
+                    // A client that closes its end of the connection is
+                    // gone: end the connection (dropping a streamed body, so
+                    // an SSE session or a held `/updates` call stops within
+                    // its 500 ms check) as soon as its EOF is read, instead
+                    // of when a later write fails, which for an idle SSE
+                    // stream is the second heartbeat after the close
+                    // (20–40 s). HTTP clients do not half-close a request
+                    // they still await an answer to.
+                    .h1_allow_half_closed(false)
+                    .local_addr(addr)
+                    .upgrade(realtime::upgrade::service(state.clone()))
+                    .finish(map_config(app(&state, max_body), |_| AppConfig::default()))
+                    .tcp()
+            })
+            .map_err(bind_error)?;
     }
-    Ok(server.run())
+    Ok(builder.run())
+}
+
+/// The routes and their shared configuration, for one worker.
+fn app(
+    state: &AppState,
+    max_body: usize,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .wrap(actix_web::middleware::from_fn(
+            middleware::request_log::request_log,
+        ))
+        .app_data(web::Data::new(state.clone()))
+        .app_data(
+            web::JsonConfig::default()
+                .limit(max_body)
+                .error_handler(json_error),
+        )
+        .app_data(web::QueryConfig::default().error_handler(query_error))
+        .app_data(web::PathConfig::default().error_handler(path_error))
+        .app_data(web::PayloadConfig::default().limit(max_body))
+        .service(
+            web::scope("/api/agent-api")
+                // Authentication before any extractor reads the body.
+                .wrap(actix_web::middleware::from_fn(auth::agent_gate))
+                .configure(api::agent::routes)
+                .configure(api::directory::routes)
+                .configure(api::messages::routes)
+                .configure(api::drafts::routes)
+                .configure(api::webhook::routes)
+                .configure(api::polls::routes)
+                .configure(realtime::updates::routes)
+                .configure(realtime::ws::routes)
+                .configure(realtime::sse::routes),
+        )
+        .service(web::scope("/api/admin").configure(api::admin::routes))
+        .configure(health::routes)
+        .configure(metrics::routes)
+        .configure(openapi::routes)
+        .default_service(web::to(method_not_allowed::fallback))
 }
 
 /// Periodic upkeep: histogram samples are folded in, idle rate-limit state

@@ -4,6 +4,8 @@
 pub mod inbound;
 pub mod open;
 pub mod outbound;
+pub mod socket;
 pub mod sse;
 pub mod updates;
+pub mod upgrade;
 pub mod ws;

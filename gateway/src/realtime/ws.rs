@@ -20,10 +20,13 @@ use crate::connections::{ConnectionPermit, Transport};
 use crate::error::{ApiError, Preamble, SessionEnd};
 use crate::state::AppState;
 use actix::prelude::*;
+use actix_web::error::PayloadError;
+use actix_web::web::Bytes;
 use actix_web::{get, web, HttpRequest, HttpResponse};
 use actix_web_actors::ws::{self, CloseCode, CloseReason as WsCloseReason, ProtocolError};
 use bytestring::ByteString;
 use std::cell::RefCell;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_actors::feed::{BayFeed, Detach};
@@ -65,24 +68,53 @@ async fn upgrade(
     req: HttpRequest,
     stream: web::Payload,
 ) -> Result<HttpResponse, actix_web::Error> {
+    // Reached only by requests actix-http did not hand to the upgrade
+    // service (no `Connection: upgrade`): the handshake below refuses them
+    // with 400 once the credential has been checked.
+    let admitted = admit(
+        &state,
+        authenticate(&req, true),
+        req.peer_addr().map(|a| a.ip()),
+    )
+    .await?;
+    let mut response = ws::handshake(&req)?;
+    Ok(response.streaming(admitted.into_stream(stream)))
+}
+
+/// A WebSocket this node admitted, before its 101: the session actor, not
+/// yet started.
+pub struct Admitted {
+    session: WsSession,
+    backlog: Arc<Backlog>,
+}
+
+/// The checks before a 101, in order: the node is not draining (503
+/// UNAVAILABLE), `caller` resolves (401), the connection caps admit it (429
+/// RATE_LIMITED / 503), the connect bucket allows it (429
+/// UPDATES_RATE_LIMITED).
+///
+/// # Errors
+/// The [`ApiError`] of the first check that fails.
+pub async fn admit(
+    state: &AppState,
+    caller: impl std::future::Future<Output = Result<Caller, ApiError>>,
+    peer: Option<IpAddr>,
+) -> Result<Admitted, ApiError> {
     if state.is_draining() {
         return Err(ApiError::new(
             ErrorCode::Unavailable,
             "this node is draining; connect to another",
         )
-        .retry_after(Duration::from_secs(1))
-        .into());
+        .retry_after(Duration::from_secs(1)));
     }
-    let caller = authenticate(&req, true).await?;
-    let permit = state.connections.admit(
-        req.peer_addr().map(|a| a.ip()),
-        &caller.principal.token,
-        Transport::Ws,
-    )?;
+    let caller = caller.await?;
+    let permit = state
+        .connections
+        .admit(peer, &caller.principal.token, Transport::Ws)?;
     let backlog = Backlog::bounded(state.settings.limits.max_outbound_queue_bytes);
     state.limits.check_updates(&caller.principal.token).await?;
-    let mut session = WsSession {
-        state: state.get_ref().clone(),
+    let session = WsSession {
+        state: state.clone(),
         caller,
         session: SessionId(format!("ws_{}", ulid::Ulid::new())),
         phase: Phase::AwaitingHello,
@@ -95,13 +127,28 @@ async fn upgrade(
         oversize: Default::default(),
         _permit: permit,
     };
-    let mut response = ws::handshake(&req)?;
-    let max_frame = state.settings.limits.max_ws_frame_bytes;
-    let codec = actix_http::ws::Codec::new().max_size(max_frame);
-    let guarded = FrameGuard::new(stream, max_frame);
-    session.oversize = guarded.oversize_flag();
-    let body = ws::WebsocketContext::with_codec(session, guarded, codec);
-    Ok(response.streaming(Drained::new(body, backlog)))
+    Ok(Admitted { session, backlog })
+}
+
+impl Admitted {
+    /// Starts the session over `input` (the bytes the client sends after
+    /// the 101) and returns what it writes to the client: encoded frames,
+    /// ending with the slow-consumer close if the feed abandons it
+    /// ([`Drained`]). The actor runs only while this stream is polled.
+    pub fn into_stream<S>(
+        mut self,
+        input: S,
+    ) -> Drained<impl futures_util::Stream<Item = Result<Bytes, actix_web::Error>> + Unpin>
+    where
+        S: futures_util::Stream<Item = Result<Bytes, PayloadError>> + Unpin + 'static,
+    {
+        let max_frame = self.session.state.settings.limits.max_ws_frame_bytes;
+        let codec = actix_http::ws::Codec::new().max_size(max_frame);
+        let guarded = FrameGuard::new(input, max_frame);
+        self.session.oversize = guarded.oversize_flag();
+        let body = ws::WebsocketContext::with_codec(self.session, guarded, codec);
+        Drained::new(body, self.backlog)
+    }
 }
 
 /// Registers the route under `/api/agent-api`.

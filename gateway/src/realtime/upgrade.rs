@@ -1,0 +1,126 @@
+//! WebSocket upgrades, taken off the HTTP stack.
+//!
+//! actix-http hands every request that asks for a WebSocket upgrade
+//! (`Upgrade: websocket`), and every `CONNECT`, to this service together
+//! with its connection instead of to the actix-web app. The service runs the
+//! same checks as the app's `/ws` route ([`admit`]: drain, credential,
+//! connection caps, connect bucket), answers the handshake itself and then
+//! serves the socket directly ([`socket::serve`]), so an upgraded connection
+//! keeps none of the HTTP dispatcher's buffers. Refusals carry the JSON
+//! error body of the agent API and close the connection.
+
+use super::socket;
+use super::ws::admit;
+use crate::auth::authenticate_head;
+use crate::error::ApiError;
+use crate::state::AppState;
+use actix_codec::{Framed, FramedParts};
+use actix_http::body::{BodySize, MessageBody};
+use actix_http::h1::{Codec, Message};
+use actix_http::{ConnectionType, Method, Request, Response};
+use actix_service::{fn_service, ServiceFactory};
+use actix_web::web::Bytes;
+use actix_web::ResponseError;
+use futures_util::future::LocalBoxFuture;
+use futures_util::SinkExt;
+use switchboard_protocol::error::ErrorCode;
+use tokio::net::TcpStream;
+
+/// The one path served as a WebSocket (protocol §11).
+pub const WS_PATH: &str = "/api/agent-api/ws";
+
+/// A request that asked for an upgrade, with its connection.
+pub type Upgrade = (Request, Framed<TcpStream, Codec>);
+
+/// The upgrade service of one worker (see the module docs). It never fails:
+/// a refusal is an answer, and a connection that breaks is simply over.
+pub fn service(
+    state: AppState,
+) -> impl ServiceFactory<Upgrade, Config = (), Response = (), Error = actix_web::Error, InitError = ()>
+{
+    fn_service(move |(req, framed): Upgrade| {
+        let state = state.clone();
+        // Boxed: the dispatcher stores this future inline, and every HTTP
+        // connection's task is sized for it.
+        let fut: LocalBoxFuture<'static, Result<(), actix_web::Error>> = Box::pin(async move {
+            upgrade(state, req, framed).await;
+            Ok(())
+        });
+        fut
+    })
+}
+
+/// Admits and serves one upgrade, or answers why not.
+async fn upgrade(state: AppState, req: Request, mut framed: Framed<TcpStream, Codec>) {
+    if req.head().method == Method::CONNECT {
+        let err = ApiError::new(ErrorCode::MethodNotAllowed, "CONNECT is not served here");
+        return refuse(&mut framed, err).await;
+    }
+    if req.path() != WS_PATH {
+        let err = ApiError::new(
+            ErrorCode::NotFound,
+            format!("WebSocket upgrades are served only at {WS_PATH}"),
+        );
+        return refuse(&mut framed, err).await;
+    }
+    let head = req.head();
+    let caller = authenticate_head(&state, &head.headers, head.uri.query().unwrap_or(""), true);
+    let admitted = match admit(&state, caller, req.peer_addr().map(|a| a.ip())).await {
+        Ok(admitted) => admitted,
+        Err(err) => return refuse(&mut framed, err).await,
+    };
+    let accept = match actix_http::ws::handshake(head) {
+        Ok(mut accept) => accept.finish().drop_body(),
+        Err(err) => {
+            // Not a valid handshake: the plain 400 the app's route gives.
+            let res = Response::from(actix_web::Error::from(err)).drop_body();
+            return answer(&mut framed, res, "".into()).await;
+        }
+    };
+    if framed
+        .send(Message::Item((accept, BodySize::None)))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    // Nothing of the HTTP exchange outlives the handshake: the request (its
+    // header map) and the dispatcher's buffers are freed here, not when the
+    // connection ends.
+    drop(req);
+    let (io, early) = {
+        let FramedParts { io, read_buf, .. } = framed.into_parts();
+        (io, Bytes::copy_from_slice(&read_buf))
+    };
+    // A task of its own: the HTTP connection's task (the dispatcher, its
+    // timers and this future's slot, about 4 KiB) ends here. Drains close
+    // WebSockets through their feeds before the server stops, so nothing
+    // needs the server to wait on them.
+    actix_rt::spawn(socket::serve(io, early, |input| {
+        admitted.into_stream(input)
+    }));
+}
+
+/// Answers `err` with its status and JSON body, and closes the connection.
+async fn refuse(framed: &mut Framed<TcpStream, Codec>, err: ApiError) {
+    let (res, body) = Response::from(err.error_response()).into_parts();
+    let body = actix_http::body::to_bytes(body).await.unwrap_or_default();
+    answer(framed, res, body).await;
+}
+
+/// Writes `res` with `body`, marked as the connection's last answer.
+async fn answer(framed: &mut Framed<TcpStream, Codec>, mut res: Response<()>, body: Bytes) {
+    res.head_mut().set_connection_type(ConnectionType::Close);
+    let size = body.size();
+    // Head and body in one write: a WebSocket client reading a refusal
+    // takes the body only from what arrived with the head.
+    let _ = async {
+        framed.feed(Message::Item((res, size))).await?;
+        if !body.is_empty() {
+            framed.feed(Message::Chunk(Some(body))).await?;
+        }
+        framed.feed(Message::Chunk(None)).await?;
+        framed.flush().await
+    }
+    .await;
+}

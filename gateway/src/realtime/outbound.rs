@@ -1,10 +1,10 @@
 //! Ending the connection of a WebSocket session its feed gave up on.
 //!
-//! A WebSocket actor only runs while its response stream is polled, and the
-//! HTTP layer polls it only when the socket accepts more bytes. A client
-//! that stops reading therefore stalls its actor; the feed notices the
-//! growing [`Backlog`] and abandons the session. [`Drained`] wraps the
-//! response stream and, as soon as it is polled after that, writes the
+//! A WebSocket actor only runs while its output stream is polled, and the
+//! socket's task (`socket::serve`) polls it only when the socket accepted
+//! the previous write. A client that stops reading therefore stalls its
+//! actor; the feed notices the growing [`Backlog`] and abandons the session.
+//! [`Drained`] wraps the output stream and, as soon as it is polled after that, writes the
 //! `error` frame and close of [`CloseReason::TooSlow`] (`SLOW_CONSUMER`,
 //! 1008) behind what the socket already holds and ends the stream, which
 //! closes the connection; the client resumes from its last cursor.
@@ -19,7 +19,7 @@ use std::task::{Context, Poll};
 use switchboard_actors::session::{Backlog, CloseReason};
 use switchboard_protocol::frame::ServerFrame;
 
-/// The WebSocket response stream, closed once the session is abandoned.
+/// The WebSocket output stream, closed once the session is abandoned.
 pub struct Drained<S> {
     inner: S,
     backlog: Arc<Backlog>,

@@ -122,6 +122,8 @@ pub async fn admit(
         held: Vec::new(),
         last_frame_at: Instant::now(),
         missed_pongs: 0,
+        last_ping_at: Instant::now(),
+        hello_timer: None,
         cursor_due: false,
         backlog: backlog.clone(),
         oversize: Default::default(),
@@ -219,6 +221,11 @@ pub struct WsSession {
     last_frame_at: Instant,
     /// Pings sent without a pong since.
     missed_pongs: u32,
+    /// When the last ping went out (or the session started).
+    last_ping_at: Instant,
+    /// The hello timeout, cancelled once `hello` arrives: every pending
+    /// timer is polled on each turn of the actor, i.e. on every delivery.
+    hello_timer: Option<SpawnHandle>,
     /// Events were written after the last `cursor` frame and a flush of
     /// the cursor is scheduled for the end of this turn of the actor (see
     /// [`WsSession::cursor_after_batch`]).
@@ -323,7 +330,12 @@ impl WsSession {
             Err(e) => return self.violation(&format!("invalid frame: {e}"), ctx),
         };
         match (frame, self.phase) {
-            (ClientFrame::Hello { resume }, Phase::AwaitingHello) => self.on_hello(resume, ctx),
+            (ClientFrame::Hello { resume }, Phase::AwaitingHello) => {
+                if let Some(timer) = self.hello_timer.take() {
+                    ctx.cancel_future(timer);
+                }
+                self.on_hello(resume, ctx)
+            }
             (ClientFrame::Hello { .. }, _) => self.violation("hello was already received", ctx),
         }
     }
@@ -480,7 +492,7 @@ impl Actor for WsSession {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         let timing = self.state.settings.timing.clone();
-        ctx.run_later(timing.hello_timeout, |act, ctx| {
+        let hello = ctx.run_later(timing.hello_timeout, |act, ctx| {
             if act.phase == Phase::AwaitingHello {
                 act.close_with(
                     WsClose::HelloTimeout,
@@ -489,26 +501,33 @@ impl Actor for WsSession {
                 );
             }
         });
-        let missed_limit = timing.missed_pongs;
-        ctx.run_interval(timing.ping_interval, move |act, ctx| {
-            if act.missed_pongs >= missed_limit {
-                tracing::info!(session = %act.session, "dropping connection after missed pongs");
-                act.phase = Phase::Closing;
-                ctx.stop();
-                return;
-            }
-            act.missed_pongs += 1;
-            ctx.ping(b"");
-        });
+        self.hello_timer = Some(hello);
+        // One timer for the ping and the idle cursor frame: the actor polls
+        // every pending timer on each turn, i.e. on every delivery. It ticks
+        // at the shorter of the ping interval and a fifth of the idle cursor
+        // interval (5 s at the defaults); a ping goes out on the first tick
+        // at least one ping interval after the last (half a tick of slack
+        // absorbs timer jitter).
+        let ping_every = timing.ping_interval;
         let idle = timing.idle_cursor_interval;
-        ctx.run_interval(
-            (idle / 5).max(Duration::from_millis(50)),
-            move |act, ctx| {
-                if act.phase == Phase::Live && act.last_frame_at.elapsed() >= idle {
-                    act.send_cursor(ctx);
+        let tick = ping_every.min(idle / 5).max(Duration::from_millis(50));
+        let missed_limit = timing.missed_pongs;
+        ctx.run_interval(tick, move |act, ctx| {
+            if act.last_ping_at.elapsed() + tick / 2 >= ping_every {
+                if act.missed_pongs >= missed_limit {
+                    tracing::info!(session = %act.session, "dropping connection after missed pongs");
+                    act.phase = Phase::Closing;
+                    ctx.stop();
+                    return;
                 }
-            },
-        );
+                act.missed_pongs += 1;
+                act.last_ping_at = Instant::now();
+                ctx.ping(b"");
+            }
+            if act.phase == Phase::Live && act.last_frame_at.elapsed() >= idle {
+                act.send_cursor(ctx);
+            }
+        });
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {

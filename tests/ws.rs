@@ -130,6 +130,35 @@ async fn a_hello_sent_in_the_same_write_as_the_handshake_is_answered() {
     );
 }
 
+/// Upgrades are served outside the app but counted, logged and given a
+/// request id like every other request: the 101s and the refusals.
+#[tokio::test]
+async fn upgrades_and_refusals_are_counted_with_their_status() {
+    let (gw, w) = world().await;
+    let ws = |status: &str| {
+        format!(
+            "switchboard_http_requests_total{{method=\"GET\",route=\"/api/agent-api/ws\",status=\"{status}\"}}"
+        )
+    };
+    let _a = gw.ws_ready(&w.rex, None).await;
+    let _b = gw.ws_ready(&w.brain, None).await;
+    assert!(gw.ws_try(WsAuth::None).await.is_err());
+    assert_eq!(gw.metric(&ws("101")).await, 2.0);
+    assert_eq!(gw.metric(&ws("401")).await, 1.0);
+    let url = format!("ws://{}/api/agent-api/ws", gw.addr);
+    let mut req =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
+            .unwrap();
+    req.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", w.scout).parse().unwrap(),
+    );
+    req.headers_mut()
+        .insert("x-request-id", "trace-me-42".parse().unwrap());
+    let (_c, res) = tokio_tungstenite::connect_async(req).await.unwrap();
+    assert_eq!(res.headers()["x-request-id"], "trace-me-42");
+}
+
 /// Upgrades are served at `/ws` only; one aimed elsewhere gets the JSON
 /// 404 and the server keeps serving.
 #[tokio::test]

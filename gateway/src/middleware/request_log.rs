@@ -58,12 +58,42 @@ pub fn method_label(method: &actix_web::http::Method) -> &'static str {
     }
 }
 
-fn client_request_id(req: &ServiceRequest) -> Option<String> {
-    let v = req.headers().get(REQUEST_ID)?.to_str().ok()?;
-    (v.len() <= 64
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
-    .then(|| v.to_owned())
+/// The request's id: the client's `x-request-id` when it is sane (at most
+/// 64 of `[A-Za-z0-9_-]`), else a new ULID.
+pub fn request_id(headers: &actix_web::http::header::HeaderMap) -> String {
+    headers
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            v.len() <= 64
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .map_or_else(|| ulid::Ulid::new().to_string(), str::to_owned)
+}
+
+/// Counts and times one finished request (`switchboard_http_requests_total`,
+/// `switchboard_http_request_duration_seconds`) and logs its line. `route`
+/// is the matched pattern or [`UNMATCHED`].
+pub fn finished(
+    method: &actix_web::http::Method,
+    route: String,
+    status: u16,
+    started: Instant,
+    query: &str,
+) {
+    // Labels from fixed sets only: an invented method or a random path
+    // must not add a series (`/metrics` would grow unbounded).
+    let method_label = method_label(method);
+    metrics::counter!(crate::metrics::HTTP_REQUESTS, "method" => method_label, "route" => route.clone(), "status" => status.to_string()).increment(1);
+    metrics::histogram!(crate::metrics::HTTP_SECONDS, "method" => method_label, "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    tracing::info!(
+        status,
+        elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+        query = %query,
+        "request finished"
+    );
 }
 
 /// The middleware function (use with `actix_web::middleware::from_fn`).
@@ -75,7 +105,7 @@ pub async fn request_log(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let id = client_request_id(&req).unwrap_or_else(|| ulid::Ulid::new().to_string());
+    let id = request_id(req.headers());
     let method = req.method().to_string();
     let path = req.path().to_owned();
     let query = redact_query(req.query_string());
@@ -89,22 +119,16 @@ pub async fn request_log(
                 res.headers_mut()
                     .insert(HeaderName::from_static(REQUEST_ID), v);
             }
-            let status = res.status().as_u16();
-            // Labels from fixed sets only: an invented method or a random
-            // path must not add a series (`/metrics` would grow unbounded).
-            let method_label = method_label(res.request().method());
             let route = res
                 .request()
                 .match_pattern()
                 .unwrap_or_else(|| UNMATCHED.to_owned());
-            metrics::counter!(crate::metrics::HTTP_REQUESTS, "method" => method_label, "route" => route.clone(), "status" => status.to_string()).increment(1);
-            metrics::histogram!(crate::metrics::HTTP_SECONDS, "method" => method_label, "route" => route)
-                .record(started.elapsed().as_secs_f64());
-            tracing::info!(
-                status,
-                elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
-                query = %query,
-                "request finished"
+            finished(
+                res.request().method(),
+                route,
+                res.status().as_u16(),
+                started,
+                &query,
             );
             Ok(res)
         }

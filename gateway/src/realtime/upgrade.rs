@@ -10,21 +10,25 @@
 //! error body of the agent API and close the connection.
 
 use super::socket;
-use super::ws::admit;
+use super::ws::{admit, Admitted};
 use crate::auth::authenticate_head;
 use crate::error::ApiError;
+use crate::middleware::request_log;
 use crate::state::AppState;
 use actix_codec::{Framed, FramedParts};
 use actix_http::body::{BodySize, MessageBody};
 use actix_http::h1::{Codec, Message};
+use actix_http::header::{HeaderName, HeaderValue};
 use actix_http::{ConnectionType, Method, Request, Response};
 use actix_service::{fn_service, ServiceFactory};
 use actix_web::web::Bytes;
 use actix_web::ResponseError;
 use futures_util::future::LocalBoxFuture;
 use futures_util::SinkExt;
+use std::time::Instant;
 use switchboard_protocol::error::ErrorCode;
 use tokio::net::TcpStream;
+use tracing::Instrument;
 
 /// The one path served as a WebSocket (protocol §11).
 pub const WS_PATH: &str = "/api/agent-api/ws";
@@ -50,35 +54,42 @@ pub fn service(
     })
 }
 
-/// Admits and serves one upgrade, or answers why not.
+/// Admits and serves one upgrade, or answers why not. Logged, counted and
+/// given an `x-request-id` like every request the app serves.
 async fn upgrade(state: AppState, req: Request, mut framed: Framed<TcpStream, Codec>) {
-    if req.head().method == Method::CONNECT {
-        let err = ApiError::new(ErrorCode::MethodNotAllowed, "CONNECT is not served here");
-        return refuse(&mut framed, err).await;
-    }
-    if req.path() != WS_PATH {
-        let err = ApiError::new(
-            ErrorCode::NotFound,
-            format!("WebSocket upgrades are served only at {WS_PATH}"),
-        );
-        return refuse(&mut framed, err).await;
-    }
+    let started = Instant::now();
     let head = req.head();
-    let caller = authenticate_head(&state, &head.headers, head.uri.query().unwrap_or(""), true);
-    let admitted = match admit(&state, caller, req.peer_addr().map(|a| a.ip())).await {
-        Ok(admitted) => admitted,
-        Err(err) => return refuse(&mut framed, err).await,
+    let id = request_log::request_id(&head.headers);
+    let query = request_log::redact_query(head.uri.query().unwrap_or(""));
+    let route = if head.uri.path() == WS_PATH {
+        WS_PATH
+    } else {
+        request_log::UNMATCHED
     };
-    let accept = match actix_http::ws::handshake(head) {
-        Ok(mut accept) => accept.finish().drop_body(),
-        Err(err) => {
-            // Not a valid handshake: the plain 400 the app's route gives.
-            let res = Response::from(actix_web::Error::from(err)).drop_body();
-            return answer(&mut framed, res, "".into()).await;
-        }
+    let span = tracing::info_span!("request", request_id = %id, method = %head.method, path = %head.uri.path());
+    let outcome = decide(&state, &req).instrument(span.clone()).await;
+    let (mut res, body, admitted) = match outcome {
+        Ok((accept, admitted)) => (accept, Bytes::new(), Some(admitted)),
+        Err((refusal, body)) => (refusal, body, None),
+    };
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        res.headers_mut()
+            .insert(HeaderName::from_static(request_log::REQUEST_ID), v);
+    }
+    span.in_scope(|| {
+        request_log::finished(
+            &head.method,
+            route.to_owned(),
+            res.status().as_u16(),
+            started,
+            &query,
+        )
+    });
+    let Some(admitted) = admitted else {
+        return answer(&mut framed, res, body).await;
     };
     if framed
-        .send(Message::Item((accept, BodySize::None)))
+        .send(Message::Item((res, BodySize::None)))
         .await
         .is_err()
     {
@@ -101,11 +112,43 @@ async fn upgrade(state: AppState, req: Request, mut framed: Framed<TcpStream, Co
     }));
 }
 
-/// Answers `err` with its status and JSON body, and closes the connection.
-async fn refuse(framed: &mut Framed<TcpStream, Codec>, err: ApiError) {
+/// The 101 and the admitted session, or the refusal and its body.
+async fn decide(
+    state: &AppState,
+    req: &Request,
+) -> Result<(Response<()>, Admitted), (Response<()>, Bytes)> {
+    let head = req.head();
+    if head.method == Method::CONNECT {
+        let err = ApiError::new(ErrorCode::MethodNotAllowed, "CONNECT is not served here");
+        return Err(refusal(err).await);
+    }
+    if head.uri.path() != WS_PATH {
+        let err = ApiError::new(
+            ErrorCode::NotFound,
+            format!("WebSocket upgrades are served only at {WS_PATH}"),
+        );
+        return Err(refusal(err).await);
+    }
+    let caller = authenticate_head(state, &head.headers, head.uri.query().unwrap_or(""), true);
+    let admitted = match admit(state, caller, req.peer_addr().map(|a| a.ip())).await {
+        Ok(admitted) => admitted,
+        Err(err) => return Err(refusal(err).await),
+    };
+    match actix_http::ws::handshake(head) {
+        Ok(mut accept) => Ok((accept.finish().drop_body(), admitted)),
+        // Not a valid handshake: the plain 400 the app's route gives.
+        Err(err) => Err((
+            Response::from(actix_web::Error::from(err)).drop_body(),
+            Bytes::new(),
+        )),
+    }
+}
+
+/// The response of `err`: its status and JSON body.
+async fn refusal(err: ApiError) -> (Response<()>, Bytes) {
     let (res, body) = Response::from(err.error_response()).into_parts();
     let body = actix_http::body::to_bytes(body).await.unwrap_or_default();
-    answer(framed, res, body).await;
+    (res, body)
 }
 
 /// Writes `res` with `body`, marked as the connection's last answer.

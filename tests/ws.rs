@@ -652,6 +652,45 @@ async fn a_fragmented_frame_closes_with_4002() {
     }
 }
 
+/// Frames the WebSocket decoder refuses still get an `error` frame and a
+/// close code, never a bare TCP close: text that is not UTF-8 and a stray
+/// continuation break the framing contract (4002); reserved bits and a
+/// fragmented ping break RFC 6455 (1002).
+#[tokio::test]
+async fn frames_the_decoder_refuses_get_an_error_frame_and_a_close_code() {
+    let (gw, w) = world().await;
+    let mut rsv = client_frame(true, 0x1, br#"{"t":"hello","resume":null}"#);
+    rsv[0] |= 0x40;
+    let cases: [(&str, Vec<u8>, WsClose); 4] = [
+        (
+            "invalid UTF-8",
+            client_frame(true, 0x1, b"\xff\xfe\xfd"),
+            WsClose::FramingViolation,
+        ),
+        (
+            "stray continuation",
+            client_frame(true, 0x0, b"{}"),
+            WsClose::FramingViolation,
+        ),
+        ("reserved bit", rsv, WsClose::ProtocolError),
+        (
+            "fragmented ping",
+            client_frame(false, 0x9, b"p"),
+            WsClose::ProtocolError,
+        ),
+    ];
+    for (what, bytes, close) in cases {
+        let mut ws = gw.ws_ready(&w.rex, None).await;
+        ws.read_batch().await;
+        write_raw(&mut ws, &bytes).await;
+        let frames = expect_error_then_close(&mut ws, close).await;
+        assert!(
+            frames.iter().any(|f| f["t"] == "error"),
+            "{what}: no error frame: {frames:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn client_ping_gets_a_pong() {
     let (gw, w) = world().await;

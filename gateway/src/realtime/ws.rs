@@ -564,17 +564,39 @@ impl StreamHandler<Result<ws::Message, ProtocolError>> for WsSession {
             Err(_) if self.oversize.load(std::sync::atomic::Ordering::Acquire) => {
                 self.close_with(WsClose::MessageTooBig, "frame exceeds the size limit", ctx)
             }
+            // A continuation with no message to continue, or a new message
+            // inside one: fragmentation, which the framing contract excludes.
+            Err(ProtocolError::ContinuationNotStarted | ProtocolError::ContinuationStarted) => {
+                self.violation("fragmented frames are not supported", ctx)
+            }
+            // The decoder's one text error: the payload is not UTF-8, so
+            // not a JSON frame either.
+            Err(ProtocolError::Io(e))
+                if e.kind() == std::io::ErrorKind::Other && e.to_string().contains("utf-8") =>
+            {
+                self.violation("text frame is not valid UTF-8", ctx)
+            }
             Err(
                 e @ (ProtocolError::UnmaskedFrame
                 | ProtocolError::MaskedFrame
                 | ProtocolError::InvalidOpcode(_)
                 | ProtocolError::InvalidLength(_)
-                | ProtocolError::BadOpCode),
+                | ProtocolError::BadOpCode
+                // A fragmented control frame (RFC 6455 §5.5).
+                | ProtocolError::ContinuationFragment(_)),
             ) => self.close_with(
                 WsClose::ProtocolError,
                 &format!("websocket protocol error: {e}"),
                 ctx,
             ),
+            // Reserved bits set without an extension (RFC 6455 §5.2): the
+            // decoder reports it as invalid data.
+            Err(ProtocolError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => self
+                .close_with(
+                    WsClose::ProtocolError,
+                    &format!("websocket protocol error: {e}"),
+                    ctx,
+                ),
             Err(e) => {
                 tracing::debug!(session = %self.session, error = %e, "websocket protocol error");
                 self.phase = Phase::Closing;

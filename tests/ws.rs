@@ -130,6 +130,72 @@ async fn a_hello_sent_in_the_same_write_as_the_handshake_is_answered() {
     );
 }
 
+/// Sends `request` on a new connection and reads the answer to the end
+/// (refusals close the connection).
+async fn raw_exchange(addr: &str, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut out))
+        .await
+        .expect("the refusal did not end the connection")
+        .unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The JSON body at the end of a raw answer.
+fn body_of(answer: &str) -> Value {
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("");
+    serde_json::from_str(body).unwrap_or_else(|_| panic!("not a JSON body: {answer}"))
+}
+
+/// A request that is not a valid handshake gets the agent API's JSON error
+/// with the status RFC 6455 gives it, and costs none of the connect bucket.
+#[tokio::test]
+async fn invalid_handshakes_get_json_errors_and_cost_no_connect_allowance() {
+    let (gw, w) =
+        world_with(Opts::default().env("SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE", "2")).await;
+    let upgrade = |version: &str, key: &str| {
+        format!(
+            "GET /api/agent-api/ws HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+             Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: {version}\r\n\
+             {key}\r\n",
+            w.rex
+        )
+    };
+    let old_version = raw_exchange(
+        &gw.addr,
+        &upgrade("8", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"),
+    )
+    .await;
+    assert!(old_version.starts_with("HTTP/1.1 426"), "{old_version}");
+    assert!(
+        old_version
+            .to_ascii_lowercase()
+            .contains("sec-websocket-version: 13"),
+        "{old_version}"
+    );
+    assert_eq!(body_of(&old_version)["code"], "INVALID_REQUEST");
+    let no_key = raw_exchange(&gw.addr, &upgrade("13", "")).await;
+    assert!(no_key.starts_with("HTTP/1.1 400"), "{no_key}");
+    assert_eq!(body_of(&no_key)["code"], "INVALID_REQUEST");
+    for _ in 0..3 {
+        let res = gw
+            .http
+            .get(gw.url("/api/agent-api/ws"))
+            .bearer_auth(&w.rex)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 400);
+        let body: Value = res.json().await.unwrap();
+        assert_error(400, &body, 400, "INVALID_REQUEST");
+    }
+    // Five refused handshakes later, the bucket of two still admits.
+    gw.ws_ready(&w.rex, None).await;
+}
+
 /// Upgrades are served outside the app but counted, logged and given a
 /// request id like every other request: the 101s and the refusals.
 #[tokio::test]

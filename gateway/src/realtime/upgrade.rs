@@ -10,7 +10,7 @@
 //! error body of the agent API and close the connection.
 
 use super::socket;
-use super::ws::{admit, Admitted};
+use super::ws::{admit, handshake_refusal, refuse_if_draining, Admitted};
 use crate::auth::authenticate_head;
 use crate::error::ApiError;
 use crate::middleware::request_log;
@@ -22,7 +22,7 @@ use actix_http::header::{HeaderName, HeaderValue};
 use actix_http::{ConnectionType, Method, Request, Response};
 use actix_service::{fn_service, ServiceFactory};
 use actix_web::web::Bytes;
-use actix_web::ResponseError;
+use actix_web::{HttpResponse, ResponseError};
 use futures_util::future::LocalBoxFuture;
 use futures_util::SinkExt;
 use std::time::Instant;
@@ -70,7 +70,10 @@ async fn upgrade(state: AppState, req: Request, mut framed: Framed<TcpStream, Co
     let outcome = decide(&state, &req).instrument(span.clone()).await;
     let (mut res, body, admitted) = match outcome {
         Ok((accept, admitted)) => (accept, Bytes::new(), Some(admitted)),
-        Err((refusal, body)) => (refusal, body, None),
+        Err(res) => {
+            let (res, body) = refusal(res).await;
+            (res, body, None)
+        }
     };
     if let Ok(v) = HeaderValue::from_str(&id) {
         res.headers_mut()
@@ -112,41 +115,37 @@ async fn upgrade(state: AppState, req: Request, mut framed: Framed<TcpStream, Co
     }));
 }
 
-/// The 101 and the admitted session, or the refusal and its body.
-async fn decide(
-    state: &AppState,
-    req: &Request,
-) -> Result<(Response<()>, Admitted), (Response<()>, Bytes)> {
+/// The 101 and the admitted session, or the refusal. The checks run in the
+/// app route's order: path, drain, credential, handshake, caps and bucket.
+async fn decide(state: &AppState, req: &Request) -> Result<(Response<()>, Admitted), HttpResponse> {
     let head = req.head();
     if head.method == Method::CONNECT {
         let err = ApiError::new(ErrorCode::MethodNotAllowed, "CONNECT is not served here");
-        return Err(refusal(err).await);
+        return Err(err.error_response());
     }
     if head.uri.path() != WS_PATH {
         let err = ApiError::new(
             ErrorCode::NotFound,
             format!("WebSocket upgrades are served only at {WS_PATH}"),
         );
-        return Err(refusal(err).await);
+        return Err(err.error_response());
     }
-    let caller = authenticate_head(state, &head.headers, head.uri.query().unwrap_or(""), true);
-    let admitted = match admit(state, caller, req.peer_addr().map(|a| a.ip())).await {
-        Ok(admitted) => admitted,
-        Err(err) => return Err(refusal(err).await),
-    };
-    match actix_http::ws::handshake(head) {
-        Ok(mut accept) => Ok((accept.finish().drop_body(), admitted)),
-        // Not a valid handshake: the plain 400 the app's route gives.
-        Err(err) => Err((
-            Response::from(actix_web::Error::from(err)).drop_body(),
-            Bytes::new(),
-        )),
-    }
+    let refused = |err: ApiError| err.error_response();
+    refuse_if_draining(state).map_err(refused)?;
+    let query = head.uri.query().unwrap_or("");
+    let caller = authenticate_head(state, &head.headers, query, true)
+        .await
+        .map_err(refused)?;
+    let mut accept = actix_http::ws::handshake(head).map_err(handshake_refusal)?;
+    let admitted = admit(state, caller, req.peer_addr().map(|a| a.ip()))
+        .await
+        .map_err(refused)?;
+    Ok((accept.finish().drop_body(), admitted))
 }
 
-/// The response of `err`: its status and JSON body.
-async fn refusal(err: ApiError) -> (Response<()>, Bytes) {
-    let (res, body) = Response::from(err.error_response()).into_parts();
+/// `res` as a head and a body to write.
+async fn refusal(res: HttpResponse) -> (Response<()>, Bytes) {
+    let (res, body) = Response::from(res).into_parts();
     let body = actix_http::body::to_bytes(body).await.unwrap_or_default();
     (res, body)
 }

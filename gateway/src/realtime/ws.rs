@@ -20,9 +20,12 @@ use crate::connections::{ConnectionPermit, Transport};
 use crate::error::{ApiError, Preamble, SessionEnd};
 use crate::state::AppState;
 use actix::prelude::*;
+use actix_http::ws::HandshakeError;
 use actix_web::error::PayloadError;
+use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use actix_web::http::StatusCode;
 use actix_web::web::Bytes;
-use actix_web::{get, web, HttpRequest, HttpResponse};
+use actix_web::{get, web, HttpRequest, HttpResponse, ResponseError};
 use actix_web_actors::ws::{self, CloseCode, CloseReason as WsCloseReason, ProtocolError};
 use bytestring::ByteString;
 use std::cell::RefCell;
@@ -54,7 +57,9 @@ use switchboard_protocol::ids::SessionId;
     ),
     responses(
         (status = 101, description = "Switching Protocols: the connection is now a WebSocket speaking the frames of docs/websocket.md"),
-        (status = 400, description = "Not a valid WebSocket handshake (plain body, not the JSON error body)"),
+        (status = 400, description = "INVALID_REQUEST: not a valid WebSocket handshake (e.g. no `Upgrade: websocket`, no `Sec-WebSocket-Key`); checked after the credential, and costs none of the connect bucket", body = switchboard_protocol::error::ErrorBody),
+        (status = 404, description = "NOT_FOUND: a WebSocket upgrade aimed at any other path", body = switchboard_protocol::error::ErrorBody),
+        (status = 426, description = "INVALID_REQUEST: a `Sec-WebSocket-Version` other than 13", body = switchboard_protocol::error::ErrorBody, headers(("Sec-WebSocket-Version" = String, description = "`13`"))),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token; no upgrade happens", body = switchboard_protocol::error::ErrorBody),
         (status = 429, description = "UPDATES_RATE_LIMITED: connecting faster than the connect bucket (the /updates bucket, 20/min by default) allows; RATE_LIMITED: too many open connections from this address", body = switchboard_protocol::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 500, description = "INTERNAL", body = switchboard_protocol::error::ErrorBody),
@@ -69,15 +74,15 @@ async fn upgrade(
     stream: web::Payload,
 ) -> Result<HttpResponse, actix_web::Error> {
     // Reached only by requests actix-http did not hand to the upgrade
-    // service (no `Connection: upgrade`): the handshake below refuses them
-    // with 400 once the credential has been checked.
-    let admitted = admit(
-        &state,
-        authenticate(&req, true),
-        req.peer_addr().map(|a| a.ip()),
-    )
-    .await?;
-    let mut response = ws::handshake(&req)?;
+    // service (no `Upgrade: websocket`): the handshake check refuses them
+    // once the credential has been checked.
+    refuse_if_draining(&state)?;
+    let caller = authenticate(&req, true).await?;
+    let mut response = match ws::handshake(&req) {
+        Ok(response) => response,
+        Err(err) => return Ok(handshake_refusal(err)),
+    };
+    let admitted = admit(&state, caller, req.peer_addr().map(|a| a.ip())).await?;
     Ok(response.streaming(admitted.into_stream(stream)))
 }
 
@@ -88,18 +93,11 @@ pub struct Admitted {
     backlog: Arc<Backlog>,
 }
 
-/// The checks before a 101, in order: the node is not draining (503
-/// UNAVAILABLE), `caller` resolves (401), the connection caps admit it (429
-/// RATE_LIMITED / 503), the connect bucket allows it (429
-/// UPDATES_RATE_LIMITED).
+/// The first check before a 101: a draining node takes no new sessions.
 ///
 /// # Errors
-/// The [`ApiError`] of the first check that fails.
-pub async fn admit(
-    state: &AppState,
-    caller: impl std::future::Future<Output = Result<Caller, ApiError>>,
-    peer: Option<IpAddr>,
-) -> Result<Admitted, ApiError> {
+/// 503 UNAVAILABLE with `Retry-After: 1` while the node drains.
+pub fn refuse_if_draining(state: &AppState) -> Result<(), ApiError> {
     if state.is_draining() {
         return Err(ApiError::new(
             ErrorCode::Unavailable,
@@ -107,7 +105,22 @@ pub async fn admit(
         )
         .retry_after(Duration::from_secs(1)));
     }
-    let caller = caller.await?;
+    Ok(())
+}
+
+/// The checks after the credential and the handshake, before a 101: the
+/// connection caps admit `caller` from `peer` (429 RATE_LIMITED / 503
+/// UNAVAILABLE), then the connect bucket allows it (429
+/// UPDATES_RATE_LIMITED). A refused or malformed handshake never reaches
+/// here, so it costs the client none of its connect allowance.
+///
+/// # Errors
+/// The [`ApiError`] of the first check that fails.
+pub async fn admit(
+    state: &AppState,
+    caller: Caller,
+    peer: Option<IpAddr>,
+) -> Result<Admitted, ApiError> {
     let permit = state
         .connections
         .admit(peer, &caller.principal.token, Transport::Ws)?;
@@ -130,6 +143,28 @@ pub async fn admit(
         _permit: permit,
     };
     Ok(Admitted { session, backlog })
+}
+
+/// The answer to a request that is not a valid WebSocket handshake: the
+/// status RFC 6455 and actix give it (400; 405 with `Allow: GET` for
+/// another method; 426 with `Sec-WebSocket-Version: 13` for another
+/// version) and the agent API's JSON error body.
+pub fn handshake_refusal(err: HandshakeError) -> HttpResponse {
+    let plain = err.error_response();
+    let code = if plain.status() == StatusCode::METHOD_NOT_ALLOWED {
+        ErrorCode::MethodNotAllowed
+    } else {
+        ErrorCode::InvalidRequest
+    };
+    let mut res =
+        ApiError::new(code, format!("not a valid WebSocket handshake: {err}")).error_response();
+    *res.status_mut() = plain.status();
+    for (name, value) in plain.headers() {
+        if name != CONTENT_TYPE && name != CONTENT_LENGTH {
+            res.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    res
 }
 
 impl Admitted {

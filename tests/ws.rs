@@ -177,6 +177,14 @@ async fn invalid_handshakes_get_json_errors_and_cost_no_connect_allowance() {
         "{old_version}"
     );
     assert_eq!(body_of(&old_version)["code"], "INVALID_REQUEST");
+    let key = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+    let http10 = raw_exchange(
+        &gw.addr,
+        &upgrade("13", key).replacen("HTTP/1.1", "HTTP/1.0", 1),
+    )
+    .await;
+    assert!(http10.starts_with("HTTP/1.0 400"), "{http10}");
+    assert_eq!(body_of(&http10)["code"], "INVALID_REQUEST");
     let no_key = raw_exchange(&gw.addr, &upgrade("13", "")).await;
     assert!(no_key.starts_with("HTTP/1.1 400"), "{no_key}");
     assert_eq!(body_of(&no_key)["code"], "INVALID_REQUEST");

@@ -53,7 +53,7 @@ fn slow_consumer_close() -> Bytes {
         &mut out,
         Some(WsCloseReason {
             code: CloseCode::Other(end.ws.close_code()),
-            description: None,
+            description: Some(end.message.to_owned()),
         }),
         false,
     );

@@ -19,7 +19,7 @@ use actix_codec::{Framed, FramedParts};
 use actix_http::body::{BodySize, MessageBody};
 use actix_http::h1::{Codec, Message};
 use actix_http::header::{HeaderName, HeaderValue};
-use actix_http::{ConnectionType, Method, Request, Response};
+use actix_http::{ConnectionType, Method, Request, Response, Version};
 use actix_service::{fn_service, ServiceFactory};
 use actix_web::web::Bytes;
 use actix_web::{HttpResponse, ResponseError};
@@ -131,6 +131,14 @@ async fn decide(state: &AppState, req: &Request) -> Result<(Response<()>, Admitt
         return Err(err.error_response());
     }
     let refused = |err: ApiError| err.error_response();
+    if head.version < Version::HTTP_11 {
+        // RFC 6455 §4.1: the opening handshake is an HTTP/1.1 request.
+        let err = ApiError::new(
+            ErrorCode::InvalidRequest,
+            "a WebSocket handshake needs HTTP/1.1",
+        );
+        return Err(err.error_response());
+    }
     refuse_if_draining(state).map_err(refused)?;
     let query = head.uri.query().unwrap_or("");
     let caller = authenticate_head(state, &head.headers, query, true)

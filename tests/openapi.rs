@@ -847,7 +847,10 @@ async fn rate_limits_and_body_limits_answer_as_documented() {
         .insert("Authorization", format!("Bearer {rex}").parse().unwrap());
     let res = match tokio_tungstenite::connect_async(req).await {
         Err(tokio_tungstenite::tungstenite::Error::Http(res)) => res,
-        other => panic!("expected a refusal, got {:?}", other.map(|(_, r)| r.status())),
+        other => panic!(
+            "expected a refusal, got {:?}",
+            other.map(|(_, r)| r.status())
+        ),
     };
     let status = res.status().as_u16();
     let body: Value = serde_json::from_slice(res.body().as_deref().unwrap_or(b"")).unwrap();

@@ -14,6 +14,7 @@ import asyncio, json, os, socket, subprocess, sys, time, urllib.request
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 ADMIN = "bench-admin-token"
+SETTLE_S = 12.0
 BIN = os.path.join(os.path.dirname(__file__), "..", "..", "target", "release", "switchboard")
 
 
@@ -76,7 +77,10 @@ async def main():
         tasks = [asyncio.create_task(hold_ws(f"ws://127.0.0.1:{port}/api/agent-api/ws", t, ready, release)) for t in tokens]
         while len(ready) < N:
             await asyncio.sleep(0.1)
-        await asyncio.sleep(1.0)
+        # SETTLE_S: the allocator returns the pages the handshakes freed
+        # (jemalloc's dirty-page decay is 10 s), so RSS is what the idle
+        # connections hold, not the connect burst.
+        await asyncio.sleep(SETTLE_S)
         ws_rss = rss_kib(proc.pid)
         release.set()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -87,7 +91,7 @@ async def main():
         polls = [asyncio.create_task(hold_poll(port, t, started)) for t in tokens]
         while len(started) < N:
             await asyncio.sleep(0.1)
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(SETTLE_S)
         poll_rss = rss_kib(proc.pid)
         for p in polls:
             p.cancel()

@@ -14,11 +14,19 @@ async fn while_draining_the_node_answers_503_instead_of_refusing() {
         Gateway::spawn_with(Opts::default().env("SWITCHBOARD_TIMING__DRAIN_GRACE", "4s")).await;
     let w = World::create(&gw, "grace").await;
     let mut ws = gw.ws_ready(&w.rex, None).await;
-    gw.send_signal("-TERM");
 
-    // The open session is told to go elsewhere.
+    // The open session is told to go elsewhere, and so is a socket that
+    // has not sent `hello` yet (it has no feed to hear the drain from).
+    let mut quiet = gw.ws(&w.ana).await;
+    gw.send_signal("-TERM");
     let (code, frames) = ws.expect_close(Duration::from_secs(10)).await;
     assert_eq!(code, Some(4003), "{frames:?}");
+    let (code, frames) = quiet.expect_close(Duration::from_secs(2)).await;
+    assert_eq!(code, Some(4003), "before hello: {frames:?}");
+    assert!(
+        frames.iter().any(|f| f["code"] == "GOING_AWAY"),
+        "before hello: {frames:?}"
+    );
 
     // The listener still answers: readiness says no, new sessions are
     // refused with a reason and a retry hint.

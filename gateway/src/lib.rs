@@ -35,7 +35,6 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{AppConfig, ServiceRequest, ServiceResponse};
 use actix_web::{web, App};
 use sha2::{Digest, Sha256};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_actors::conversation::DraftSettings;
@@ -268,7 +267,7 @@ fn app_state(
             .admin_token
             .as_ref()
             .map(|t| Arc::new(hex::encode(Sha256::digest(t.as_bytes())))),
-        draining: Arc::new(AtomicBool::new(false)),
+        draining: Arc::new(tokio::sync::watch::channel(false).0),
         replay_slots: Arc::new(tokio::sync::Semaphore::new(REPLAY_SLOTS)),
         connections: connections::ConnectionLimiter::new(
             settings.limits.max_connections_per_ip,
@@ -430,7 +429,7 @@ async fn drain(
         grace_ms = grace.as_millis() as u64,
         "shutdown signal received; draining"
     );
-    state.draining.store(true, Ordering::Relaxed);
+    state.start_draining();
     state.registry.close_all_sessions(CloseReason::Draining);
     // Keep answering (503 on /readyz and new sessions) while load
     // balancers notice; a second signal cuts the grace short. The close

@@ -129,7 +129,7 @@ impl RateLimits {
             metrics::counter!(crate::metrics::RATE_LIMITED, "bucket" => "updates").increment(1);
             ApiError::new(
                 ErrorCode::UpdatesRateLimited,
-                "too many /updates calls; slow the poll loop",
+                "too many /updates calls or WebSocket and SSE connects; slow down",
             )
             .retry_after(wait)
         })

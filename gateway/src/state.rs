@@ -2,7 +2,6 @@
 
 use crate::connections::ConnectionLimiter;
 use crate::ratelimit::RateLimits;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use switchboard_actors::registry::Registry;
 use switchboard_actors::store::Store;
@@ -28,8 +27,10 @@ pub struct AppState {
     pub connections: Arc<ConnectionLimiter>,
     /// SHA-256 hex of the admin token; `None` disables the admin API (404).
     pub admin_token_hash: Option<Arc<String>>,
-    /// Set on SIGTERM/SIGINT: `/readyz` answers 503 and new sessions are refused.
-    pub draining: Arc<AtomicBool>,
+    /// Turns true on SIGTERM/SIGINT: `/readyz` answers 503 and new
+    /// sessions are refused. A channel rather than a flag so that sessions
+    /// not yet attached to a feed (a WebSocket before `hello`) learn of it.
+    pub draining: Arc<tokio::sync::watch::Sender<bool>>,
     /// Webhook deliveries of this node (and the sealing of their secrets).
     pub webhooks: crate::webhooks::dispatcher::Dispatcher,
 }
@@ -37,6 +38,20 @@ pub struct AppState {
 impl AppState {
     /// Whether the node is draining.
     pub fn is_draining(&self) -> bool {
-        self.draining.load(Ordering::Relaxed)
+        *self.draining.borrow()
+    }
+
+    /// Starts the drain (see [`AppState::draining`]).
+    pub fn start_draining(&self) {
+        self.draining.send_replace(true);
+    }
+
+    /// Resolves once the node drains (at once if it already does).
+    pub fn drain_started(&self) -> impl std::future::Future<Output = ()> + 'static {
+        let mut rx = self.draining.subscribe();
+        async move {
+            // An error means the state is gone, i.e. the node is stopping.
+            let _ = rx.wait_for(|draining| *draining).await;
+        }
     }
 }

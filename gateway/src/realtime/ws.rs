@@ -258,8 +258,9 @@ pub struct WsSession {
     missed_pongs: u32,
     /// When the last ping went out (or the session started).
     last_ping_at: Instant,
-    /// The hello timeout, cancelled once `hello` arrives: every pending
-    /// timer is polled on each turn of the actor, i.e. on every delivery.
+    /// The hello timeout (and drain watch), cancelled once `hello`
+    /// arrives: every pending future is polled on each turn of the actor,
+    /// i.e. on every delivery.
     hello_timer: Option<SpawnHandle>,
     /// Events were written after the last `cursor` frame and a flush of
     /// the cursor is scheduled for the end of this turn of the actor (see
@@ -527,15 +528,30 @@ impl Actor for WsSession {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         let timing = self.state.settings.timing.clone();
-        let hello = ctx.run_later(timing.hello_timeout, |act, ctx| {
-            if act.phase == Phase::AwaitingHello {
+        // Until `hello`: the hello timeout, or a drain. A drain reaches the
+        // sessions through their feeds, and this one has none yet.
+        let hello_timeout = tokio::time::sleep(timing.hello_timeout);
+        let drain = self.state.drain_started();
+        let waiting = async move {
+            tokio::select! {
+                () = hello_timeout => false,
+                () = drain => true,
+            }
+        };
+        let hello = ctx.spawn(waiting.into_actor(self).map(|draining, act, ctx| {
+            if act.phase != Phase::AwaitingHello {
+                return;
+            }
+            if draining {
+                act.end(CloseReason::Draining, ctx);
+            } else {
                 act.close_with(
                     WsClose::HelloTimeout,
                     "no hello frame within the hello timeout",
                     ctx,
                 );
             }
-        });
+        }));
         self.hello_timer = Some(hello);
         // One timer for the ping and the idle cursor frame: the actor polls
         // every pending timer on each turn, i.e. on every delivery. It ticks

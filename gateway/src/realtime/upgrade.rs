@@ -3,8 +3,9 @@
 //! actix-http hands every request that asks for a WebSocket upgrade
 //! (`Upgrade: websocket`), and every `CONNECT`, to this service together
 //! with its connection instead of to the actix-web app. The service runs the
-//! same checks as the app's `/ws` route ([`admit`]: drain, credential,
-//! connection caps, connect bucket), answers the handshake itself and then
+//! same checks as the app's `/ws` route, in its order (drain, credential,
+//! handshake, then [`admit`]: connection caps and connect bucket), answers
+//! the handshake itself and then
 //! serves the socket directly ([`socket::serve`]), so an upgraded connection
 //! keeps none of the HTTP dispatcher's buffers. Refusals carry the JSON
 //! error body of the agent API and close the connection.
@@ -107,37 +108,38 @@ async fn upgrade(state: AppState, req: Request, mut framed: Framed<TcpStream, Co
         (io, Bytes::copy_from_slice(&read_buf))
     };
     // A task of its own: the HTTP connection's task (the dispatcher, its
-    // timers and this future's slot, about 4 KiB) ends here. Drains close
-    // WebSockets through their feeds before the server stops, so nothing
-    // needs the server to wait on them.
+    // timers and this future's slot, about 4 KiB) ends here. A drain closes
+    // every WebSocket itself (through its feed, or the drain watch before
+    // `hello`) before the server stops, so the server need not wait on them.
     actix_rt::spawn(socket::serve(io, early, |input| {
         admitted.into_stream(input)
     }));
 }
 
-/// The 101 and the admitted session, or the refusal. The checks run in the
-/// app route's order: path, drain, credential, handshake, caps and bucket.
+/// The 101 and the admitted session, or the refusal. After the checks only
+/// this service makes (method, path, HTTP version) they run in the app
+/// route's order: drain, credential, handshake, caps and bucket.
 async fn decide(state: &AppState, req: &Request) -> Result<(Response<()>, Admitted), HttpResponse> {
     let head = req.head();
+    let refused = |err: ApiError| err.error_response();
     if head.method == Method::CONNECT {
         let err = ApiError::new(ErrorCode::MethodNotAllowed, "CONNECT is not served here");
-        return Err(err.error_response());
+        return Err(refused(err));
     }
     if head.uri.path() != WS_PATH {
         let err = ApiError::new(
             ErrorCode::NotFound,
             format!("WebSocket upgrades are served only at {WS_PATH}"),
         );
-        return Err(err.error_response());
+        return Err(refused(err));
     }
-    let refused = |err: ApiError| err.error_response();
     if head.version < Version::HTTP_11 {
         // RFC 6455 §4.1: the opening handshake is an HTTP/1.1 request.
         let err = ApiError::new(
             ErrorCode::InvalidRequest,
             "a WebSocket handshake needs HTTP/1.1",
         );
-        return Err(err.error_response());
+        return Err(refused(err));
     }
     refuse_if_draining(state).map_err(refused)?;
     let query = head.uri.query().unwrap_or("");

@@ -1,24 +1,26 @@
-//! `frame_guard`: the gateway's inbound WebSocket byte stream scanner,
-//! [`FrameGuard`] (gateway/src/realtime/inbound.rs), which follows RFC 6455
-//! frame headers as the client's bytes arrive and ends the stream at the
-//! first header that declares a payload above `limits.max_ws_frame_bytes`.
+//! `frame_guard`: the gateway's inbound WebSocket stream,
+//! [`Inbound`] (gateway/src/realtime/inbound.rs), which reads the client's
+//! bytes, follows RFC 6455 frame headers as they arrive and ends the stream
+//! at the first header that declares a payload above
+//! `limits.max_ws_frame_bytes`, before the payload is buffered.
 //!
 //! Input: two bytes of limit (big-endian `u16`), one byte choosing how the
-//! stream is cut into chunks (`0`: one chunk), then the client's bytes.
+//! stream is cut into reads (`0`: one read; odd: the first piece arrives
+//! with the handshake), then the client's bytes.
 //! Properties, against an independent model of the header layout:
-//! - the guard never panics, whatever the bytes and however they are cut;
-//! - it passes every chunk through unchanged until the chunk holding the
-//!   last header byte of the first frame that declares more than the limit;
-//!   that chunk is refused (`PayloadError::Overflow`) and the stream ends;
-//! - the oversize flag is raised exactly when a chunk was refused.
+//! - the stream never panics, whatever the bytes and however they are cut;
+//! - it yields `TooBig` only if the model refuses, and then it has read
+//!   nothing past the read holding the last header byte of the first frame
+//!   declaring more than the limit (none of the payload after it);
+//! - when the model refuses and no `TooBig` came, an earlier error (a
+//!   protocol violation or a text frame that is not UTF-8) ended the stream;
+//! - nothing follows an error.
 
-use actix_web::error::PayloadError;
-use actix_web::web::Bytes;
 use futures_util::Stream;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
-use switchboard_gateway::realtime::inbound::FrameGuard;
+use switchboard_gateway::realtime::inbound::{Inbound, InboundError};
+use tokio::io::{AsyncRead, ReadBuf};
 
 const DICT: &[&[u8]] = &[
     &[0x81],
@@ -53,6 +55,12 @@ fn refusal_at(stream: &[u8], max: u64) -> Option<usize> {
             127 => 8,
             _ => 0,
         };
+        let lengths = stream.get(i..i + 2 + extended)?;
+        if extended == 8 && lengths[2] & 0x80 != 0 {
+            // A 64-bit length with its top bit set is invalid whatever the
+            // limit (RFC 6455 §5.2): refused as soon as it is read.
+            return Some(i + 9);
+        }
         let needed = 2 + extended + if masked { 4 } else { 0 };
         let header = stream.get(i..i + needed)?;
         let len = match extended {
@@ -87,6 +95,36 @@ fn chunks(stream: &[u8], cut: u8) -> Vec<Vec<u8>> {
     out
 }
 
+/// The client's side of the socket: each read returns what is left of the
+/// next piece (as much as fits), and counts what was read.
+struct Pieces {
+    pieces: Vec<Vec<u8>>,
+    next: usize,
+    offset: usize,
+    read: usize,
+}
+
+impl AsyncRead for Pieces {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if let Some(piece) = this.pieces.get(this.next) {
+            let n = (piece.len() - this.offset).min(buf.remaining());
+            buf.put_slice(&piece[this.offset..this.offset + n]);
+            this.offset += n;
+            this.read += n;
+            if this.offset == piece.len() {
+                this.next += 1;
+                this.offset = 0;
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
 #[test]
 fn frame_guard() {
     crate::fuzz_target!("frame_guard", DICT, |input: &[u8]| {
@@ -96,60 +134,67 @@ fn frame_guard() {
         ]));
         let cut = input.get(2).copied().unwrap_or(0);
         let stream = input.get(3..).unwrap_or_default();
-        let pieces = chunks(stream, cut);
-        let inner = futures_util::stream::iter(
-            pieces
-                .iter()
-                .map(|c| Ok::<Bytes, PayloadError>(Bytes::copy_from_slice(c))),
-        );
-        let mut guard = FrameGuard::new(inner, max);
-        let flag = guard.oversize_flag();
-        let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
-
-        let refused_byte = refusal_at(stream, max as u64);
-        let mut offset = 0usize;
-        let mut refused = false;
+        let mut pieces = chunks(stream, cut);
+        let early = if cut % 2 == 1 && !pieces.is_empty() {
+            pieces.remove(0)
+        } else {
+            Vec::new()
+        };
+        // Where each read ends, to know which read held a given byte.
+        let mut ends = vec![early.len()];
         for piece in &pieces {
-            let item = match Pin::new(&mut guard).poll_next(&mut cx) {
-                Poll::Ready(item) => item,
-                Poll::Pending => panic!("an always-ready stream made the guard pend"),
-            };
-            let end = offset + piece.len();
-            let refuse_here = refused_byte.is_some_and(|k| offset <= k && k < end);
-            match item {
-                Some(Ok(bytes)) => {
-                    assert!(
-                        !refuse_here,
-                        "chunk {offset}..{end} passed, but byte {refused_byte:?} completes a header above {max}"
-                    );
-                    assert_eq!(&bytes[..], &piece[..], "chunk {offset}..{end} altered");
-                }
-                Some(Err(PayloadError::Overflow)) => {
-                    assert!(
-                        refuse_here,
-                        "chunk {offset}..{end} refused; the model refuses at {refused_byte:?} (limit {max})"
-                    );
-                    refused = true;
-                    crate::deep();
+            for part in piece.chunks(4096) {
+                ends.push(ends.last().copied().unwrap_or(0) + part.len());
+            }
+        }
+        let reader = Pieces {
+            pieces,
+            next: 0,
+            offset: 0,
+            read: 0,
+        };
+        let mut inbound = Inbound::new(reader, &early, max);
+        let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
+        let refused_byte = refusal_at(stream, max as u64);
+        let mut ended_by = None;
+        loop {
+            match Pin::new(&mut inbound).poll_next(&mut cx) {
+                Poll::Pending => panic!("an always-ready socket made the stream pend"),
+                Poll::Ready(None) => break,
+                Poll::Ready(Some(Ok(_))) => {}
+                Poll::Ready(Some(Err(e))) => {
+                    ended_by = Some(e);
                     break;
                 }
-                Some(Err(e)) => panic!("unexpected error {e}"),
-                None => panic!("stream ended early at {offset}"),
             }
-            offset = end;
         }
-        if refused {
-            assert!(matches!(
-                Pin::new(&mut guard).poll_next(&mut cx),
-                Poll::Ready(None)
-            ));
-        } else {
-            assert_eq!(refused_byte, None, "the model refuses, the guard did not");
-            assert!(matches!(
-                Pin::new(&mut guard).poll_next(&mut cx),
-                Poll::Ready(None)
-            ));
+        let read = early.len() + inbound.get_ref().read;
+        match (&ended_by, refused_byte) {
+            (Some(InboundError::TooBig), Some(k)) => {
+                // The decoder may refuse from the length alone, before the
+                // mask key; never after the read holding the header's end.
+                let through = ends.iter().copied().find(|&end| end > k);
+                assert!(
+                    through.is_some_and(|t| read <= t),
+                    "refused at byte {k} (limit {max}), read {read}; reads end at {ends:?}"
+                );
+                crate::deep();
+            }
+            (Some(InboundError::TooBig), None) => {
+                panic!("TooBig, but the model refuses nothing (limit {max})")
+            }
+            (Some(InboundError::Read(e)), _) => panic!("read error {e}"),
+            (Some(_), _) => {}
+            (None, Some(k)) => {
+                panic!("the model refuses at byte {k} (limit {max}); the stream ended cleanly")
+            }
+            (None, None) => {}
         }
-        assert_eq!(flag.load(Ordering::Acquire), refused, "oversize flag");
+        if ended_by.is_some() {
+            assert!(
+                matches!(Pin::new(&mut inbound).poll_next(&mut cx), Poll::Ready(None)),
+                "nothing follows an error"
+            );
+        }
     });
 }

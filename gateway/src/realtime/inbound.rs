@@ -1,20 +1,221 @@
-//! Refusing oversized client frames as soon as their header arrives.
+//! A WebSocket's inbound side: the client's bytes, read off the socket and
+//! decoded into frames (RFC 6455 §5) for the session.
 //!
-//! actix's WebSocket decoder checks a frame's declared length against its
-//! limit only once the whole payload has been buffered, so a client could
-//! make the server buffer a frame of any size before it is refused.
-//! [`FrameGuard`] wraps the request payload, follows the frame headers as
-//! the bytes pass (it never copies payloads) and ends the stream with an
-//! error at the first header that declares more than the limit; it raises
-//! [`FrameGuard::oversize_flag`] so the session can close with 1009.
+//! [`Inbound`] reads through a stack buffer and keeps only the bytes that do
+//! not form a whole frame yet, so an idle connection holds no read buffer
+//! (BENCHMARKS.md, "WebSockets on their own socket").
+//!
+//! Oversized frames are refused as soon as their header arrives: actix's
+//! decoder checks a frame's declared length against its limit only once the
+//! whole payload has been buffered, so a client could make the server buffer
+//! a frame of any size first. [`HeaderScan`] follows the frame headers as the
+//! bytes pass (it never copies payloads) and stops the stream at the first
+//! header that declares more than the limit.
 
-use actix_web::error::PayloadError;
-use actix_web::web::Bytes;
-use futures_util::Stream;
+use actix::{Actor, Addr, Handler, Message};
+use actix_codec::Decoder;
+use actix_http::ws::{CloseReason, Codec, Frame, ProtocolError};
+use actix_web::web::{Bytes, BytesMut};
+use bytestring::ByteString;
+use futures_util::{Stream, StreamExt};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::time::{Instant, MissedTickBehavior};
+
+/// Largest read from the socket in one call, bytes. A client sends small
+/// frames (`hello`, pongs); a larger frame arrives over several reads.
+const READ_CHUNK: usize = 4096;
+
+/// One frame from the client, as the session handles it.
+#[derive(Debug)]
+pub enum ClientMessage {
+    /// A text frame; its payload is valid UTF-8.
+    Text(ByteString),
+    /// A binary frame (refused by the framing contract; payload dropped).
+    Binary,
+    /// A fragment of a fragmented message (refused by the framing contract).
+    Continuation,
+    /// A ping, with its payload (at most 125 bytes) to echo in the pong.
+    Ping(Bytes),
+    /// A pong.
+    Pong,
+    /// A close frame, with the client's code and reason if it gave one.
+    Close(Option<CloseReason>),
+}
+
+/// Why the client's bytes stopped being frames. The stream ends after it.
+#[derive(Debug)]
+pub enum InboundError {
+    /// A frame declared a payload above the limit (`limits.max_ws_frame_bytes`).
+    TooBig,
+    /// A text frame whose payload is not UTF-8.
+    NotUtf8,
+    /// The bytes break RFC 6455 (reserved bits, a fragmented control
+    /// frame, an unmasked client frame, an unknown opcode, ...).
+    Protocol(ProtocolError),
+    /// The socket failed.
+    Read(std::io::Error),
+}
+
+/// The client's frames, read from `R` (the read half of an upgraded socket).
+pub struct Inbound<R> {
+    io: R,
+    /// Bytes read that do not form a whole frame yet. Emptied (capacity
+    /// included) whenever the last frame in it was decoded.
+    buf: BytesMut,
+    codec: Codec,
+    scan: HeaderScan,
+    /// The bytes handed over with the handshake held an oversized header.
+    refused_early: bool,
+    /// The socket reached its end or the stream failed: nothing follows.
+    finished: bool,
+}
+
+impl<R> Inbound<R> {
+    /// Frames from `io`, after `early` (the bytes the HTTP layer read past
+    /// the request head; usually none). Frames declaring more than
+    /// `max_frame` bytes end the stream with [`InboundError::TooBig`].
+    pub fn new(io: R, early: &[u8], max_frame: usize) -> Self {
+        let mut inbound = Inbound {
+            io,
+            buf: BytesMut::new(),
+            codec: Codec::new().max_size(max_frame),
+            scan: HeaderScan::new(max_frame),
+            refused_early: false,
+            finished: false,
+        };
+        if inbound.scan.scan(early) {
+            inbound.buf.extend_from_slice(early);
+        } else {
+            inbound.refused_early = true;
+        }
+        inbound
+    }
+
+    /// The socket's read side.
+    pub fn get_ref(&self) -> &R {
+        &self.io
+    }
+
+    /// Decodes the next whole frame in `buf`, if there is one.
+    fn decode(&mut self) -> Option<Result<ClientMessage, InboundError>> {
+        let decoded = match self.codec.decode(&mut self.buf) {
+            Ok(None) => return None,
+            Ok(Some(frame)) => message(frame),
+            Err(ProtocolError::Overflow) => Err(InboundError::TooBig),
+            Err(e) => Err(InboundError::Protocol(e)),
+        };
+        if decoded.is_err() {
+            self.finished = true;
+        }
+        if self.buf.is_empty() {
+            // Whatever capacity the last frame needed is not kept while idle.
+            self.buf = BytesMut::new();
+        }
+        Some(decoded)
+    }
+}
+
+/// The session's view of a decoded frame.
+fn message(frame: Frame) -> Result<ClientMessage, InboundError> {
+    Ok(match frame {
+        Frame::Text(data) => {
+            ClientMessage::Text(ByteString::try_from(data).map_err(|_| InboundError::NotUtf8)?)
+        }
+        Frame::Binary(_) => ClientMessage::Binary,
+        Frame::Continuation(_) => ClientMessage::Continuation,
+        Frame::Ping(payload) => ClientMessage::Ping(payload),
+        Frame::Pong(_) => ClientMessage::Pong,
+        Frame::Close(reason) => ClientMessage::Close(reason),
+    })
+}
+
+impl<R: AsyncRead + Unpin> Stream for Inbound<R> {
+    type Item = Result<ClientMessage, InboundError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if std::mem::take(&mut this.refused_early) {
+            this.finished = true;
+            return Poll::Ready(Some(Err(InboundError::TooBig)));
+        }
+        loop {
+            if this.finished {
+                return Poll::Ready(None);
+            }
+            if let Some(item) = this.decode() {
+                return Poll::Ready(Some(item));
+            }
+            let mut chunk = [0u8; READ_CHUNK];
+            let mut read = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut this.io).poll_read(cx, &mut read) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => {
+                    this.finished = true;
+                    return Poll::Ready(Some(Err(InboundError::Read(e))));
+                }
+                // The end of the socket; an unfinished frame is dropped.
+                Poll::Ready(Ok(())) if read.filled().is_empty() => {
+                    this.finished = true;
+                }
+                Poll::Ready(Ok(())) => {
+                    if !this.scan.scan(read.filled()) {
+                        this.finished = true;
+                        return Poll::Ready(Some(Err(InboundError::TooBig)));
+                    }
+                    this.buf.extend_from_slice(read.filled());
+                }
+            }
+        }
+    }
+}
+
+/// A client frame for the session's mailbox; `None`: the client's frames
+/// ended (the socket closed, or after an [`InboundError`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FromClient(pub Option<Result<ClientMessage, InboundError>>);
+
+/// The session's clock: one per tick (its ping and idle-cursor checks).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Tick;
+
+/// The connection's inbound task: hands the client's frames and a [`Tick`]
+/// every `tick` to `session`, one at a time. The next frame is read only
+/// once the session handled the last, so a client cannot queue work faster
+/// than its session runs, and a session stalled on a client that does not
+/// read stops reading it too.
+///
+/// A task of its own rather than streams inside the actor: an actor polls
+/// everything it holds on every turn, i.e. on every delivery, and the
+/// socket's read side and the clock are idle nearly always. Ends once it
+/// handed over the end of the client's frames, or when the session stopped.
+pub async fn pump<R, A>(mut inbound: Inbound<R>, session: Addr<A>, tick: Duration)
+where
+    R: AsyncRead + Unpin,
+    A: Actor<Context = actix::Context<A>> + Handler<FromClient> + Handler<Tick>,
+{
+    let mut clock = tokio::time::interval_at(Instant::now() + tick, tick);
+    clock.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            frame = inbound.next() => {
+                let end = frame.is_none();
+                if session.send(FromClient(frame)).await.is_err() || end {
+                    return;
+                }
+            }
+            _ = clock.tick() => {
+                if session.send(Tick).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
 
 /// Where the scanner is inside the client's frame sequence.
 enum Position {
@@ -24,40 +225,29 @@ enum Position {
     Payload { left: u64 },
 }
 
-/// The request payload of a WebSocket, with frame lengths checked early.
-pub struct FrameGuard<S> {
-    inner: S,
+/// Follows the client's frame headers across reads, to refuse an oversized
+/// frame from its header alone.
+pub struct HeaderScan {
     /// Largest payload a client frame may declare, bytes.
     max_frame: u64,
     position: Position,
-    oversize: Arc<AtomicBool>,
-    /// Set once the guard refused a frame: the stream is over.
-    done: bool,
 }
 
-impl<S> FrameGuard<S> {
-    /// Guards `inner`, refusing frames that declare more than `max_frame` bytes.
-    pub fn new(inner: S, max_frame: usize) -> Self {
-        FrameGuard {
-            inner,
+impl HeaderScan {
+    /// A scanner at the start of a frame, refusing declared payloads above `max_frame` bytes.
+    pub fn new(max_frame: usize) -> Self {
+        HeaderScan {
             max_frame: max_frame as u64,
             position: Position::Header {
                 bytes: [0; 14],
                 have: 0,
             },
-            oversize: Arc::new(AtomicBool::new(false)),
-            done: false,
         }
-    }
-
-    /// Raised when a frame was refused for its declared size.
-    pub fn oversize_flag(&self) -> Arc<AtomicBool> {
-        self.oversize.clone()
     }
 
     /// Follows `chunk` through the frame structure. Returns false at the
     /// first header that declares an oversized payload.
-    fn scan(&mut self, chunk: &[u8]) -> bool {
+    pub fn scan(&mut self, chunk: &[u8]) -> bool {
         let mut i = 0;
         while i < chunk.len() {
             match &mut self.position {
@@ -113,31 +303,6 @@ impl<S> FrameGuard<S> {
     }
 }
 
-impl<S> Stream for FrameGuard<S>
-where
-    S: Stream<Item = Result<Bytes, PayloadError>> + Unpin,
-{
-    type Item = Result<Bytes, PayloadError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.done {
-            return Poll::Ready(None);
-        }
-        match Pin::new(&mut self.inner).poll_next(cx) {
-            Poll::Ready(Some(Ok(chunk))) => {
-                if self.scan(&chunk) {
-                    Poll::Ready(Some(Ok(chunk)))
-                } else {
-                    self.done = true;
-                    self.oversize.store(true, Ordering::Release);
-                    Poll::Ready(Some(Err(PayloadError::Overflow)))
-                }
-            }
-            other => other,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,10 +327,7 @@ mod tests {
 
     #[test]
     fn passes_frames_within_the_limit_across_chunk_boundaries() {
-        let mut g = FrameGuard::new(
-            futures_util::stream::empty::<Result<Bytes, PayloadError>>(),
-            300,
-        );
+        let mut g = HeaderScan::new(300);
         let mut bytes = frame(5, 0);
         bytes.extend(frame(300, 2));
         bytes.extend(frame(0, 0));
@@ -177,18 +339,12 @@ mod tests {
 
     #[test]
     fn refuses_an_oversized_header_before_its_payload() {
-        let mut g = FrameGuard::new(
-            futures_util::stream::empty::<Result<Bytes, PayloadError>>(),
-            1000,
-        );
+        let mut g = HeaderScan::new(1000);
         let mut header = vec![0x81, 0x80 | 127];
         header.extend_from_slice(&(1u64 << 40).to_be_bytes());
         header.extend_from_slice(&[0, 0, 0, 0]);
         assert!(!g.scan(&header), "refused from the header alone");
-        let mut g = FrameGuard::new(
-            futures_util::stream::empty::<Result<Bytes, PayloadError>>(),
-            1000,
-        );
+        let mut g = HeaderScan::new(1000);
         assert!(!g.scan(&frame(1001, 2)[..8]));
     }
 }

@@ -1,46 +1,178 @@
-//! Ending the connection of a WebSocket session its feed gave up on.
+//! A WebSocket's outbound side: the frames its session wrote that the socket
+//! has not taken yet.
 //!
-//! A WebSocket actor only runs while its output stream is polled, and the
-//! socket's task (`socket::serve`) polls it only when the socket accepted
-//! the previous write. A client that stops reading therefore stalls its
-//! actor; the feed notices the growing [`Backlog`] and abandons the session.
-//! [`Drained`] wraps the output stream and, as soon as it is polled after that, writes the
-//! `error` frame and close of [`CloseReason::TooSlow`] (`SLOW_CONSUMER`,
-//! 1008) behind what the socket already holds and ends the stream, which
-//! closes the connection; the client resumes from its last cursor.
+//! The session encodes frames straight into its [`Outbox`]; the socket's task
+//! (`socket::serve`) takes everything in it as one write. A `cursor` frame
+//! closes each write that carries events: every delivery the session handled
+//! since the last write shares it (cursor rule 1: it names a position that
+//! covers every event before it), so a burst of events costs one cursor
+//! frame and one write, not one per event.
+//!
+//! Backpressure: the session runs only while the socket's task polls it, and
+//! that task polls it only once the socket accepted the previous write. A
+//! client that stops reading therefore stalls its session; the feed notices
+//! the growing [`Backlog`](switchboard_actors::session::Backlog) and abandons
+//! the session, and the socket's task then writes [`slow_consumer_close`]
+//! instead of what the outbox holds; the client resumes from its last cursor.
 
 use crate::error::SessionEnd;
 use actix_http::ws::{CloseCode, CloseReason as WsCloseReason, OpCode, Parser};
 use actix_web::web::{Bytes, BytesMut};
-use futures_util::Stream;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
-use switchboard_actors::session::{Backlog, CloseReason};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+use switchboard_actors::session::CloseReason;
+use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
 use switchboard_protocol::frame::ServerFrame;
 
-/// The WebSocket output stream, closed once the session is abandoned.
-pub struct Drained<S> {
-    inner: S,
-    backlog: Arc<Backlog>,
-    /// Set once the closing frames went out; nothing follows them.
-    finished: bool,
+/// An outbox shared by a session and its socket's task (one worker thread).
+pub type SharedOutbox = Rc<RefCell<Outbox>>;
+
+/// Encoded frames waiting for the socket (server frames are unmasked).
+pub struct Outbox {
+    buf: BytesMut,
+    /// The epoch `cursor` frames name, once the session is live.
+    epoch: Epoch,
+    /// Events were queued since the last `cursor` frame: the entry the
+    /// frame closing the next write names.
+    cursor_due: Option<EntryId>,
+    /// When the last `cursor` frame was queued (for the idle cursor frame).
+    last_cursor_at: Instant,
+    /// A close frame is queued: nothing may follow it.
+    closed: bool,
 }
 
-impl<S> Drained<S> {
-    /// Wraps `inner`, watching `backlog`.
-    pub fn new(inner: S, backlog: Arc<Backlog>) -> Self {
-        Drained {
-            inner,
-            backlog,
-            finished: false,
+impl Outbox {
+    /// An empty outbox, shared.
+    pub fn shared() -> SharedOutbox {
+        Rc::new(RefCell::new(Outbox {
+            buf: BytesMut::new(),
+            epoch: Epoch(String::new()),
+            cursor_due: None,
+            last_cursor_at: Instant::now(),
+            closed: false,
+        }))
+    }
+
+    /// Queues a text frame with `payload` (JSON).
+    pub fn text(&mut self, payload: &[u8]) {
+        if !self.closed {
+            Parser::write_message(&mut self.buf, payload, OpCode::Text, true, false);
         }
+    }
+
+    /// The session went live in `epoch`: its `cursor` frames name it.
+    pub fn go_live(&mut self, epoch: Epoch) {
+        self.epoch = epoch;
+    }
+
+    /// Events were just queued and the session's position is `through`: a
+    /// `cursor` frame at `through` (or later, see [`Outbox::advance`])
+    /// closes the next write.
+    pub fn cursor_after(&mut self, through: EntryId) {
+        if !self.closed {
+            self.cursor_due = Some(through);
+        }
+    }
+
+    /// The session's position moved to `through` without events: a `cursor`
+    /// frame already due names it instead.
+    pub fn advance(&mut self, through: EntryId) {
+        if let Some(due) = &mut self.cursor_due {
+            *due = through;
+        }
+    }
+
+    /// Queues a `cursor` frame at `entry` now.
+    pub fn cursor(&mut self, entry: EntryId) {
+        if self.closed {
+            return;
+        }
+        self.cursor_due = None;
+        self.last_cursor_at = Instant::now();
+        self.buf
+            .extend_from_slice(&cursor_frame(&self.epoch, entry));
+    }
+
+    /// When the last `cursor` frame was queued.
+    pub fn last_cursor_at(&self) -> Instant {
+        self.last_cursor_at
+    }
+
+    /// Queues a ping with an empty payload.
+    pub fn ping(&mut self) {
+        if !self.closed {
+            Parser::write_message(&mut self.buf, b"", OpCode::Ping, true, false);
+        }
+    }
+
+    /// Queues the pong answering a ping's `payload`.
+    pub fn pong(&mut self, payload: &[u8]) {
+        if !self.closed {
+            Parser::write_message(&mut self.buf, payload, OpCode::Pong, true, false);
+        }
+    }
+
+    /// Queues a close frame (with `reason`, or none to echo a client's close
+    /// without one); nothing is queued after it.
+    pub fn close(&mut self, reason: Option<WsCloseReason>) {
+        if !self.closed {
+            self.closed = true;
+            self.cursor_due = None;
+            Parser::write_close(&mut self.buf, reason, false);
+        }
+    }
+
+    /// Whether there is anything to write.
+    pub fn has_output(&self) -> bool {
+        !self.buf.is_empty() || self.cursor_due.is_some()
+    }
+
+    /// Everything queued, closed by the due `cursor` frame, as one write.
+    /// The outbox keeps no buffer afterwards (an idle session holds none).
+    pub fn take(&mut self) -> Option<Bytes> {
+        if let Some(entry) = self.cursor_due {
+            self.cursor(entry);
+        }
+        if self.buf.is_empty() {
+            return None;
+        }
+        Some(std::mem::take(&mut self.buf).freeze())
     }
 }
 
-/// The `error` frame and the close frame of a slow consumer, encoded as a
-/// server writes them (unmasked).
-fn slow_consumer_close() -> Bytes {
+/// The encoded `cursor` frame of `entry` in `epoch`. Every session of a Bay
+/// that a batch reaches names the same position, and a worker runs many
+/// sessions: each worker thread renders a position's frame once and shares
+/// the bytes.
+fn cursor_frame(epoch: &Epoch, entry: EntryId) -> Bytes {
+    thread_local! {
+        static LAST: RefCell<Option<(LogPosition, Bytes)>> = const { RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((cached, frame)) = last.as_ref() {
+            if cached.entry == entry && cached.epoch == *epoch {
+                return frame.clone();
+            }
+        }
+        let pos = LogPosition {
+            epoch: epoch.clone(),
+            entry,
+        };
+        let cursor = pos.encode();
+        let json = ServerFrame::Cursor { cursor: &cursor }.to_json();
+        let mut frame = BytesMut::new();
+        Parser::write_message(&mut frame, json, OpCode::Text, true, false);
+        let frame = frame.freeze();
+        *last = Some((pos, frame.clone()));
+        frame
+    })
+}
+
+/// The `error` frame and the close frame of a slow consumer
+/// ([`CloseReason::TooSlow`]: `SLOW_CONSUMER`, 1008), encoded.
+pub fn slow_consumer_close() -> Bytes {
     let end = SessionEnd::of(CloseReason::TooSlow);
     let error = ServerFrame::Error {
         code: end.ws,
@@ -60,48 +192,79 @@ fn slow_consumer_close() -> Bytes {
     out.freeze()
 }
 
-impl<S, E> Stream for Drained<S>
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-{
-    type Item = Result<Bytes, E>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.finished {
-            return Poll::Ready(None);
-        }
-        if !self.backlog.is_abandoned() {
-            match Pin::new(&mut self.inner).poll_next(cx) {
-                // The session may stop on being abandoned before this stream
-                // sees the flag: it still owes the client the close.
-                Poll::Ready(None) if self.backlog.is_abandoned() => {}
-                other => return other,
-            }
-        }
-        self.finished = true;
-        Poll::Ready(Some(Ok(slow_consumer_close())))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use futures_util::StreamExt;
+    use actix_codec::Decoder;
+    use actix_http::ws::{Codec, Frame};
 
-    #[actix_rt::test]
-    async fn closes_the_stream_once_the_backlog_is_abandoned() {
-        let backlog = Backlog::bounded(10);
-        let chunks: Vec<Result<Bytes, ()>> =
-            vec![Ok(Bytes::from_static(b"a")), Ok(Bytes::from_static(b"b"))];
-        let mut s = Drained::new(futures_util::stream::iter(chunks), backlog.clone());
-        assert!(s.next().await.is_some());
-        assert!(!backlog.charge(11));
-        let close = s.next().await.unwrap().unwrap();
-        assert_eq!(
-            close,
-            slow_consumer_close(),
-            "abandoned: the close goes out"
-        );
-        assert!(s.next().await.is_none(), "then the stream ends");
+    /// The text frames in `bytes`, decoded as a client would.
+    fn texts(bytes: Bytes) -> Vec<String> {
+        let mut buf = BytesMut::from(&bytes[..]);
+        let mut codec = Codec::new().client_mode();
+        let mut out = Vec::new();
+        while let Some(frame) = codec.decode(&mut buf).unwrap() {
+            match frame {
+                Frame::Text(t) => out.push(String::from_utf8(t.to_vec()).unwrap()),
+                Frame::Close(_) => out.push("<close>".into()),
+                other => out.push(format!("{other:?}")),
+            }
+        }
+        out
+    }
+
+    fn entry(seq: u64) -> EntryId {
+        EntryId { ms: 1, seq }
+    }
+
+    fn encoded(seq: u64) -> String {
+        LogPosition {
+            epoch: Epoch("e7".into()),
+            entry: entry(seq),
+        }
+        .encode()
+    }
+
+    #[test]
+    fn one_cursor_frame_closes_each_write_that_carries_events() {
+        let outbox = Outbox::shared();
+        let mut o = outbox.borrow_mut();
+        o.go_live(Epoch("e7".into()));
+        assert!(o.take().is_none(), "nothing queued, nothing written");
+        o.text(br#"{"t":"event","n":1}"#);
+        o.cursor_after(entry(1));
+        o.text(br#"{"t":"event","n":2}"#);
+        o.cursor_after(entry(2));
+        o.advance(entry(3));
+        let frames = texts(o.take().unwrap());
+        assert_eq!(frames.len(), 3, "two events and one cursor: {frames:?}");
+        assert!(frames[2].contains(&encoded(3)), "{frames:?}");
+        assert!(o.take().is_none(), "the cursor went out with the write");
+        o.advance(entry(4));
+        assert!(o.take().is_none(), "no events, no cursor frame");
+        o.cursor(entry(5));
+        let frames = texts(o.take().unwrap());
+        assert_eq!(frames.len(), 1);
+        assert!(frames[0].contains(&encoded(5)), "{frames:?}");
+    }
+
+    #[test]
+    fn nothing_follows_a_close_frame() {
+        let outbox = Outbox::shared();
+        let mut o = outbox.borrow_mut();
+        o.text(b"{}");
+        o.cursor_after(entry(1));
+        o.close(None);
+        o.text(b"{}");
+        o.ping();
+        let frames = texts(o.take().unwrap());
+        assert_eq!(frames, vec!["{}".to_owned(), "<close>".to_owned()]);
+    }
+
+    #[test]
+    fn the_slow_consumer_close_is_an_error_frame_then_1008() {
+        let frames = texts(slow_consumer_close());
+        assert!(frames[0].contains("SLOW_CONSUMER"), "{frames:?}");
+        assert_eq!(frames[1], "<close>");
     }
 }

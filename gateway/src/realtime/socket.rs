@@ -2,87 +2,113 @@
 //!
 //! actix-http's HTTP/1 dispatcher keeps an 8 KiB read buffer and an 8 KiB
 //! write buffer for the life of every connection it serves, an upgraded one
-//! included, and polls a response stream through its body machinery on
-//! every write. Once the handshake is answered nothing of HTTP is left on a
-//! WebSocket, so [`serve`] takes the socket over: [`SocketReader`] reads
-//! into a stack buffer and hands on only the bytes that arrived, and the
-//! session's frames are written straight to the socket. An idle connection
-//! then holds no I/O buffer at all (BENCHMARKS.md, "WebSockets on their
-//! own socket").
+//! included. Once the handshake is answered nothing of HTTP is left on a
+//! WebSocket, so [`serve`] takes the socket over: the session reads its
+//! frames through [`Inbound`] and encodes what it sends into its
+//! [`Outbox`](super::outbound::Outbox), which [`serve`] writes as it fills.
+//! An idle connection then holds no I/O buffer at all (BENCHMARKS.md,
+//! "WebSockets on their own socket").
 //!
-//! Backpressure is unchanged: the session actor runs only while its output
-//! stream is polled, and [`serve`] polls it only once the socket accepted
-//! the previous write, so a client that stops reading stalls its actor and
-//! the feed abandons the session on its backlog (see `outbound`).
+//! The session actor runs inside this task, not in one of its own: one
+//! wake-up per delivery. That also gives the backpressure `outbound`
+//! describes: the actor is polled only once the socket accepted the
+//! previous write. The read side is a second, nearly always idle task
+//! (`inbound::pump`).
 
-use actix_web::error::PayloadError;
+use super::inbound::Inbound;
+use super::outbound::{slow_consumer_close, SharedOutbox};
 use actix_web::web::Bytes;
-use futures_util::{Stream, StreamExt};
+use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use std::sync::Arc;
+use std::task::Poll;
+use switchboard_actors::session::Backlog;
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
 
-/// Largest read from the socket in one call, bytes. A client sends small
-/// frames (`hello`, pongs); a larger frame arrives over several reads.
-const READ_CHUNK: usize = 4096;
-
-/// The client's bytes, as the WebSocket decoder consumes them: each read is
-/// one chunk of exactly what arrived (nothing is kept between reads).
-pub struct SocketReader {
-    io: OwnedReadHalf,
-    /// Bytes read with the handshake that belong to the WebSocket.
-    early: Option<Bytes>,
+/// A started session, ready to be driven: the actor (a future that ends when
+/// it stops), the outbox it writes into, and the backlog its feed charges.
+pub struct Running<F> {
+    /// The actor; polling it runs its handlers.
+    pub session: F,
+    /// What the actor wrote and the socket has not taken yet.
+    pub outbox: SharedOutbox,
+    /// Abandoned by the feed when the client falls too far behind.
+    pub backlog: Arc<Backlog>,
+    /// The task handing the session the client's frames (`inbound::pump`),
+    /// stopped with the connection.
+    pub pump: JoinHandle<()>,
 }
 
-impl SocketReader {
-    /// Reads `io`, after `early` (what the HTTP layer had read past the
-    /// request head; usually nothing). `early` must not share the HTTP
-    /// layer's 8 KiB read buffer, or that buffer is kept.
-    pub fn new(io: OwnedReadHalf, early: Bytes) -> Self {
-        SocketReader {
-            io,
-            early: (!early.is_empty()).then_some(early),
-        }
+/// Aborts a task when dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
-impl Stream for SocketReader {
-    type Item = Result<Bytes, PayloadError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if let Some(early) = self.early.take() {
-            return Poll::Ready(Some(Ok(early)));
-        }
-        let mut buf = [0u8; READ_CHUNK];
-        let mut read = ReadBuf::new(&mut buf);
-        match Pin::new(&mut self.io).poll_read(cx, &mut read) {
-            Poll::Ready(Ok(())) if read.filled().is_empty() => Poll::Ready(None),
-            Poll::Ready(Ok(())) => Poll::Ready(Some(Ok(Bytes::copy_from_slice(read.filled())))),
-            Poll::Ready(Err(e)) => Poll::Ready(Some(Err(PayloadError::Io(e)))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-/// Serves one upgraded connection until either side ends it: `start` gets
-/// the reader of `io` and returns the session's output (encoded frames),
-/// which is written to `io` as it comes. Returns when the output ends (the
-/// session stopped; the write side is then shut down, which the client
-/// reads as the TCP close after the close frame) or a write fails (the
-/// client is gone).
-pub async fn serve<O, E>(io: TcpStream, early: Bytes, start: impl FnOnce(SocketReader) -> O)
-where
-    O: Stream<Item = Result<Bytes, E>> + Unpin,
+/// Serves one upgraded connection until either side ends it. `start` gets
+/// the client's frames (read from `io`, after `early`: what the HTTP layer
+/// read past the request head) and returns the running session. Returns when
+/// the session stopped and its last frames are written (the write side is
+/// then shut down, which the client reads as the TCP close after the close
+/// frame), when a write fails (the client is gone), or once the feed
+/// abandoned the session and the slow-consumer close is written.
+pub async fn serve<F>(
+    io: TcpStream,
+    early: Bytes,
+    max_frame: usize,
+    start: impl FnOnce(Inbound<OwnedReadHalf>) -> Running<F>,
+) where
+    F: Future<Output = ()> + Unpin,
 {
     let (read, mut write) = io.into_split();
-    let mut output = start(SocketReader::new(read, early));
-    while let Some(chunk) = output.next().await {
-        let Ok(bytes) = chunk else { break };
-        if write.write_all(&bytes).await.is_err() {
-            return;
+    let Running {
+        mut session,
+        outbox,
+        backlog,
+        pump,
+    } = start(Inbound::new(read, &early, max_frame));
+    // The read side goes with the connection, whichever way it ends.
+    let _pump = AbortOnDrop(pump);
+    drop(early);
+    let mut running = true;
+    loop {
+        if backlog.is_abandoned() {
+            // What the outbox holds is dropped: the client resumes from its
+            // last cursor. The session goes first, so its connection slot
+            // is free even while the close waits on a client that stopped
+            // reading.
+            drop(session);
+            let _ = write.write_all(&slow_consumer_close()).await;
+            break;
         }
+        let chunk = outbox.borrow_mut().take();
+        if let Some(bytes) = chunk {
+            if write.write_all(&bytes).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        if !running {
+            break;
+        }
+        std::future::poll_fn(|cx| {
+            if Pin::new(&mut session).poll(cx).is_ready() {
+                running = false;
+                return Poll::Ready(());
+            }
+            if outbox.borrow().has_output() || backlog.is_abandoned() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
     }
     let _ = write.shutdown().await;
 }

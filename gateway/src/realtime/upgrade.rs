@@ -6,11 +6,10 @@
 //! same checks as the app's `/ws` route, in its order (drain, credential,
 //! handshake, then [`admit`]: connection caps and connect bucket), answers
 //! the handshake itself and then
-//! serves the socket directly ([`socket::serve`]), so an upgraded connection
+//! serves the socket directly (`socket::serve`), so an upgraded connection
 //! keeps none of the HTTP dispatcher's buffers. Refusals carry the JSON
 //! error body of the agent API and close the connection.
 
-use super::socket;
 use super::ws::{admit, handshake_refusal, refuse_if_draining, Admitted};
 use crate::auth::authenticate_head;
 use crate::error::ApiError;
@@ -111,9 +110,7 @@ async fn upgrade(state: AppState, req: Request, mut framed: Framed<TcpStream, Co
     // timers and this future's slot, about 4 KiB) ends here. A drain closes
     // every WebSocket itself (through its feed, or the drain watch before
     // `hello`) before the server stops, so the server need not wait on them.
-    actix_rt::spawn(socket::serve(io, early, |input| {
-        admitted.into_stream(input)
-    }));
+    actix_rt::spawn(admitted.serve(io, early));
 }
 
 /// The 101 and the admitted session, or the refusal. After the checks only

@@ -11,24 +11,21 @@
 //! initiates is a [`WsClose`] (its code and close code), preceded by an
 //! `error` frame; how a session end maps to it is [`SessionEnd::of`].
 
-use super::inbound::FrameGuard;
+use super::inbound::{pump, ClientMessage, FromClient, InboundError, Tick};
 use super::open::{observe_live_delivery, open_session, OpenFailure, Opened, Resume};
-use super::outbound::Drained;
+use super::outbound::{Outbox, SharedOutbox};
+use super::socket::{self, Running};
 use crate::auth::authenticate;
 use crate::auth::Caller;
 use crate::connections::{ConnectionPermit, Transport};
 use crate::error::{ApiError, Preamble, SessionEnd};
 use crate::state::AppState;
 use actix::prelude::*;
-use actix_http::ws::HandshakeError;
-use actix_web::error::PayloadError;
+use actix_http::ws::{CloseCode, CloseReason as WsCloseReason, HandshakeError, ProtocolError};
 use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::http::StatusCode;
 use actix_web::web::Bytes;
 use actix_web::{get, web, HttpRequest, HttpResponse, ResponseError};
-use actix_web_actors::ws::{self, CloseCode, CloseReason as WsCloseReason, ProtocolError};
-use bytestring::ByteString;
-use std::cell::RefCell;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,9 +33,7 @@ use switchboard_actors::feed::{BayFeed, Detach};
 use switchboard_actors::session::{
     Backlog, Close, CloseReason, Deliver, SessionCursor, SessionHandle, Watermark,
 };
-use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::error::{ErrorCode, WsClose};
-use switchboard_protocol::event::Event;
 use switchboard_protocol::frame::{ClientFrame, ServerFrame};
 use switchboard_protocol::ids::SessionId;
 
@@ -68,22 +63,22 @@ use switchboard_protocol::ids::SessionId;
     security(("agent_token" = []), ("agent_token_query" = [])),
 )]
 #[get("/ws")]
-async fn upgrade(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    stream: web::Payload,
-) -> Result<HttpResponse, actix_web::Error> {
-    // Reached only by requests actix-http did not hand to the upgrade
-    // service (no `Upgrade: websocket`): the handshake check refuses them
-    // once the credential has been checked.
+async fn upgrade(state: web::Data<AppState>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    // Every request with `Upgrade: websocket` goes to the upgrade service
+    // (`upgrade.rs`) with its connection, unless a body comes with it; what
+    // reaches this route is not a handshake this node can serve. The usual
+    // checks still come first, in their order.
     refuse_if_draining(&state)?;
-    let caller = authenticate(&req, true).await?;
-    let mut response = match ws::handshake(&req) {
-        Ok(response) => response,
-        Err(err) => return Ok(handshake_refusal(err)),
+    authenticate(&req, true).await?;
+    let refusal = match actix_http::ws::handshake(req.head()) {
+        Err(err) => handshake_refusal(err),
+        Ok(_) => ApiError::new(
+            ErrorCode::InvalidRequest,
+            "not a valid WebSocket handshake: it carries a body",
+        )
+        .error_response(),
     };
-    let admitted = admit(&state, caller, req.peer_addr().map(|a| a.ip())).await?;
-    Ok(response.streaming(admitted.into_stream(stream)))
+    Ok(refusal)
 }
 
 /// A WebSocket this node admitted, before its 101: the session actor, not
@@ -133,13 +128,11 @@ pub async fn admit(
         phase: Phase::AwaitingHello,
         live: None,
         held: Vec::new(),
-        last_frame_at: Instant::now(),
+        outbox: Outbox::shared(),
         missed_pongs: 0,
         last_ping_at: Instant::now(),
         hello_timer: None,
-        cursor_due: false,
         backlog: backlog.clone(),
-        oversize: Default::default(),
         _permit: permit,
     };
     Ok(Admitted { session, backlog })
@@ -168,24 +161,36 @@ pub fn handshake_refusal(err: HandshakeError) -> HttpResponse {
 }
 
 impl Admitted {
-    /// Starts the session over `input` (the bytes the client sends after
-    /// the 101) and returns what it writes to the client: encoded frames,
-    /// ending with the slow-consumer close if the feed abandons it
-    /// ([`Drained`]). The actor runs only while this stream is polled.
-    pub fn into_stream<S>(
-        mut self,
-        input: S,
-    ) -> Drained<impl futures_util::Stream<Item = Result<Bytes, actix_web::Error>> + Unpin>
-    where
-        S: futures_util::Stream<Item = Result<Bytes, PayloadError>> + Unpin + 'static,
-    {
+    /// Serves the session on `io`, the upgraded connection (`early`: the
+    /// bytes read past the request head), until either side ends it (see
+    /// [`socket::serve`]).
+    pub async fn serve(self, io: tokio::net::TcpStream, early: Bytes) {
         let max_frame = self.session.state.settings.limits.max_ws_frame_bytes;
-        let codec = actix_http::ws::Codec::new().max_size(max_frame);
-        let guarded = FrameGuard::new(input, max_frame);
-        self.session.oversize = guarded.oversize_flag();
-        let body = ws::WebsocketContext::with_codec(self.session, guarded, codec);
-        Drained::new(body, self.backlog)
+        let tick = tick_interval(&self.session.state.settings.timing);
+        socket::serve(io, early, max_frame, |inbound| {
+            let outbox = self.session.outbox.clone();
+            let ctx = actix::Context::new();
+            let pump = actix_rt::spawn(pump(inbound, ctx.address(), tick));
+            Running {
+                session: ctx.into_future(self.session),
+                outbox,
+                backlog: self.backlog,
+                pump,
+            }
+        })
+        .await;
     }
+}
+
+/// How often a session checks its ping and idle cursor frame: the shorter
+/// of the ping interval and a fifth of the idle cursor interval (5 s at the
+/// defaults), at least 50 ms. A ping goes out on the first tick at least one
+/// ping interval after the last (half a tick of slack absorbs timer jitter).
+fn tick_interval(timing: &switchboard_config::Timing) -> Duration {
+    timing
+        .ping_interval
+        .min(timing.idle_cursor_interval / 5)
+        .max(Duration::from_millis(50))
 }
 
 /// Registers the route under `/api/agent-api`.
@@ -210,8 +215,6 @@ enum Phase {
 struct Live {
     feed: Addr<BayFeed>,
     cursor: SessionCursor,
-    /// The entry of the last `cursor` frame sent.
-    last_cursor_sent: Option<EntryId>,
 }
 
 /// A feed message received while the session was still opening.
@@ -220,29 +223,8 @@ enum Held {
     Watermark(Watermark),
 }
 
-/// The `cursor` frame of `pos`. Every session of a Bay that a batch
-/// reaches names the same position, and an actix-web worker runs many
-/// sessions: each worker thread renders a position's frame once and
-/// shares the bytes.
-fn cursor_frame(pos: LogPosition) -> ByteString {
-    thread_local! {
-        static LAST: RefCell<Option<(LogPosition, ByteString)>> = const { RefCell::new(None) };
-    }
-    LAST.with(|last| {
-        let mut last = last.borrow_mut();
-        if let Some((cached, frame)) = last.as_ref() {
-            if *cached == pos {
-                return frame.clone();
-            }
-        }
-        let cursor = pos.encode();
-        let frame = ByteString::from(ServerFrame::Cursor { cursor: &cursor }.to_json());
-        *last = Some((pos, frame.clone()));
-        frame
-    })
-}
-
-/// One WebSocket connection of one token.
+/// One WebSocket connection of one token. It runs inside its socket's task
+/// (see `socket`) and writes its frames into its [`Outbox`].
 pub struct WsSession {
     state: AppState,
     caller: Caller,
@@ -252,8 +234,8 @@ pub struct WsSession {
     /// Feed messages that arrived while [`Phase::Opening`], in order; the
     /// attach-before-replay rule needs them after the replay, not dropped.
     held: Vec<Held>,
-    /// When the last `cursor` frame went out (for the idle cursor frame).
-    last_frame_at: Instant,
+    /// Frames written and not yet taken by the socket.
+    outbox: SharedOutbox,
     /// Pings sent without a pong since.
     missed_pongs: u32,
     /// When the last ping went out (or the session started).
@@ -262,12 +244,6 @@ pub struct WsSession {
     /// arrives: every pending future is polled on each turn of the actor,
     /// i.e. on every delivery.
     hello_timer: Option<SpawnHandle>,
-    /// Events were written after the last `cursor` frame and a flush of
-    /// the cursor is scheduled for the end of this turn of the actor (see
-    /// [`WsSession::cursor_after_batch`]).
-    cursor_due: bool,
-    /// Raised by the inbound [`FrameGuard`] when a frame declared more than the limit.
-    oversize: Arc<std::sync::atomic::AtomicBool>,
     /// Live deliveries not yet handled; the feed abandons the session past
     /// `limits.max_outbound_queue_bytes` (see `outbound`).
     backlog: Arc<Backlog>,
@@ -276,66 +252,36 @@ pub struct WsSession {
 }
 
 impl WsSession {
-    fn send(&mut self, frame: &ServerFrame<'_>, ctx: &mut ws::WebsocketContext<Self>) {
-        self.write(frame.to_json(), ctx);
-    }
-
-    /// Writes one text frame.
-    fn write(&mut self, text: String, ctx: &mut ws::WebsocketContext<Self>) {
-        ctx.text(text);
+    fn send(&mut self, frame: &ServerFrame<'_>) {
+        self.outbox.borrow_mut().text(frame.to_json().as_bytes());
     }
 
     /// Sends `reset`: the resume position is not addressable (the 409 of this transport).
-    fn send_reset(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+    fn send_reset(&mut self) {
         metrics::counter!(crate::metrics::CURSOR_EXPIRED, "transport" => "ws").increment(1);
-        self.send(&ServerFrame::Reset, ctx);
+        self.send(&ServerFrame::Reset);
     }
 
-    fn send_event(&mut self, event: &Event, ctx: &mut ws::WebsocketContext<Self>) {
-        self.send(&ServerFrame::Event { event }, ctx);
-    }
-
-    /// Schedules one `cursor` frame after everything this turn of the
-    /// actor writes. The actor context runs every queued mailbox message
-    /// before its spawned futures, and the socket is written only after
-    /// that, so all deliveries handled in one turn go out as one write
-    /// closed by one `cursor` frame. The frame carries the position when it
-    /// is written, which covers every event written before it (cursor rule 1).
-    fn cursor_after_batch(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
-        if std::mem::replace(&mut self.cursor_due, true) {
-            return;
+    /// Sends a `cursor` frame with the current position now.
+    fn send_cursor(&mut self) {
+        if let Some(live) = &self.live {
+            self.outbox
+                .borrow_mut()
+                .cursor(live.cursor.position().entry);
         }
-        ctx.spawn(actix::fut::ready(()).map(|(), act: &mut Self, ctx| {
-            if act.cursor_due && act.phase == Phase::Live {
-                act.send_cursor(ctx);
-            }
-        }));
-    }
-
-    /// Sends a `cursor` frame with the current position.
-    fn send_cursor(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
-        self.cursor_due = false;
-        let Some(live) = &mut self.live else { return };
-        let pos = live.cursor.position();
-        live.last_cursor_sent = Some(pos.entry);
-        self.last_frame_at = Instant::now();
-        ctx.text(cursor_frame(pos));
     }
 
     /// Sends an `error` frame with `close`'s code, then closes with its close code.
-    fn close_with(&mut self, close: WsClose, message: &str, ctx: &mut ws::WebsocketContext<Self>) {
+    fn close_with(&mut self, close: WsClose, message: &str, ctx: &mut Context<Self>) {
         if self.phase == Phase::Closing {
             return;
         }
         self.phase = Phase::Closing;
-        self.send(
-            &ServerFrame::Error {
-                code: close,
-                message,
-            },
-            ctx,
-        );
-        ctx.close(Some(WsCloseReason {
+        self.send(&ServerFrame::Error {
+            code: close,
+            message,
+        });
+        self.outbox.borrow_mut().close(Some(WsCloseReason {
             code: CloseCode::Other(close.close_code()),
             description: Some(message.to_owned()),
         }));
@@ -343,24 +289,24 @@ impl WsSession {
     }
 
     /// Ends the session as [`SessionEnd::of`] says for `reason`.
-    fn end(&mut self, reason: CloseReason, ctx: &mut ws::WebsocketContext<Self>) {
+    fn end(&mut self, reason: CloseReason, ctx: &mut Context<Self>) {
         if self.phase == Phase::Closing {
             return;
         }
         let end = SessionEnd::of(reason);
         match end.preamble {
             Preamble::None => {}
-            Preamble::Reset => self.send_reset(ctx),
-            Preamble::Cursor => self.send_cursor(ctx),
+            Preamble::Reset => self.send_reset(),
+            Preamble::Cursor => self.send_cursor(),
         }
         self.close_with(end.ws, end.message, ctx);
     }
 
-    fn violation(&mut self, message: &str, ctx: &mut ws::WebsocketContext<Self>) {
+    fn violation(&mut self, message: &str, ctx: &mut Context<Self>) {
         self.close_with(WsClose::FramingViolation, message, ctx);
     }
 
-    fn on_text(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
+    fn on_text(&mut self, text: &str, ctx: &mut Context<Self>) {
         let frame: ClientFrame = match serde_json::from_str(text) {
             Ok(f) => f,
             Err(e) => return self.violation(&format!("invalid frame: {e}"), ctx),
@@ -377,7 +323,7 @@ impl WsSession {
     }
 
     /// Opens the session (attach, then replay) and answers `ready`.
-    fn on_hello(&mut self, resume: Option<String>, ctx: &mut ws::WebsocketContext<Self>) {
+    fn on_hello(&mut self, resume: Option<String>, ctx: &mut Context<Self>) {
         self.phase = Phase::Opening;
         // An undecodable resume is "not addressable": ready, then reset.
         // An empty one means "no cursor", as on /updates.
@@ -409,7 +355,7 @@ impl WsSession {
         res: Result<Opened, OpenFailure>,
         resume: Option<String>,
         parsed: Resume,
-        ctx: &mut ws::WebsocketContext<Self>,
+        ctx: &mut Context<Self>,
     ) {
         if self.phase == Phase::Closing {
             // The connection ended while opening: let go of the feed.
@@ -418,12 +364,9 @@ impl WsSession {
             }
             return;
         }
-        self.send(
-            &ServerFrame::Ready {
-                cursor: resume.as_deref(),
-            },
-            ctx,
-        );
+        self.send(&ServerFrame::Ready {
+            cursor: resume.as_deref(),
+        });
         match res {
             Ok(Opened {
                 feed,
@@ -433,19 +376,21 @@ impl WsSession {
             }) => {
                 self.go_live(feed, cursor);
                 if parsed == Resume::Unaddressable {
-                    self.send_reset(ctx);
+                    self.send_reset();
                 }
                 for replayed in &events {
-                    self.send_event(&replayed.event, ctx);
+                    self.send(&ServerFrame::Event {
+                        event: &replayed.event,
+                    });
                 }
-                self.send_cursor(ctx);
-                self.release_held(ctx);
+                self.send_cursor();
+                self.release_held();
             }
             Err(OpenFailure::Expired { feed, cursor }) => {
                 self.go_live(feed, cursor);
-                self.send_reset(ctx);
-                self.send_cursor(ctx);
-                self.release_held(ctx);
+                self.send_reset();
+                self.send_cursor();
+                self.release_held();
             }
             Err(OpenFailure::Superseded { .. }) => self.end(CloseReason::Displaced, ctx),
             Err(OpenFailure::Revoked { feed }) => {
@@ -461,11 +406,8 @@ impl WsSession {
 
     /// Streams from `cursor` on, fed by `feed`.
     fn go_live(&mut self, feed: Addr<BayFeed>, cursor: SessionCursor) {
-        self.live = Some(Live {
-            feed,
-            cursor,
-            last_cursor_sent: None,
-        });
+        self.outbox.borrow_mut().go_live(cursor.position().epoch);
+        self.live = Some(Live { feed, cursor });
         self.phase = Phase::Live;
     }
 
@@ -480,18 +422,19 @@ impl WsSession {
 impl WsSession {
     /// Handles, in arrival order, what the feed sent while the session was
     /// opening (the session cursor drops what the replay already sent).
-    fn release_held(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+    fn release_held(&mut self) {
         for held in std::mem::take(&mut self.held) {
             match held {
-                Held::Deliver(msg) => self.deliver(msg, ctx),
+                Held::Deliver(msg) => self.deliver(msg),
                 Held::Watermark(msg) => self.watermark(msg),
             }
         }
     }
 
-    /// Sends a live batch (see [`Handler<Deliver>`]), then schedules one
-    /// `cursor` frame for it.
-    fn deliver(&mut self, msg: Deliver, ctx: &mut ws::WebsocketContext<Self>) {
+    /// Writes a live batch (see [`Handler<Deliver>`]). The `cursor` frame
+    /// that covers it closes the socket's next write (see `outbound`), so
+    /// every delivery handled before that write shares one.
+    fn deliver(&mut self, msg: Deliver) {
         self.backlog.handled(msg.bytes);
         if self.phase != Phase::Live {
             return;
@@ -501,30 +444,37 @@ impl WsSession {
         // Frames come pre-rendered from the shared record (one serialization
         // per message and verdict, not one per session).
         let participant = &self.caller.principal.participant.id;
+        let mut outbox = self.outbox.borrow_mut();
         let mut wrote = false;
         for record in msg.records.iter() {
             if live.cursor.admits(record) {
                 if let Some(frame) = record.ws_event_frame(participant) {
-                    ctx.text(frame);
+                    outbox.text(frame.as_bytes());
                     wrote = true;
                 }
             }
         }
         live.cursor.advance(msg.through);
+        let through = live.cursor.position().entry;
         if wrote {
-            self.cursor_after_batch(ctx);
+            outbox.cursor_after(through);
+        } else {
+            outbox.advance(through);
         }
     }
 
     fn watermark(&mut self, msg: Watermark) {
         if let Some(live) = &mut self.live {
             live.cursor.advance(msg.through);
+            self.outbox
+                .borrow_mut()
+                .advance(live.cursor.position().entry);
         }
     }
 }
 
 impl Actor for WsSession {
-    type Context = ws::WebsocketContext<Self>;
+    type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
         let timing = self.state.settings.timing.clone();
@@ -553,32 +503,6 @@ impl Actor for WsSession {
             }
         }));
         self.hello_timer = Some(hello);
-        // One timer for the ping and the idle cursor frame: the actor polls
-        // every pending timer on each turn, i.e. on every delivery. It ticks
-        // at the shorter of the ping interval and a fifth of the idle cursor
-        // interval (5 s at the defaults); a ping goes out on the first tick
-        // at least one ping interval after the last (half a tick of slack
-        // absorbs timer jitter).
-        let ping_every = timing.ping_interval;
-        let idle = timing.idle_cursor_interval;
-        let tick = ping_every.min(idle / 5).max(Duration::from_millis(50));
-        let missed_limit = timing.missed_pongs;
-        ctx.run_interval(tick, move |act, ctx| {
-            if act.last_ping_at.elapsed() + tick / 2 >= ping_every {
-                if act.missed_pongs >= missed_limit {
-                    tracing::info!(session = %act.session, "dropping connection after missed pongs");
-                    act.phase = Phase::Closing;
-                    ctx.stop();
-                    return;
-                }
-                act.missed_pongs += 1;
-                act.last_ping_at = Instant::now();
-                ctx.ping(b"");
-            }
-            if act.phase == Phase::Live && act.last_frame_at.elapsed() >= idle {
-                act.send_cursor(ctx);
-            }
-        });
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
@@ -590,66 +514,78 @@ impl Actor for WsSession {
     }
 }
 
-impl StreamHandler<Result<ws::Message, ProtocolError>> for WsSession {
-    fn handle(&mut self, item: Result<ws::Message, ProtocolError>, ctx: &mut Self::Context) {
+impl Handler<Tick> for WsSession {
+    type Result = ();
+
+    /// The ping (and the missed-pong check) and the idle cursor frame.
+    fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
+        let timing = &self.state.settings.timing;
+        let tick = tick_interval(timing);
+        if self.last_ping_at.elapsed() + tick / 2 >= timing.ping_interval {
+            if self.missed_pongs >= timing.missed_pongs {
+                tracing::info!(session = %self.session, "dropping connection after missed pongs");
+                self.phase = Phase::Closing;
+                ctx.stop();
+                return;
+            }
+            self.missed_pongs += 1;
+            self.last_ping_at = Instant::now();
+            self.outbox.borrow_mut().ping();
+        }
+        let last_cursor_at = self.outbox.borrow().last_cursor_at();
+        if self.phase == Phase::Live && last_cursor_at.elapsed() >= timing.idle_cursor_interval {
+            self.send_cursor();
+        }
+    }
+}
+
+impl Handler<FromClient> for WsSession {
+    type Result = ();
+
+    fn handle(&mut self, FromClient(item): FromClient, ctx: &mut Self::Context) {
+        let Some(item) = item else {
+            // The client's frames ended: the connection is over.
+            self.phase = Phase::Closing;
+            ctx.stop();
+            return;
+        };
         if self.phase == Phase::Closing {
             return;
         }
         match item {
-            Ok(ws::Message::Text(text)) => self.on_text(&text, ctx),
-            Ok(ws::Message::Binary(_)) => self.violation("binary frames are not allowed", ctx),
-            Ok(ws::Message::Continuation(_)) => {
+            Ok(ClientMessage::Text(text)) => self.on_text(&text, ctx),
+            Ok(ClientMessage::Binary) => self.violation("binary frames are not allowed", ctx),
+            Ok(ClientMessage::Continuation) => {
                 self.violation("fragmented frames are not supported", ctx)
             }
-            Ok(ws::Message::Ping(p)) => ctx.pong(&p),
-            Ok(ws::Message::Pong(_)) => self.missed_pongs = 0,
-            Ok(ws::Message::Close(reason)) => {
+            Ok(ClientMessage::Ping(payload)) => self.outbox.borrow_mut().pong(&payload),
+            Ok(ClientMessage::Pong) => self.missed_pongs = 0,
+            Ok(ClientMessage::Close(reason)) => {
+                // Echo the client's close (RFC 6455 §5.5.1).
                 self.phase = Phase::Closing;
-                ctx.close(reason);
+                self.outbox.borrow_mut().close(reason);
                 ctx.stop();
             }
-            Ok(ws::Message::Nop) => {}
-            Err(ProtocolError::Overflow) => {
+            Err(InboundError::TooBig) => {
                 self.close_with(WsClose::MessageTooBig, "frame exceeds the size limit", ctx)
             }
-            Err(_) if self.oversize.load(std::sync::atomic::Ordering::Acquire) => {
-                self.close_with(WsClose::MessageTooBig, "frame exceeds the size limit", ctx)
-            }
+            // Not UTF-8, so not a JSON frame either.
+            Err(InboundError::NotUtf8) => self.violation("text frame is not valid UTF-8", ctx),
             // A continuation with no message to continue, or a new message
             // inside one: fragmentation, which the framing contract excludes.
-            Err(ProtocolError::ContinuationNotStarted | ProtocolError::ContinuationStarted) => {
-                self.violation("fragmented frames are not supported", ctx)
-            }
-            // The decoder's one text error: the payload is not UTF-8, so
-            // not a JSON frame either.
-            Err(ProtocolError::Io(e))
-                if e.kind() == std::io::ErrorKind::Other && e.to_string().contains("utf-8") =>
-            {
-                self.violation("text frame is not valid UTF-8", ctx)
-            }
-            Err(
-                e @ (ProtocolError::UnmaskedFrame
-                | ProtocolError::MaskedFrame
-                | ProtocolError::InvalidOpcode(_)
-                | ProtocolError::InvalidLength(_)
-                | ProtocolError::BadOpCode
-                // A fragmented control frame (RFC 6455 §5.5).
-                | ProtocolError::ContinuationFragment(_)),
-            ) => self.close_with(
+            Err(InboundError::Protocol(
+                ProtocolError::ContinuationNotStarted | ProtocolError::ContinuationStarted,
+            )) => self.violation("fragmented frames are not supported", ctx),
+            // Unmasked frames, unknown opcodes, bad lengths, a fragmented
+            // control frame (RFC 6455 §5.5), reserved bits set without an
+            // extension (§5.2).
+            Err(InboundError::Protocol(e)) => self.close_with(
                 WsClose::ProtocolError,
                 &format!("websocket protocol error: {e}"),
                 ctx,
             ),
-            // Reserved bits set without an extension (RFC 6455 §5.2): the
-            // decoder reports it as invalid data.
-            Err(ProtocolError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => self
-                .close_with(
-                    WsClose::ProtocolError,
-                    &format!("websocket protocol error: {e}"),
-                    ctx,
-                ),
-            Err(e) => {
-                tracing::debug!(session = %self.session, error = %e, "websocket protocol error");
+            Err(InboundError::Read(e)) => {
+                tracing::debug!(session = %self.session, error = %e, "websocket read failed");
                 self.phase = Phase::Closing;
                 ctx.stop();
             }
@@ -660,14 +596,14 @@ impl StreamHandler<Result<ws::Message, ProtocolError>> for WsSession {
 impl Handler<Deliver> for WsSession {
     type Result = ();
 
-    fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: Deliver, _: &mut Self::Context) {
         if self.phase == Phase::Opening {
             // Still counted in the backlog: a replay that takes too long
             // while the room is busy ends as a slow consumer, as before.
             self.held.push(Held::Deliver(msg));
             return;
         }
-        self.deliver(msg, ctx);
+        self.deliver(msg);
     }
 }
 
@@ -691,8 +627,8 @@ impl Handler<Close> for WsSession {
             metrics::counter!(crate::metrics::DISPLACEMENTS, "transport" => "ws").increment(1);
         }
         match msg.reason {
-            // The response stream writes this close itself (see `outbound`):
-            // the session stopped reading, so nothing queued here would be sent.
+            // The socket's task writes this close itself (see `outbound`):
+            // the client stopped reading, so nothing queued here would reach it.
             CloseReason::TooSlow => {
                 self.phase = Phase::Closing;
                 ctx.stop();

@@ -67,8 +67,10 @@ pub struct Inbound<R> {
     buf: BytesMut,
     codec: Codec,
     scan: HeaderScan,
-    /// The bytes handed over with the handshake held an oversized header.
-    refused_early: bool,
+    /// A frame declared more than the limit: once the whole frames read
+    /// before its header are handed on, the stream ends with
+    /// [`InboundError::TooBig`].
+    oversize: bool,
     /// The socket reached its end or the stream failed: nothing follows.
     finished: bool,
 }
@@ -83,15 +85,23 @@ impl<R> Inbound<R> {
             buf: BytesMut::new(),
             codec: Codec::new().max_size(max_frame),
             scan: HeaderScan::new(max_frame),
-            refused_early: false,
+            oversize: false,
             finished: false,
         };
-        if inbound.scan.scan(early) {
-            inbound.buf.extend_from_slice(early);
-        } else {
-            inbound.refused_early = true;
-        }
+        inbound.take_in(early);
         inbound
+    }
+
+    /// Buffers `bytes`, up to the header of a frame declaring more than
+    /// the limit if they hold one (the frames before it still count).
+    fn take_in(&mut self, bytes: &[u8]) {
+        match self.scan.scan(bytes) {
+            None => self.buf.extend_from_slice(bytes),
+            Some(refused_at) => {
+                self.buf.extend_from_slice(&bytes[..refused_at]);
+                self.oversize = true;
+            }
+        }
     }
 
     /// The socket's read side.
@@ -137,16 +147,16 @@ impl<R: AsyncRead + Unpin> Stream for Inbound<R> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
-        if std::mem::take(&mut this.refused_early) {
-            this.finished = true;
-            return Poll::Ready(Some(Err(InboundError::TooBig)));
-        }
         loop {
             if this.finished {
                 return Poll::Ready(None);
             }
             if let Some(item) = this.decode() {
                 return Poll::Ready(Some(item));
+            }
+            if this.oversize {
+                this.finished = true;
+                return Poll::Ready(Some(Err(InboundError::TooBig)));
             }
             let mut chunk = [0u8; READ_CHUNK];
             let mut read = ReadBuf::new(&mut chunk);
@@ -160,13 +170,7 @@ impl<R: AsyncRead + Unpin> Stream for Inbound<R> {
                 Poll::Ready(Ok(())) if read.filled().is_empty() => {
                     this.finished = true;
                 }
-                Poll::Ready(Ok(())) => {
-                    if !this.scan.scan(read.filled()) {
-                        this.finished = true;
-                        return Poll::Ready(Some(Err(InboundError::TooBig)));
-                    }
-                    this.buf.extend_from_slice(read.filled());
-                }
+                Poll::Ready(Ok(())) => this.take_in(read.filled()),
             }
         }
     }
@@ -245,9 +249,10 @@ impl HeaderScan {
         }
     }
 
-    /// Follows `chunk` through the frame structure. Returns false at the
-    /// first header that declares an oversized payload.
-    pub fn scan(&mut self, chunk: &[u8]) -> bool {
+    /// Follows `chunk` through the frame structure. Returns the index in
+    /// `chunk` of the byte that completes the first header declaring an
+    /// oversized payload, if there is one (the scanner stops there).
+    pub fn scan(&mut self, chunk: &[u8]) -> Option<usize> {
         let mut i = 0;
         while i < chunk.len() {
             match &mut self.position {
@@ -286,7 +291,7 @@ impl HeaderScan {
                         _ => short,
                     };
                     if len > self.max_frame {
-                        return false;
+                        return Some(i - 1);
                     }
                     self.position = if len == 0 {
                         Position::Header {
@@ -299,7 +304,7 @@ impl HeaderScan {
                 }
             }
         }
-        true
+        None
     }
 }
 
@@ -333,7 +338,7 @@ mod tests {
         bytes.extend(frame(0, 0));
         bytes.extend(frame(70_000 % 300, 8));
         for piece in bytes.chunks(3) {
-            assert!(g.scan(piece));
+            assert_eq!(g.scan(piece), None);
         }
     }
 
@@ -343,8 +348,95 @@ mod tests {
         let mut header = vec![0x81, 0x80 | 127];
         header.extend_from_slice(&(1u64 << 40).to_be_bytes());
         header.extend_from_slice(&[0, 0, 0, 0]);
-        assert!(!g.scan(&header), "refused from the header alone");
+        assert_eq!(g.scan(&header), Some(13), "refused from the header alone");
         let mut g = HeaderScan::new(1000);
-        assert!(!g.scan(&frame(1001, 2)[..8]));
+        assert_eq!(g.scan(&frame(1001, 2)[..8]), Some(7));
+    }
+
+    /// Records what the pump hands it; stops after `stop_after` items.
+    struct Recorder {
+        seen: std::rc::Rc<std::cell::RefCell<Vec<String>>>,
+        stop_after: usize,
+    }
+
+    impl Actor for Recorder {
+        type Context = actix::Context<Self>;
+    }
+
+    impl Handler<FromClient> for Recorder {
+        type Result = ();
+        fn handle(&mut self, FromClient(item): FromClient, ctx: &mut actix::Context<Self>) {
+            let seen = match item {
+                Some(Ok(ClientMessage::Text(t))) => t.to_string(),
+                Some(Ok(other)) => format!("{other:?}"),
+                Some(Err(e)) => format!("error {e:?}"),
+                None => "end".to_owned(),
+            };
+            self.seen.borrow_mut().push(seen);
+            if self.seen.borrow().len() >= self.stop_after {
+                actix::ActorContext::stop(ctx);
+            }
+        }
+    }
+
+    impl Handler<Tick> for Recorder {
+        type Result = ();
+        fn handle(&mut self, _: Tick, _: &mut actix::Context<Self>) {}
+    }
+
+    /// A masked client text frame.
+    fn text(payload: &str) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        actix_http::ws::Parser::write_message(
+            &mut out,
+            payload,
+            actix_http::ws::OpCode::Text,
+            true,
+            true,
+        );
+        out.to_vec()
+    }
+
+    fn recorder(
+        stop_after: usize,
+    ) -> (Addr<Recorder>, std::rc::Rc<std::cell::RefCell<Vec<String>>>) {
+        let seen = std::rc::Rc::default();
+        let addr = Recorder {
+            seen: std::rc::Rc::clone(&seen),
+            stop_after,
+        }
+        .start();
+        (addr, seen)
+    }
+
+    #[actix_rt::test]
+    async fn the_pump_hands_over_frames_in_order_then_the_end() {
+        let (addr, seen) = recorder(usize::MAX);
+        let mut bytes = text("b");
+        bytes.extend(text("c"));
+        // "a" came with the handshake; "b" and "c" in one read.
+        let inbound = Inbound::new(&bytes[..], &text("a"), 100);
+        pump(inbound, addr, Duration::from_secs(60)).await;
+        assert_eq!(*seen.borrow(), ["a", "b", "c", "end"]);
+    }
+
+    #[actix_rt::test]
+    async fn the_pump_stops_reading_once_the_session_stopped() {
+        let (addr, seen) = recorder(1);
+        let mut bytes = text("b");
+        bytes.extend(text("c"));
+        let inbound = Inbound::new(&bytes[..], b"", 100);
+        pump(inbound, addr, Duration::from_secs(60)).await;
+        assert_eq!(*seen.borrow(), ["b"], "nothing after the session stopped");
+    }
+
+    #[actix_rt::test]
+    async fn an_oversized_header_ends_the_stream_before_its_payload() {
+        let (addr, seen) = recorder(usize::MAX);
+        let mut bytes = text("ok");
+        bytes.extend(text(&"x".repeat(200)));
+        let inbound = Inbound::new(&bytes[..], b"", 100);
+        pump(inbound, addr, Duration::from_secs(60)).await;
+        assert_eq!(*seen.borrow(), ["ok", "error TooBig", "end"]);
     }
 }

@@ -56,12 +56,13 @@ fn refusal_at(stream: &[u8], max: u64) -> Option<usize> {
             _ => 0,
         };
         let lengths = stream.get(i..i + 2 + extended)?;
+        let needed = 2 + extended + if masked { 4 } else { 0 };
         if extended == 8 && lengths[2] & 0x80 != 0 {
             // A 64-bit length with its top bit set is invalid whatever the
-            // limit (RFC 6455 §5.2): refused as soon as it is read.
-            return Some(i + 9);
+            // limit (RFC 6455 §5.2): the decoder may refuse it as soon as
+            // the length is read, before the mask key arrives.
+            return Some((i + needed - 1).min(stream.len() - 1));
         }
-        let needed = 2 + extended + if masked { 4 } else { 0 };
         let header = stream.get(i..i + needed)?;
         let len = match extended {
             2 => u64::from(u16::from_be_bytes([header[2], header[3]])),

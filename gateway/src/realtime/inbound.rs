@@ -67,11 +67,18 @@ pub struct Inbound<R> {
     buf: BytesMut,
     codec: Codec,
     scan: HeaderScan,
+    /// Most bytes read ahead of the frames handed on: a whole frame of the
+    /// largest size allowed, header included.
+    read_ahead: usize,
     /// A frame declared more than the limit: once the whole frames read
     /// before its header are handed on, the stream ends with
     /// [`InboundError::TooBig`].
     oversize: bool,
-    /// The socket reached its end or the stream failed: nothing follows.
+    /// The client's side of the socket ended (its end, or a read error,
+    /// kept in `read_error` until the frames before it are handed on).
+    ended: bool,
+    read_error: Option<std::io::Error>,
+    /// Nothing follows.
     finished: bool,
 }
 
@@ -85,7 +92,10 @@ impl<R> Inbound<R> {
             buf: BytesMut::new(),
             codec: Codec::new().max_size(max_frame),
             scan: HeaderScan::new(max_frame),
+            read_ahead: max_frame.saturating_add(14),
             oversize: false,
+            ended: false,
+            read_error: None,
             finished: false,
         };
         inbound.take_in(early);
@@ -102,6 +112,12 @@ impl<R> Inbound<R> {
                 self.oversize = true;
             }
         }
+    }
+
+    /// Whether the client's side of the socket has ended (it closed or
+    /// reset the connection): the frames not handed on yet are its last.
+    pub fn ended(&self) -> bool {
+        self.ended
     }
 
     /// The socket's read side.
@@ -147,32 +163,52 @@ impl<R: AsyncRead + Unpin> Stream for Inbound<R> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
-        loop {
-            if this.finished {
-                return Poll::Ready(None);
-            }
-            if let Some(item) = this.decode() {
-                return Poll::Ready(Some(item));
-            }
-            if this.oversize {
-                this.finished = true;
-                return Poll::Ready(Some(Err(InboundError::TooBig)));
-            }
+        if this.finished {
+            return Poll::Ready(None);
+        }
+        // Take in everything the socket holds now (up to a whole frame of
+        // the largest size), so that its end is known together with the
+        // frames before it (see `pump`).
+        let mut waiting = false;
+        while !this.ended && !this.oversize && this.buf.len() < this.read_ahead {
             let mut chunk = [0u8; READ_CHUNK];
             let mut read = ReadBuf::new(&mut chunk);
             match Pin::new(&mut this.io).poll_read(cx, &mut read) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    waiting = true;
+                    break;
+                }
                 Poll::Ready(Err(e)) => {
-                    this.finished = true;
-                    return Poll::Ready(Some(Err(InboundError::Read(e))));
+                    this.ended = true;
+                    this.read_error = Some(e);
                 }
                 // The end of the socket; an unfinished frame is dropped.
-                Poll::Ready(Ok(())) if read.filled().is_empty() => {
-                    this.finished = true;
-                }
+                Poll::Ready(Ok(())) if read.filled().is_empty() => this.ended = true,
                 Poll::Ready(Ok(())) => this.take_in(read.filled()),
             }
         }
+        if let Some(item) = this.decode() {
+            return Poll::Ready(Some(item));
+        }
+        if this.oversize {
+            this.finished = true;
+            return Poll::Ready(Some(Err(InboundError::TooBig)));
+        }
+        if let Some(e) = this.read_error.take() {
+            this.finished = true;
+            return Poll::Ready(Some(Err(InboundError::Read(e))));
+        }
+        if this.ended {
+            this.finished = true;
+            return Poll::Ready(None);
+        }
+        if !waiting {
+            // Read ahead to the limit without a whole frame: not possible
+            // (a frame within the limit fits, a larger one is `oversize`),
+            // but never stall on it.
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
     }
 }
 
@@ -207,6 +243,21 @@ where
     loop {
         tokio::select! {
             frame = inbound.next() => {
+                if inbound.ended() {
+                    // The client left right after this: its last frames
+                    // and the end go over together, and the session takes
+                    // them in one turn, stopping before anything they
+                    // started runs (a `hello` from a client already gone
+                    // opens nothing, so it cannot displace the client's
+                    // next connection).
+                    let mut next = frame;
+                    while let Some(item) = next {
+                        session.do_send(FromClient(Some(item)));
+                        next = inbound.next().await;
+                    }
+                    session.do_send(FromClient(None));
+                    return;
+                }
                 let end = frame.is_none();
                 if session.send(FromClient(frame)).await.is_err() || end {
                     return;
@@ -353,28 +404,46 @@ mod tests {
         assert_eq!(g.scan(&frame(1001, 2)[..8]), Some(7));
     }
 
-    /// Records what the pump hands it; stops after `stop_after` items.
+    type Seen = std::rc::Rc<std::cell::RefCell<Vec<String>>>;
+
+    /// Records what the pump hands it; stops after `stop_after` items or
+    /// at the end of the frames. Its first text frame starts a future (as
+    /// `hello` starts the opening), which records when it runs.
     struct Recorder {
-        seen: std::rc::Rc<std::cell::RefCell<Vec<String>>>,
+        seen: Seen,
         stop_after: usize,
+        stopped: Option<tokio::sync::oneshot::Sender<()>>,
     }
 
     impl Actor for Recorder {
         type Context = actix::Context<Self>;
+
+        fn stopped(&mut self, _: &mut Self::Context) {
+            if let Some(tx) = self.stopped.take() {
+                let _ = tx.send(());
+            }
+        }
     }
 
     impl Handler<FromClient> for Recorder {
         type Result = ();
         fn handle(&mut self, FromClient(item): FromClient, ctx: &mut actix::Context<Self>) {
+            use actix::{ActorContext, ActorFutureExt, AsyncContext, WrapFuture};
             let seen = match item {
                 Some(Ok(ClientMessage::Text(t))) => t.to_string(),
                 Some(Ok(other)) => format!("{other:?}"),
                 Some(Err(e)) => format!("error {e:?}"),
                 None => "end".to_owned(),
             };
+            if self.seen.borrow().is_empty() {
+                ctx.spawn(async {}.into_actor(self).map(|(), act, _| {
+                    act.seen.borrow_mut().push("started".to_owned());
+                }));
+            }
+            let end = seen == "end";
             self.seen.borrow_mut().push(seen);
-            if self.seen.borrow().len() >= self.stop_after {
-                actix::ActorContext::stop(ctx);
+            if end || self.seen.borrow().len() >= self.stop_after {
+                ctx.stop();
             }
         }
     }
@@ -397,46 +466,98 @@ mod tests {
         out.to_vec()
     }
 
-    fn recorder(
-        stop_after: usize,
-    ) -> (Addr<Recorder>, std::rc::Rc<std::cell::RefCell<Vec<String>>>) {
-        let seen = std::rc::Rc::default();
+    fn recorder(stop_after: usize) -> (Addr<Recorder>, Seen, tokio::sync::oneshot::Receiver<()>) {
+        let seen = Seen::default();
+        let (tx, rx) = tokio::sync::oneshot::channel();
         let addr = Recorder {
             seen: std::rc::Rc::clone(&seen),
             stop_after,
+            stopped: Some(tx),
         }
         .start();
-        (addr, seen)
+        (addr, seen, rx)
+    }
+
+    /// A socket whose client sent `bytes` and stays open while the second
+    /// end is kept.
+    fn open_socket(bytes: &[u8]) -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
+        use tokio::io::AsyncWriteExt;
+        let (server, mut client) = tokio::io::duplex(4096);
+        futures_util::FutureExt::now_or_never(client.write_all(bytes))
+            .expect("fits the pipe")
+            .unwrap();
+        (server, client)
     }
 
     #[actix_rt::test]
-    async fn the_pump_hands_over_frames_in_order_then_the_end() {
-        let (addr, seen) = recorder(usize::MAX);
+    async fn the_pump_hands_over_frames_one_at_a_time_then_the_end() {
+        let (addr, seen, stopped) = recorder(usize::MAX);
         let mut bytes = text("b");
         bytes.extend(text("c"));
+        let (server, client) = open_socket(&bytes);
         // "a" came with the handshake; "b" and "c" in one read.
-        let inbound = Inbound::new(&bytes[..], &text("a"), 100);
-        pump(inbound, addr, Duration::from_secs(60)).await;
-        assert_eq!(*seen.borrow(), ["a", "b", "c", "end"]);
+        let pump = actix_rt::spawn(pump(
+            Inbound::new(server, &text("a"), 100),
+            addr,
+            Duration::from_secs(60),
+        ));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(client);
+        pump.await.unwrap();
+        stopped.await.unwrap();
+        assert_eq!(*seen.borrow(), ["a", "started", "b", "c", "end"]);
     }
 
     #[actix_rt::test]
     async fn the_pump_stops_reading_once_the_session_stopped() {
-        let (addr, seen) = recorder(1);
+        let (addr, seen, stopped) = recorder(1);
         let mut bytes = text("b");
         bytes.extend(text("c"));
-        let inbound = Inbound::new(&bytes[..], b"", 100);
-        pump(inbound, addr, Duration::from_secs(60)).await;
+        let (server, _client) = open_socket(&bytes);
+        pump(
+            Inbound::new(server, b"", 100),
+            addr,
+            Duration::from_secs(60),
+        )
+        .await;
+        stopped.await.unwrap();
         assert_eq!(*seen.borrow(), ["b"], "nothing after the session stopped");
     }
 
     #[actix_rt::test]
+    async fn frames_from_a_client_already_gone_start_nothing() {
+        let (addr, seen, stopped) = recorder(usize::MAX);
+        let mut bytes = text("hello");
+        bytes.extend(text("more"));
+        // The socket ends right after the frames (`&[u8]` reads to its end).
+        pump(
+            Inbound::new(&bytes[..], b"", 100),
+            addr,
+            Duration::from_secs(60),
+        )
+        .await;
+        stopped.await.unwrap();
+        assert_eq!(
+            *seen.borrow(),
+            ["hello", "more", "end"],
+            "taken in one turn: what the first frame started never ran"
+        );
+    }
+
+    #[actix_rt::test]
     async fn an_oversized_header_ends_the_stream_before_its_payload() {
-        let (addr, seen) = recorder(usize::MAX);
+        let (addr, seen, stopped) = recorder(usize::MAX);
         let mut bytes = text("ok");
         bytes.extend(text(&"x".repeat(200)));
-        let inbound = Inbound::new(&bytes[..], b"", 100);
-        pump(inbound, addr, Duration::from_secs(60)).await;
-        assert_eq!(*seen.borrow(), ["ok", "error TooBig", "end"]);
+        pump(
+            Inbound::new(&bytes[..], b"", 100),
+            addr,
+            Duration::from_secs(60),
+        )
+        .await;
+        stopped.await.unwrap();
+        // The socket is still open (reading stopped at the header), so the
+        // frames went over one at a time.
+        assert_eq!(*seen.borrow(), ["ok", "started", "error TooBig", "end"]);
     }
 }

@@ -140,6 +140,41 @@ async fn a_consumer_too_slow_to_keep_up_is_disconnected_and_resumes_without_loss
     assert_eq!(got, posted);
 }
 
+#[tokio::test]
+async fn a_client_that_stops_reading_is_dropped_within_the_write_timeout() {
+    // Write timeout = ping interval × missed pongs = 1 s; the outbound
+    // queue is large enough that the feed never gives up on the client, so
+    // only the write timeout can end the connection.
+    let gw = Gateway::spawn_with(
+        Opts::default()
+            .env("SWITCHBOARD_TIMING__PING_INTERVAL", "1s")
+            .env("SWITCHBOARD_TIMING__MISSED_PONGS", "1")
+            .env("SWITCHBOARD_LIMITS__MAX_OUTBOUND_QUEUE_BYTES", "100000000"),
+    )
+    .await;
+    let w = World::create(&gw, "stall").await;
+    let stalled = small_buffer_ws(&gw, &w.rex).await;
+    let open = || async { gw.metric("switchboard_connections{").await };
+    assert_eq!(open().await, 1.0);
+    // Enough to fill the client's small receive buffer and the server's
+    // send buffer: the server's write then waits on a client that never reads.
+    let big = "x".repeat(30_000);
+    for i in 0..200 {
+        let (s, m) = gw.post_message(&w.ana, "dm", &format!("{i} {big}")).await;
+        assert_eq!(s, 201, "{m}");
+    }
+    let dropped = eventually(Duration::from_secs(10), || async { open().await == 0.0 }).await;
+    assert!(
+        dropped,
+        "a client that took nothing still holds its connection"
+    );
+    // The slot is free again: the token connects and resumes.
+    let mut again = gw.ws(&w.rex).await;
+    again.hello(None).await;
+    assert_eq!(again.next_json().await["t"], "ready");
+    drop(stalled);
+}
+
 async fn small_buffer_ws(gw: &Gateway, token: &str) -> Ws {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let socket = tokio::net::TcpSocket::new_v4().unwrap();

@@ -188,6 +188,17 @@ async fn invalid_handshakes_get_json_errors_and_cost_no_connect_allowance() {
     let no_key = raw_exchange(&gw.addr, &upgrade("13", "")).await;
     assert!(no_key.starts_with("HTTP/1.1 400"), "{no_key}");
     assert_eq!(body_of(&no_key)["code"], "INVALID_REQUEST");
+    // A body would be read as the client's first frames.
+    let with_body = raw_exchange(
+        &gw.addr,
+        &format!(
+            "{}hello",
+            upgrade("13", key).replacen("\r\n\r\n", "\r\nContent-Length: 5\r\n\r\n", 1)
+        ),
+    )
+    .await;
+    assert!(with_body.starts_with("HTTP/1.1 400"), "{with_body}");
+    assert_eq!(body_of(&with_body)["code"], "INVALID_REQUEST");
     for _ in 0..3 {
         let res = gw
             .http
@@ -202,6 +213,26 @@ async fn invalid_handshakes_get_json_errors_and_cost_no_connect_allowance() {
     }
     // Five refused handshakes later, the bucket of two still admits.
     gw.ws_ready(&w.rex, None).await;
+}
+
+/// A close reason longer than a control frame carries (a parser error
+/// quoting the client's text) is cut to fit: strict clients still read the
+/// close code, and the `error` frame before it has the whole message.
+#[tokio::test]
+async fn a_long_refusal_still_closes_with_a_valid_close_frame() {
+    let (gw, w) = world().await;
+    let mut ws = gw.ws(&w.rex).await;
+    ws.send_text(&format!("{{\"t\":\"{}\"}}", "x".repeat(300)))
+        .await;
+    let frames = expect_error_then_close(&mut ws, WsClose::FramingViolation).await;
+    let message = frames.last().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.len() > 125,
+        "the error frame has the whole text: {message}"
+    );
 }
 
 /// Upgrades are served outside the app but counted, logged and given a

@@ -25,6 +25,10 @@ use switchboard_actors::session::CloseReason;
 use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
 use switchboard_protocol::frame::ServerFrame;
 
+/// Longest close reason, bytes: a control frame carries at most 125 bytes,
+/// two of them the close code (RFC 6455 §5.5).
+const MAX_CLOSE_REASON: usize = 123;
+
 /// An outbox shared by a session and its socket's task (one worker thread).
 pub type SharedOutbox = Rc<RefCell<Outbox>>;
 
@@ -114,8 +118,17 @@ impl Outbox {
     }
 
     /// Queues a close frame (with `reason`, or none to echo a client's close
-    /// without one); nothing is queued after it.
-    pub fn close(&mut self, reason: Option<WsCloseReason>) {
+    /// without one); nothing is queued after it. A reason longer than a
+    /// close frame can carry (123 bytes, RFC 6455 §5.5) is cut at a
+    /// character boundary; the `error` frame before it has the whole text.
+    pub fn close(&mut self, mut reason: Option<WsCloseReason>) {
+        if let Some(text) = reason.as_mut().and_then(|r| r.description.as_mut()) {
+            let mut end = text.len().min(MAX_CLOSE_REASON);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+        }
         if !self.closed {
             self.closed = true;
             self.cursor_due = None;
@@ -259,6 +272,30 @@ mod tests {
         o.ping();
         let frames = texts(o.take().unwrap());
         assert_eq!(frames, vec!["{}".to_owned(), "<close>".to_owned()]);
+    }
+
+    #[test]
+    fn a_long_close_reason_is_cut_to_what_a_control_frame_carries() {
+        let outbox = Outbox::shared();
+        let mut o = outbox.borrow_mut();
+        // 2-byte characters: 123 bytes would split one.
+        o.close(Some(WsCloseReason {
+            code: CloseCode::Other(4002),
+            description: Some("é".repeat(200)),
+        }));
+        let bytes = o.take().unwrap();
+        let mut buf = BytesMut::from(&bytes[..]);
+        match Codec::new().client_mode().decode(&mut buf).unwrap() {
+            Some(Frame::Close(Some(reason))) => {
+                assert_eq!(reason.code, CloseCode::Other(4002));
+                assert_eq!(reason.description, Some("é".repeat(61)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            bytes.len() <= 2 + 125,
+            "one control frame of at most 125 bytes"
+        );
     }
 
     #[test]

@@ -22,11 +22,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 use switchboard_actors::session::Backlog;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
+use tokio::time::timeout;
 
 /// A started session, ready to be driven: the actor (a future that ends when
 /// it stops), the outbox it writes into, and the backlog its feed charges.
@@ -56,12 +58,21 @@ impl Drop for AbortOnDrop {
 /// read past the request head) and returns the running session. Returns when
 /// the session stopped and its last frames are written (the write side is
 /// then shut down, which the client reads as the TCP close after the close
-/// frame), when a write fails (the client is gone), or once the feed
-/// abandoned the session and the slow-consumer close is written.
+/// frame), when a write fails (the client is gone), once the feed abandoned
+/// the session and the slow-consumer close is written, or when the client
+/// took nothing for `write_timeout`.
+///
+/// `write_timeout` bounds every write: while a write waits on a client that
+/// does not read, its session does not run, so it sends no pings and cannot
+/// notice missed pongs, and the feed's `Close` waits in its mailbox. A
+/// client that took nothing for that long is dropped (without a close
+/// frame: it is not reading) and its session and connection slot go with
+/// it.
 pub async fn serve<F>(
     io: TcpStream,
     early: Bytes,
     max_frame: usize,
+    write_timeout: Duration,
     start: impl FnOnce(Inbound<OwnedReadHalf>) -> Running<F>,
 ) where
     F: Future<Output = ()> + Unpin,
@@ -84,15 +95,23 @@ pub async fn serve<F>(
             // is free even while the close waits on a client that stopped
             // reading.
             drop(session);
-            let _ = write.write_all(&slow_consumer_close()).await;
+            let _ = timeout(write_timeout, write.write_all(&slow_consumer_close())).await;
             break;
         }
         let chunk = outbox.borrow_mut().take();
         if let Some(bytes) = chunk {
-            if write.write_all(&bytes).await.is_err() {
-                return;
+            match timeout(write_timeout, write.write_all(&bytes)).await {
+                Ok(Ok(())) => continue,
+                // The client is gone.
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    tracing::info!(
+                        timeout_ms = write_timeout.as_millis() as u64,
+                        "dropping a WebSocket whose client took no bytes within the write timeout"
+                    );
+                    return;
+                }
             }
-            continue;
         }
         if !running {
             break;

@@ -18,7 +18,7 @@ use crate::state::AppState;
 use actix_codec::{Framed, FramedParts};
 use actix_http::body::{BodySize, MessageBody};
 use actix_http::h1::{Codec, Message};
-use actix_http::header::{HeaderName, HeaderValue};
+use actix_http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, TRANSFER_ENCODING};
 use actix_http::{ConnectionType, Method, Request, Response, Version};
 use actix_service::{fn_service, ServiceFactory};
 use actix_web::web::Bytes;
@@ -114,8 +114,8 @@ async fn upgrade(state: AppState, req: Request, mut framed: Framed<TcpStream, Co
 }
 
 /// The 101 and the admitted session, or the refusal. After the checks only
-/// this service makes (method, path, HTTP version) they run in the app
-/// route's order: drain, credential, handshake, caps and bucket.
+/// this service makes (method, path, HTTP version, no body) they run in the
+/// app route's order: drain, credential, handshake, caps and bucket.
 async fn decide(state: &AppState, req: &Request) -> Result<(Response<()>, Admitted), HttpResponse> {
     let head = req.head();
     let refused = |err: ApiError| err.error_response();
@@ -135,6 +135,16 @@ async fn decide(state: &AppState, req: &Request) -> Result<(Response<()>, Admitt
         let err = ApiError::new(
             ErrorCode::InvalidRequest,
             "a WebSocket handshake needs HTTP/1.1",
+        );
+        return Err(refused(err));
+    }
+    let carries_body = head.headers.get(CONTENT_LENGTH).is_some_and(|v| v != "0")
+        || head.headers.contains_key(TRANSFER_ENCODING);
+    if carries_body {
+        // Its bytes would be read as the client's first frames.
+        let err = ApiError::new(
+            ErrorCode::InvalidRequest,
+            "not a valid WebSocket handshake: it carries a body",
         );
         return Err(refused(err));
     }

@@ -166,8 +166,12 @@ impl Admitted {
     /// [`socket::serve`]).
     pub async fn serve(self, io: tokio::net::TcpStream, early: Bytes) {
         let max_frame = self.session.state.settings.limits.max_ws_frame_bytes;
-        let tick = tick_interval(&self.session.state.settings.timing);
-        socket::serve(io, early, max_frame, |inbound| {
+        let timing = &self.session.state.settings.timing;
+        let tick = tick_interval(timing);
+        // As long as a client that misses its pongs keeps its connection: a
+        // write that waits longer means no ping could go out meanwhile.
+        let write_timeout = timing.ping_interval * timing.missed_pongs;
+        socket::serve(io, early, max_frame, write_timeout, |inbound| {
             let outbox = self.session.outbox.clone();
             let ctx = actix::Context::new();
             let pump = actix_rt::spawn(pump(inbound, ctx.address(), tick));

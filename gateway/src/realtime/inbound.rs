@@ -524,21 +524,22 @@ mod tests {
         assert_eq!(*seen.borrow(), ["b"], "nothing after the session stopped");
     }
 
+    /// What a session is handed of `bytes` from a client whose socket ends
+    /// right after them (`&[u8]` reads to its end), up to its stop.
+    async fn pumped_to_the_end(bytes: &[u8]) -> Vec<String> {
+        let (addr, seen, stopped) = recorder(usize::MAX);
+        pump(Inbound::new(bytes, b"", 100), addr, Duration::from_secs(60)).await;
+        stopped.await.unwrap();
+        let seen = seen.borrow().clone();
+        seen
+    }
+
     #[actix_rt::test]
     async fn frames_from_a_client_already_gone_start_nothing() {
-        let (addr, seen, stopped) = recorder(usize::MAX);
         let mut bytes = text("hello");
         bytes.extend(text("more"));
-        // The socket ends right after the frames (`&[u8]` reads to its end).
-        pump(
-            Inbound::new(&bytes[..], b"", 100),
-            addr,
-            Duration::from_secs(60),
-        )
-        .await;
-        stopped.await.unwrap();
         assert_eq!(
-            *seen.borrow(),
+            pumped_to_the_end(&bytes).await,
             ["hello", "more", "end"],
             "taken in one turn: what the first frame started never ran"
         );
@@ -546,18 +547,13 @@ mod tests {
 
     #[actix_rt::test]
     async fn an_oversized_header_ends_the_stream_before_its_payload() {
-        let (addr, seen, stopped) = recorder(usize::MAX);
         let mut bytes = text("ok");
         bytes.extend(text(&"x".repeat(200)));
-        pump(
-            Inbound::new(&bytes[..], b"", 100),
-            addr,
-            Duration::from_secs(60),
-        )
-        .await;
-        stopped.await.unwrap();
-        // The socket is still open (reading stopped at the header), so the
+        // Reading stopped at the header, before the socket's end, so the
         // frames went over one at a time.
-        assert_eq!(*seen.borrow(), ["ok", "started", "error TooBig", "end"]);
+        assert_eq!(
+            pumped_to_the_end(&bytes).await,
+            ["ok", "started", "error TooBig", "end"]
+        );
     }
 }

@@ -47,8 +47,8 @@ pub struct ConnectionLimiter {
 struct Counts {
     total: usize,
     per_ip: HashMap<IpAddr, usize>,
-    /// Live permits per token: a token that already holds one may always
-    /// connect again, since the new connection displaces the old one.
+    /// Live permits per token: a token that holds exactly one may connect
+    /// again past the caps, since the new connection displaces the old one.
     per_token: HashMap<TokenId, usize>,
 }
 
@@ -74,10 +74,12 @@ impl ConnectionLimiter {
         transport: Transport,
     ) -> Result<ConnectionPermit, ApiError> {
         let mut st = self.state.lock();
-        // A reconnect of a token that holds a connection here replaces it
-        // (one connection per token), so it never counts against the caps:
-        // a client with a stale socket is not locked out.
-        let replaces = st.per_token.get(token).is_some_and(|n| *n > 0);
+        // A reconnect of a token that holds one connection here replaces
+        // it (one connection per token), so it may pass the caps: a client
+        // with a stale socket is not locked out. Only one: until the new
+        // connection opens (on `hello`) nothing is replaced, and a token
+        // must not hold more than one slot past the caps meanwhile.
+        let replaces = st.per_token.get(token) == Some(&1);
         if st.total >= self.max_total && !replaces {
             return Err(ApiError::new(
                 ErrorCode::Unavailable,
@@ -181,7 +183,7 @@ mod tests {
     }
 
     #[test]
-    fn a_token_holding_a_connection_may_always_reconnect() {
+    fn a_token_holding_one_connection_may_reconnect_past_the_caps_once() {
         let l = ConnectionLimiter::new(1, 1);
         let tok = TokenId("t".into());
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
@@ -189,9 +191,12 @@ mod tests {
         assert!(l
             .admit(Some(ip), &TokenId("other".into()), Transport::Ws)
             .is_err());
-        assert!(
-            l.admit(Some(ip), &tok, Transport::Ws).is_ok(),
-            "the reconnect displaces the old one"
-        );
+        let new = l.admit(Some(ip), &tok, Transport::Ws);
+        assert!(new.is_ok(), "the reconnect displaces the old one");
+        // Nothing is displaced before the new connection says hello: a
+        // third connection of the token would hold a second extra slot.
+        assert!(l.admit(Some(ip), &tok, Transport::Ws).is_err());
+        drop(new);
+        assert!(l.admit(Some(ip), &tok, Transport::Ws).is_ok());
     }
 }

@@ -257,6 +257,12 @@ impl SessionCursor {
         self.position = self.position.max(through);
     }
 
+    /// The entry of the current position (its epoch never changes): no
+    /// copy of the epoch, for per-delivery bookkeeping.
+    pub fn entry(&self) -> EntryId {
+        self.position
+    }
+
     /// The current position.
     pub fn position(&self) -> LogPosition {
         LogPosition {

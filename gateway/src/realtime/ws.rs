@@ -269,9 +269,7 @@ impl WsSession {
     /// Sends a `cursor` frame with the current position now.
     fn send_cursor(&mut self) {
         if let Some(live) = &self.live {
-            self.outbox
-                .borrow_mut()
-                .cursor(live.cursor.position().entry);
+            self.outbox.borrow_mut().cursor(live.cursor.entry());
         }
     }
 
@@ -459,7 +457,7 @@ impl WsSession {
             }
         }
         live.cursor.advance(msg.through);
-        let through = live.cursor.position().entry;
+        let through = live.cursor.entry();
         if wrote {
             outbox.cursor_after(through);
         } else {
@@ -470,9 +468,7 @@ impl WsSession {
     fn watermark(&mut self, msg: Watermark) {
         if let Some(live) = &mut self.live {
             live.cursor.advance(msg.through);
-            self.outbox
-                .borrow_mut()
-                .advance(live.cursor.position().entry);
+            self.outbox.borrow_mut().advance(live.cursor.entry());
         }
     }
 }

@@ -407,6 +407,61 @@ async fn socket_dropped_mid_batch_redelivers_from_the_last_cursor_frame() {
 }
 
 #[tokio::test]
+async fn a_long_replay_comes_in_pages_within_the_queue_limit_then_live_events_follow() {
+    // Pages of about 16 KiB: 120 messages of ~1 KB make several.
+    let gw = Gateway::spawn_with(
+        Opts::default().env("SWITCHBOARD_LIMITS__MAX_OUTBOUND_QUEUE_BYTES", "16384"),
+    )
+    .await;
+    let w = World::create(&gw, BAY).await;
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    let (_, c0) = ws.read_batch().await;
+    drop(ws);
+    let text = "y".repeat(1000);
+    let mut posted = Vec::new();
+    for i in 0..120 {
+        let (s, m) = gw.post_message(&w.ana, "dm", &format!("{i} {text}")).await;
+        assert_eq!(s, 201, "{m}");
+        posted.push(id_of(&m));
+    }
+    let mut ws = gw.ws_ready(&w.rex, Some(&c0)).await;
+    // The first page and its cursor frame, then a message posted while the
+    // rest of the replay is still to come: it follows the replay, once.
+    let (first, c1) = ws.read_batch().await;
+    assert!(
+        !first.is_empty() && first.len() < posted.len(),
+        "the first page holds part of the replay: {} of {}",
+        first.len(),
+        posted.len()
+    );
+    let (_, live) = gw.post_message(&w.ana, "dm", "posted mid-replay").await;
+    posted.push(id_of(&live));
+    let mut got = event_ids(&first);
+    let mut cursors = vec![c1];
+    while got.len() < posted.len() {
+        let (events, cursor) = ws.read_batch().await;
+        got.extend(event_ids(&events));
+        cursors.push(cursor);
+    }
+    assert_eq!(got, posted, "every event once, in log order");
+    assert!(
+        cursors.len() >= 5,
+        "about 120 KB in pages of 16 KiB comes with a cursor frame per page: {}",
+        cursors.len()
+    );
+    let entries: Vec<EntryId> = cursors.iter().map(|c| entry_of(c)).collect();
+    assert!(
+        entries.windows(2).all(|p| p[0] < p[1]),
+        "each page's cursor moves forward: {entries:?}"
+    );
+    // A resume from a page's cursor starts right after that page.
+    drop(ws);
+    let mut ws = gw.ws_ready(&w.rex, Some(&cursors[0])).await;
+    let (events, _) = ws.read_batch().await;
+    assert_eq!(event_ids(&events)[0], posted[first.len()]);
+}
+
+#[tokio::test]
 async fn replay_over_ws_across_an_add_starts_at_the_add() {
     let gw = Gateway::spawn().await;
     let w = World::create(&gw, BAY).await;

@@ -508,3 +508,69 @@ async fn streaming_drafts_flow_through_and_resume_as_one_snapshot() {
     }
     assert_eq!(kinds, ["message.delta", "message.completed"]);
 }
+
+#[tokio::test]
+async fn a_long_replay_comes_in_pages_each_closed_by_a_cursor_event() {
+    // Pages of about 16 KiB: 60 messages of ~1 KB make several.
+    let gw = Gateway::spawn_with(
+        Opts::default().env("SWITCHBOARD_LIMITS__MAX_OUTBOUND_QUEUE_BYTES", "16384"),
+    )
+    .await;
+    let w = World::create(&gw, BAY).await;
+    let mut sse = sse_at(&base(&gw), &w.rex, SseOpen::default())
+        .await
+        .unwrap();
+    let start = sse.until("cursor").await.0.id;
+    drop(sse);
+    let text = "z".repeat(1000);
+    let mut sent = Vec::new();
+    for i in 0..60 {
+        let (s, m) = gw.post_message(&w.ana, "dm", &format!("{i} {text}")).await;
+        assert_eq!(s, 201, "{m}");
+        sent.push(id_of(&m));
+    }
+    let mut sse = sse_at(
+        &base(&gw),
+        &w.rex,
+        SseOpen {
+            last_event_id: Some(&start),
+            ..SseOpen::default()
+        },
+    )
+    .await
+    .unwrap();
+    // A message posted while the replay is under way follows it, once.
+    let (_, first_page) = sse.until("cursor").await;
+    assert!(
+        !first_page.is_empty() && first_page.len() < sent.len(),
+        "the first page holds part of the replay: {} of {}",
+        first_page.len(),
+        sent.len()
+    );
+    let (_, live) = gw.post_message(&w.ana, "dm", "posted mid-replay").await;
+    sent.push(id_of(&live));
+    let mut got: Vec<String> = first_page
+        .iter()
+        .map(|e| {
+            let v: Value = serde_json::from_str(&e.data).unwrap();
+            v["message"]["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let mut cursor_events = 1;
+    while got.len() < sent.len() {
+        let e = sse.next_event().await;
+        match e.event.as_str() {
+            "message" => {
+                let v: Value = serde_json::from_str(&e.data).unwrap();
+                got.push(v["message"]["id"].as_str().unwrap().to_owned());
+            }
+            "cursor" => cursor_events += 1,
+            other => panic!("unexpected {other}: {e:?}"),
+        }
+    }
+    assert_eq!(got, sent, "every event once, in log order");
+    assert!(
+        cursor_events >= 3,
+        "about 60 KB in pages of 16 KiB: a cursor event per page, saw {cursor_events}"
+    );
+}

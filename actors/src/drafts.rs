@@ -47,6 +47,12 @@ impl DraftVersions {
         }
     }
 
+    /// Adds the snapshots of a later replay page; a draft snapshotted
+    /// again keeps the newer version.
+    pub fn merge(&mut self, later: DraftVersions) {
+        self.0.extend(later.0);
+    }
+
     /// The snapshot version recorded for `message`, if any.
     pub fn version(&self, message: &MessageId) -> Option<u64> {
         self.0.get(message).copied()

@@ -26,7 +26,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::event::Event;
-use switchboard_protocol::ids::{ConversationId, ParticipantId, SessionId};
+use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId, SessionId};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Session openings that resumed from a cursor (counter), label `source` =
@@ -85,7 +85,8 @@ pub struct Replayed {
     pub event: Event,
 }
 
-/// A session that attached and replayed.
+/// A session that attached and replayed (the first page, when the
+/// replay is longer than [`OpenRequest::limit`]).
 pub struct Opened {
     /// The feed the session is attached to; send it [`Detach`] when the
     /// connection ends.
@@ -96,8 +97,64 @@ pub struct Opened {
     pub cursor: SessionCursor,
     /// Replayed events addressed to the caller, in log order.
     pub events: Vec<Replayed>,
-    /// False when the replay stopped at `max_events` before reaching the head.
-    pub complete: bool,
+    /// The rest of the replay when it stopped at the page limit before
+    /// reaching the head: [`continue_replay`] reads the next page.
+    pub rest: Option<ReplayRest>,
+}
+
+impl Opened {
+    /// Whether the replay reached the head (nothing is left to read).
+    pub fn complete(&self) -> bool {
+        self.rest.is_none()
+    }
+}
+
+/// How much one page of a replay holds. A page ends with the event that
+/// reaches either bound, so it always holds at least one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageLimit {
+    /// Most events (`usize::MAX`: no bound).
+    pub events: usize,
+    /// Most bytes, as [`LogEvent::estimated_bytes`] counts them
+    /// (`usize::MAX`: no bound).
+    pub bytes: usize,
+}
+
+impl PageLimit {
+    /// The whole replay in one page.
+    pub const ALL: PageLimit = PageLimit {
+        events: usize::MAX,
+        bytes: usize::MAX,
+    };
+
+    /// At most `n` events per page (`/updates`' answer size).
+    pub fn events(n: usize) -> Self {
+        PageLimit {
+            events: n,
+            ..Self::ALL
+        }
+    }
+
+    /// At most about `n` bytes of events per page: a streaming transport
+    /// sends a page, waits until its client took it, then reads the next,
+    /// so a resume from far back holds one page in memory, not the log.
+    pub fn bytes(n: usize) -> Self {
+        PageLimit {
+            bytes: n,
+            ..Self::ALL
+        }
+    }
+}
+
+/// One later page of a replay (see [`continue_replay`]).
+pub struct ReplayPage {
+    /// The session's cursor, moved past the page (live copies of its
+    /// records are duplicates) and holding its draft snapshots.
+    pub cursor: SessionCursor,
+    /// The page's events, in log order.
+    pub events: Vec<Replayed>,
+    /// What is left, or `None`: the replay reached the head.
+    pub rest: Option<ReplayRest>,
 }
 
 /// Why a session could not open.
@@ -174,11 +231,12 @@ pub struct OpenRequest {
     pub handle: SessionHandle,
     /// `None` starts at the log head, with no history.
     pub resume: Option<LogPosition>,
-    /// Most events replayed (`usize::MAX` for all).
-    pub max_events: usize,
+    /// How much the first page of the replay holds.
+    pub limit: PageLimit,
 }
 
-/// Opens a session: announce, attach, re-check the credential, replay.
+/// Opens a session: announce, attach, re-check the credential, replay
+/// the first page.
 ///
 /// # Errors
 ///
@@ -189,55 +247,62 @@ pub async fn open_session(node: Node<'_>, req: OpenRequest) -> Result<Opened, Op
     if !still_valid(node, &req).await? {
         return Err(OpenFailure::Revoked { feed });
     }
-    let participant = &req.principal.participant.id;
-    let mut replay = Replaying {
-        conversations: memberships_for_replay(node, &req, &attached).await?,
-        events: Vec::new(),
-        max_events: req.max_events,
-    };
-    let start = req
+    if req.resume.is_some() {
+        let source = if attached.replay.is_some() {
+            "feed"
+        } else {
+            "store"
+        };
+        metrics::counter!(REPLAYS, "source" => source).increment(1);
+    }
+    let conversations = memberships_for_replay(node, &req, &attached).await?;
+    let from = req
         .resume
         .clone()
         .unwrap_or_else(|| attached.position.clone());
-    let mut from = start;
-    // The feed's recent records, when they cover the cursor: shared and
-    // decoded already, so a resume storm after a short outage reads nothing.
-    let mut from_feed = attached
-        .replay
-        .map(|records| (records, attached.position.entry));
-    if req.resume.is_some() {
-        let source = if from_feed.is_some() { "feed" } else { "store" };
-        metrics::counter!(REPLAYS, "source" => source).increment(1);
-    }
-    let _slot = match from_feed {
-        Some(_) => None,
-        None => Some(replay_slot(node.replay_slots).await?),
+    let rest = ReplayRest {
+        bay: req.principal.bay.clone(),
+        participant: req.principal.participant.id.clone(),
+        // The feed's recent records, when they cover the cursor: shared and
+        // decoded already, so a resume storm after a short outage reads nothing.
+        recent: attached
+            .replay
+            .map(|records| (records, attached.position.entry)),
+        from,
+        head: attached.position,
+        conversations,
+        peers: attached.peers,
+        feed,
     };
-    loop {
-        let (records, through, read_all) = match from_feed.take() {
-            Some((records, through)) => (records, through, true),
-            None => match node
-                .store
-                .read_log(&req.principal.bay, &from, REPLAY_READ, None)
-                .await?
-            {
-                Replay::Records { records, through } => {
-                    let read_all = records.len() < REPLAY_READ;
-                    (records, through, read_all)
-                }
-                Replay::Expired | Replay::EpochChanged => {
-                    let head = &attached.position;
-                    let cursor = SessionCursor::after_replay(head.epoch.clone(), head.entry);
-                    return Err(OpenFailure::Expired { feed, cursor });
-                }
-            },
-        };
-        let stopped_at = replay.project_page(&records, participant, &attached.peers);
-        if let Some((through, complete)) = page_end(stopped_at, &records, through, read_all) {
-            return finish(node, &req, feed, replay, from, through, complete).await;
-        }
-        from.entry = through;
-    }
+    let cursor = SessionCursor::after_replay(rest.from.epoch.clone(), rest.from.entry);
+    let feed = rest.feed.clone();
+    let page = rest.page(node, cursor, req.limit).await?;
+    Ok(Opened {
+        feed,
+        cursor: page.cursor,
+        events: page.events,
+        rest: page.rest,
+    })
+}
+
+/// Reads the next page of a replay that [`open_session`] (or an earlier
+/// call) left unfinished. `cursor` is the session's, as that page left it:
+/// draft deltas that a snapshot it was sent already holds are dropped, and
+/// the page's own snapshots are added to it.
+///
+/// # Errors
+///
+/// [`OpenFailure::Expired`] when the log was trimmed past the replay's
+/// position meanwhile (the cursor then starts at the feed's position at
+/// attach time, as for an expired resume), or
+/// [`OpenFailure::Failed`] for store trouble.
+pub async fn continue_replay(
+    node: Node<'_>,
+    rest: ReplayRest,
+    cursor: SessionCursor,
+    limit: PageLimit,
+) -> Result<ReplayPage, OpenFailure> {
+    rest.page(node, cursor, limit).await
 }
 
 /// Announces the opening (displacing older connections of the token on
@@ -331,39 +396,158 @@ async fn memberships_for_replay(
 /// already did (its announce, authentication) and its retry, with an older
 /// cursor, reads more; a client that gives up instead drops its opening
 /// (the transports keep reading while they open) and with it its place.
-async fn replay_slot(slots: &Semaphore) -> Result<SemaphorePermit<'_>, OpenFailure> {
-    slots
-        .acquire()
-        .await
-        .map_err(|_| OpenFailure::Failed(OpenError::ShuttingDown))
+async fn replay_slot(slots: &Semaphore) -> Result<SemaphorePermit<'_>, OpenError> {
+    slots.acquire().await.map_err(|_| OpenError::ShuttingDown)
 }
 
-/// A replay in progress: the memberships as of the record being read and
-/// the events projected so far.
-struct Replaying {
+/// A replay between two pages: where it stands, the memberships as of
+/// that position, and where its records come from.
+pub struct ReplayRest {
+    bay: BayId,
+    participant: ParticipantId,
+    /// Everything up to here was replayed.
+    from: LogPosition,
+    /// The feed's position at attach time: where an expired replay goes on.
+    head: LogPosition,
+    /// The participant's memberships as of `from`.
     conversations: HashSet<ConversationId>,
-    events: Vec<Replayed>,
-    max_events: usize,
+    /// Who shares a conversation with the participant (see [`project`]).
+    peers: HashSet<ParticipantId>,
+    /// Served from the feed's recent records: those after `from` not yet
+    /// projected, and the position they reach. `None`: read the store.
+    recent: Option<(Vec<Arc<LogRecord>>, EntryId)>,
+    feed: Addr<BayFeed>,
 }
 
-impl Replaying {
-    /// Projects one page of records; returns the entry it stopped at when
-    /// `max_events` was reached.
-    fn project_page(
+impl ReplayRest {
+    /// Projects the next page into `cursor`'s session: `Ok` with what is
+    /// left, if anything.
+    async fn page(
+        mut self,
+        node: Node<'_>,
+        mut cursor: SessionCursor,
+        limit: PageLimit,
+    ) -> Result<ReplayPage, OpenFailure> {
+        let Some((events, through, complete)) = self.read(node, &mut cursor, limit).await? else {
+            let head = &self.head;
+            let cursor = SessionCursor::after_replay(head.epoch.clone(), head.entry);
+            return Err(OpenFailure::Expired {
+                feed: self.feed,
+                cursor,
+            });
+        };
+        // Drafts replay as one snapshot each, not as their deltas.
+        let tagged = events.into_iter().map(|r| (r.entry, r.event)).collect();
+        let (tagged, drafts) = snapshot_drafts(
+            &**node.store,
+            &self.bay,
+            &self.participant,
+            &self.conversations,
+            tagged,
+        )
+        .await?;
+        cursor.drafts_mut().merge(drafts);
+        cursor.replayed(through);
+        self.from.entry = through;
+        Ok(ReplayPage {
+            cursor,
+            events: tagged
+                .into_iter()
+                .map(|(entry, event)| Replayed { entry, event })
+                .collect(),
+            rest: (!complete).then_some(self),
+        })
+    }
+
+    /// Reads records after `from` until `limit` events are projected or
+    /// the head is reached: the events, the entry they cover through and
+    /// whether that is the head. `None`: the log no longer reaches `from`.
+    async fn read(
+        &mut self,
+        node: Node<'_>,
+        cursor: &mut SessionCursor,
+        limit: PageLimit,
+    ) -> Result<Option<(Vec<Replayed>, EntryId, bool)>, OpenFailure> {
+        let mut page = Page::new(limit);
+        let _slot = match self.recent {
+            Some(_) => None,
+            None => Some(replay_slot(node.replay_slots).await?),
+        };
+        let mut from = self.from.clone();
+        loop {
+            let served_from_feed = self.recent.is_some();
+            let (records, through, read_all) = match self.recent.take() {
+                Some((records, through)) => (records, through, true),
+                None => match node
+                    .store
+                    .read_log(&self.bay, &from, REPLAY_READ, None)
+                    .await?
+                {
+                    Replay::Records { records, through } => {
+                        let read_all = records.len() < REPLAY_READ;
+                        (records, through, read_all)
+                    }
+                    Replay::Expired | Replay::EpochChanged => return Ok(None),
+                },
+            };
+            let stopped_at = page.project(&records, self, cursor);
+            if let Some((end, complete)) = page_end(stopped_at, &records, through, read_all) {
+                if served_from_feed && !complete {
+                    let left = records.partition_point(|r| r.id <= end);
+                    self.recent = Some((records[left..].to_vec(), through));
+                }
+                return Ok(Some((page.events, end, complete)));
+            }
+            from.entry = through;
+        }
+    }
+}
+
+/// One page being projected: its events and their size so far.
+struct Page {
+    events: Vec<Replayed>,
+    bytes: usize,
+    limit: PageLimit,
+}
+
+impl Page {
+    fn new(limit: PageLimit) -> Self {
+        Page {
+            events: Vec::new(),
+            bytes: 0,
+            limit,
+        }
+    }
+
+    /// Projects records for the replay's participant, keeping its
+    /// memberships current; returns the entry it stopped at when the page
+    /// filled up. Draft deltas `cursor` already has a snapshot of are
+    /// skipped.
+    fn project(
         &mut self,
         records: &[Arc<LogRecord>],
-        participant: &ParticipantId,
-        peers: &HashSet<ParticipantId>,
+        replay: &mut ReplayRest,
+        cursor: &mut SessionCursor,
     ) -> Option<EntryId> {
         for record in records {
-            if let Some(event) = project(record, participant, &mut self.conversations, peers) {
-                self.events.push(Replayed {
-                    entry: record.id,
-                    event,
-                });
-                if self.events.len() >= self.max_events {
-                    return Some(record.id);
-                }
+            let Some(event) = project(
+                record,
+                &replay.participant,
+                &mut replay.conversations,
+                &replay.peers,
+            ) else {
+                continue;
+            };
+            if !cursor.drafts_mut().admits(record) {
+                continue;
+            }
+            self.bytes = self.bytes.saturating_add(record.event.estimated_bytes());
+            self.events.push(Replayed {
+                entry: record.id,
+                event,
+            });
+            if self.events.len() >= self.limit.events || self.bytes >= self.limit.bytes {
+                return Some(record.id);
             }
         }
         None
@@ -386,42 +570,6 @@ fn page_end(
         None if read_all => Some((through, true)),
         None => None,
     }
-}
-
-/// Ends the replay: drafts replay as one snapshot each, not as their
-/// deltas, and the session's cursor starts at `through`.
-async fn finish(
-    node: Node<'_>,
-    req: &OpenRequest,
-    feed: Addr<BayFeed>,
-    replay: Replaying,
-    from: LogPosition,
-    through: EntryId,
-    complete: bool,
-) -> Result<Opened, OpenFailure> {
-    let tagged = replay
-        .events
-        .into_iter()
-        .map(|r| (r.entry, r.event))
-        .collect();
-    let (tagged, drafts) = snapshot_drafts(
-        &**node.store,
-        &req.principal.bay,
-        &req.principal.participant.id,
-        &replay.conversations,
-        tagged,
-    )
-    .await?;
-    let events = tagged
-        .into_iter()
-        .map(|(entry, event)| Replayed { entry, event })
-        .collect();
-    Ok(Opened {
-        feed,
-        cursor: SessionCursor::after_replay(from.epoch, through).with_drafts(drafts),
-        events,
-        complete,
-    })
 }
 
 /// The event `record` gives `participant`, if any, keeping `conversations`

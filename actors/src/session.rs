@@ -240,6 +240,12 @@ impl SessionCursor {
         self
     }
 
+    /// The drafts the session was sent a snapshot of: a later replay page
+    /// drops deltas they hold and adds its own snapshots.
+    pub fn drafts_mut(&mut self) -> &mut DraftVersions {
+        &mut self.drafts
+    }
+
     /// Whether a live record still needs sending (the replay did not cover it).
     pub fn is_new(&self, id: EntryId) -> bool {
         id > self.replayed_through
@@ -250,6 +256,13 @@ impl SessionCursor {
     /// holds. Live text thus never repeats what a replay gave.
     pub fn admits(&mut self, record: &LogRecord) -> bool {
         self.is_new(record.id) && self.drafts.admits(record)
+    }
+
+    /// Records that a later replay page covered everything ≤ `through`:
+    /// live copies of those records are duplicates from now on.
+    pub fn replayed(&mut self, through: EntryId) {
+        self.replayed_through = self.replayed_through.max(through);
+        self.advance(through);
     }
 
     /// Records that the session is past `through` (never moves backwards).

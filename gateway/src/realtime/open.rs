@@ -8,7 +8,9 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 use std::time::Duration;
-pub use switchboard_actors::open::{live_events, project, OpenFailure, Opened, Replayed, Resume};
+pub use switchboard_actors::open::{
+    live_events, project, OpenFailure, Opened, PageLimit, ReplayPage, ReplayRest, Replayed, Resume,
+};
 use switchboard_actors::open::{Node, OpenError, OpenRequest};
 use switchboard_actors::session::{SessionCursor, SessionHandle};
 use switchboard_actors::store::log::{LogEvent, LogRecord};
@@ -34,8 +36,8 @@ impl From<OpenError> for ApiError {
 }
 
 /// Opens a session for `caller` (see [`switchboard_actors::open::open_session`]).
-/// `resume` is `None` for "start at now". Replays at most `max_events`
-/// events (`usize::MAX` for all).
+/// `resume` is `None` for "start at now". The first page of the replay
+/// holds at most `limit`; [`continue_replay`] reads the rest.
 ///
 /// # Errors
 ///
@@ -49,22 +51,41 @@ pub async fn open_session(
     session: SessionId,
     handle: SessionHandle,
     resume: Option<LogPosition>,
-    max_events: usize,
+    limit: PageLimit,
 ) -> Result<Opened, OpenFailure> {
-    let node = Node {
-        store: &state.store,
-        registry: &state.registry,
-        replay_slots: &state.replay_slots,
-    };
     let req = OpenRequest {
         principal: caller.principal,
         token_hash: caller.token_hash,
         session,
         handle,
         resume,
-        max_events,
+        limit,
     };
-    switchboard_actors::open::open_session(node, req).await
+    switchboard_actors::open::open_session(node(&state), req).await
+}
+
+/// Reads the next page of a replay (see
+/// [`switchboard_actors::open::continue_replay`]).
+///
+/// # Errors
+///
+/// [`OpenFailure::Expired`] when the log no longer reaches the replay's
+/// position, [`OpenFailure::Failed`] for store trouble.
+pub async fn continue_replay(
+    state: AppState,
+    rest: ReplayRest,
+    cursor: SessionCursor,
+    limit: PageLimit,
+) -> Result<ReplayPage, OpenFailure> {
+    switchboard_actors::open::continue_replay(node(&state), rest, cursor, limit).await
+}
+
+fn node(state: &AppState) -> Node<'_> {
+    Node {
+        store: &state.store,
+        registry: &state.registry,
+        replay_slots: &state.replay_slots,
+    }
 }
 
 /// The delivery metrics of one transport, looked up once: a labelled

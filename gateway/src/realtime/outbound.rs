@@ -20,6 +20,7 @@ use actix_http::ws::{CloseCode, CloseReason as WsCloseReason, OpCode, Parser};
 use actix_web::web::{Bytes, BytesMut};
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::Instant;
 use switchboard_actors::session::CloseReason;
 use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
@@ -44,6 +45,8 @@ pub struct Outbox {
     last_cursor_at: Instant,
     /// A close frame is queued: nothing may follow it.
     closed: bool,
+    /// Waits for the socket to take what is queued (see [`flushed`]).
+    flush_waiter: Option<Waker>,
 }
 
 impl Outbox {
@@ -55,6 +58,7 @@ impl Outbox {
             cursor_due: None,
             last_cursor_at: Instant::now(),
             closed: false,
+            flush_waiter: None,
         }))
     }
 
@@ -147,11 +151,31 @@ impl Outbox {
         if let Some(entry) = self.cursor_due {
             self.cursor(entry);
         }
+        if let Some(waiter) = self.flush_waiter.take() {
+            waiter.wake();
+        }
         if self.buf.is_empty() {
             return None;
         }
         Some(std::mem::take(&mut self.buf).freeze())
     }
+}
+
+/// Resolves once the socket took everything `outbox` holds now. The session
+/// runs only after the socket accepted its last write, so a session that
+/// awaits this before queueing more (a replay's next page) holds one
+/// write's worth of frames at a time, however far back its client resumed.
+pub async fn flushed(outbox: SharedOutbox) {
+    std::future::poll_fn(|cx| {
+        let mut outbox = outbox.borrow_mut();
+        if outbox.has_output() {
+            outbox.flush_waiter = Some(cx.waker().clone());
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await
 }
 
 /// The encoded `cursor` frame of `entry` in `epoch`. Every session of a Bay

@@ -18,7 +18,8 @@
 //! JSON; every event kind `/ws` carries flows through unchanged, since the
 //! payload is the session's own projection of the log record. The named
 //! events are the stream's control frames: `cursor` (once right after the
-//! replay of every stream that opens, even an empty replay; then whenever
+//! replay of every stream that opens, even an empty replay, and after each
+//! page of a long one: see [`PageLimit::bytes`]; then whenever
 //! the position moved past the last `id:` without an event, checked at each
 //! heartbeat),
 //! `reset` (the resume position is not addressable: catch up over REST; the
@@ -39,7 +40,8 @@
 //! holds (resume with the last id, nothing is lost).
 
 use super::open::{
-    observe_live_delivery, open_session, unless_gone, OpenFailure, Opened, Replayed, Resume,
+    continue_replay, observe_live_delivery, open_session, unless_gone, OpenFailure, Opened,
+    PageLimit, ReplayPage, ReplayRest, Replayed, Resume,
 };
 use crate::auth::authenticate;
 use crate::auth::Caller;
@@ -173,6 +175,9 @@ struct Chunk {
     /// What the feed charged for the records in `bytes`; given back to the
     /// [`Backlog`] when the response takes the chunk.
     credit: usize,
+    /// Told when the response takes this chunk, i.e. once it took every
+    /// chunk before it: a replay reads its next page then.
+    taken: Option<oneshot::Sender<()>>,
 }
 
 /// The response body: the session's chunks as the HTTP layer takes them.
@@ -190,13 +195,21 @@ impl Stream for Outbound {
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> Poll<Option<Self::Item>> {
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(chunk)) => {
-                self.backlog.handled(chunk.credit);
-                Poll::Ready(Some(Ok(chunk.bytes)))
+        loop {
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(chunk)) => {
+                    self.backlog.handled(chunk.credit);
+                    if let Some(taken) = chunk.taken {
+                        let _ = taken.send(());
+                    }
+                    if chunk.bytes.is_empty() {
+                        continue;
+                    }
+                    return Poll::Ready(Some(Ok(chunk.bytes)));
+                }
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
             }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -266,6 +279,7 @@ impl SseSession {
         let chunk = Chunk {
             bytes: Bytes::from(text),
             credit,
+            taken: None,
         };
         if let Err(mpsc::error::SendError(chunk)) = self.out.send(chunk) {
             // The client went away.
@@ -372,9 +386,8 @@ impl SseSession {
                 feed,
                 cursor,
                 events,
-                ..
+                rest,
             }) => {
-                let through = cursor.position().entry;
                 self.live = Some(Live {
                     feed,
                     cursor,
@@ -384,14 +397,7 @@ impl SseSession {
                 if self.resume == Resume::Unaddressable {
                     self.write_reset(ctx);
                 }
-                let text = self.render(&events, through);
-                if !text.is_empty() {
-                    self.write(text, 0, ctx);
-                }
-                // The end of the replay, always (even when the last replayed
-                // event's `id:` already names it): a client knows the replay
-                // is over. Also the first position of a stream started at now.
-                self.write_cursor(true, ctx);
+                self.write_page(&events, rest, ctx);
             }
             Err(OpenFailure::Expired { feed, cursor }) => {
                 self.live = Some(Live {
@@ -425,6 +431,92 @@ impl SseSession {
     }
 }
 
+impl SseSession {
+    /// The most a replay page holds: the outbound queue's limit in bytes.
+    fn replay_page(&self) -> PageLimit {
+        PageLimit::bytes(self.state.settings.limits.max_outbound_queue_bytes)
+    }
+
+    /// Writes a page of the replay and a `cursor` event after it (always,
+    /// even when the last event's `id:` already names the position: a
+    /// client knows the page, and after the last one the replay, is over;
+    /// also the first position of a stream started at now). Then reads the
+    /// next page, if any.
+    fn write_page(
+        &mut self,
+        events: &[Replayed],
+        rest: Option<ReplayRest>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(live) = &self.live else { return };
+        let through = live.cursor.entry();
+        let text = self.render(events, through);
+        if !text.is_empty() {
+            self.write(text, 0, ctx);
+        }
+        self.write_cursor(true, ctx);
+        if let Some(rest) = rest {
+            self.read_next_page(rest, ctx);
+        }
+    }
+
+    /// Reads the replay's next page once the response took everything
+    /// written so far. The session waits meanwhile (`ctx.wait`): the
+    /// feed's live deliveries stay in its mailbox until the replay is over.
+    fn read_next_page(&mut self, rest: ReplayRest, ctx: &mut Context<Self>) {
+        let Some(live) = &self.live else { return };
+        let (taken, on_taken) = oneshot::channel();
+        let marker = Chunk {
+            bytes: Bytes::new(),
+            credit: 0,
+            taken: Some(taken),
+        };
+        if self.out.send(marker).is_err() {
+            return ctx.stop();
+        }
+        let next = continue_replay(
+            self.state.clone(),
+            rest,
+            live.cursor.clone(),
+            self.replay_page(),
+        );
+        let fut = async move {
+            // An error: the response was dropped, the client is gone.
+            on_taken.await.ok()?;
+            Some(next.await)
+        };
+        ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
+            None => ctx.stop(),
+            Some(Ok(ReplayPage {
+                cursor,
+                events,
+                rest,
+            })) => {
+                if let Some(live) = &mut act.live {
+                    live.cursor = cursor;
+                }
+                act.write_page(&events, rest, ctx);
+            }
+            Some(Err(OpenFailure::Expired { feed, cursor })) => {
+                act.live = Some(Live {
+                    feed,
+                    cursor,
+                    last_id: None,
+                });
+                act.write_reset(ctx);
+                act.write_cursor(true, ctx);
+            }
+            Some(Err(OpenFailure::Failed(err))) => {
+                let err = ApiError::from(err);
+                act.close_with(err.ws_close(), &err.message, ctx);
+            }
+            // Only an opening is superseded or revoked; the feed ends a
+            // live session for those with a `Close`.
+            Some(Err(OpenFailure::Superseded { .. } | OpenFailure::Revoked { .. })) => {}
+        }));
+    }
+}
+
 impl Actor for SseSession {
     type Context = Context<Self>;
 
@@ -436,7 +528,7 @@ impl Actor for SseSession {
             self.session.clone(),
             handle,
             self.resume.position(),
-            usize::MAX,
+            self.replay_page(),
         );
         // The opening stops if the client drops the response meanwhile.
         let out = self.out.clone();

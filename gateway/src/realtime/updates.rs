@@ -11,7 +11,8 @@
 //! an idle one.
 
 use super::open::{
-    live_events, observe_live_delivery, open_session, unless_gone, OpenFailure, Opened, Resume,
+    live_events, observe_live_delivery, open_session, unless_gone, OpenFailure, Opened, PageLimit,
+    Resume,
 };
 use crate::auth::Caller;
 use crate::connections::{ConnectionPermit, Transport};
@@ -248,7 +249,7 @@ impl PollSession {
             self.session.clone(),
             handle,
             self.resume.clone(),
-            MAX_EVENTS_PER_ANSWER,
+            PageLimit::events(MAX_EVENTS_PER_ANSWER),
         );
         let Some(tx) = self.reply.take() else {
             return ctx.stop();
@@ -278,10 +279,10 @@ impl PollSession {
                 feed,
                 cursor,
                 events,
-                complete,
+                rest,
             }) => {
                 self.live = Some(Live { feed, cursor });
-                if !events.is_empty() || !complete {
+                if !events.is_empty() || rest.is_some() {
                     self.answer_events(events.into_iter().map(|r| r.event).collect(), ctx);
                     return;
                 }

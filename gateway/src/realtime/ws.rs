@@ -12,8 +12,11 @@
 //! `error` frame; how a session end maps to it is [`SessionEnd::of`].
 
 use super::inbound::{pump, ClientMessage, FromClient, InboundError, Tick};
-use super::open::{observe_live_delivery, open_session, OpenFailure, Opened, Resume};
-use super::outbound::{Outbox, SharedOutbox};
+use super::open::{
+    continue_replay, observe_live_delivery, open_session, OpenFailure, Opened, PageLimit,
+    ReplayPage, ReplayRest, Replayed, Resume,
+};
+use super::outbound::{flushed, Outbox, SharedOutbox};
 use super::socket::{self, Running};
 use crate::auth::authenticate;
 use crate::auth::Caller;
@@ -337,7 +340,7 @@ impl WsSession {
             self.session.clone(),
             handle,
             parsed.position(),
-            usize::MAX,
+            self.replay_page(),
         );
         // Spawned, not awaited with `ctx.wait`: the connection keeps being
         // read, so a client that gives up mid-opening (a reconnect storm
@@ -374,43 +377,112 @@ impl WsSession {
                 feed,
                 cursor,
                 events,
-                ..
+                rest,
             }) => {
-                self.go_live(feed, cursor);
+                self.attach_live(feed, cursor);
                 if parsed == Resume::Unaddressable {
                     self.send_reset();
                 }
-                for replayed in &events {
-                    self.send(&ServerFrame::Event {
-                        event: &replayed.event,
-                    });
-                }
-                self.send_cursor();
-                self.release_held();
+                self.send_page(events, rest, ctx);
             }
-            Err(OpenFailure::Expired { feed, cursor }) => {
-                self.go_live(feed, cursor);
+            Err(failure) => self.on_replay_failed(failure, ctx),
+        }
+    }
+
+    /// A replay's page limit: about the outbound queue's limit in bytes,
+    /// the most a live session may have queued too.
+    fn replay_page(&self) -> PageLimit {
+        PageLimit::bytes(self.state.settings.limits.max_outbound_queue_bytes)
+    }
+
+    /// Sends a page of the replay and its `cursor` frame. Live records stay
+    /// held until the last page: the next is read once the socket took
+    /// this one, so a resume from far back holds one page, not the log.
+    fn send_page(
+        &mut self,
+        events: Vec<Replayed>,
+        rest: Option<ReplayRest>,
+        ctx: &mut Context<Self>,
+    ) {
+        for replayed in &events {
+            self.send(&ServerFrame::Event {
+                event: &replayed.event,
+            });
+        }
+        self.send_cursor();
+        match rest {
+            Some(rest) => self.read_next_page(rest, ctx),
+            None => self.go_live(),
+        }
+    }
+
+    /// Reads the replay's next page once the socket took the last one.
+    fn read_next_page(&mut self, rest: ReplayRest, ctx: &mut Context<Self>) {
+        let Some(live) = &self.live else { return };
+        let flushed = flushed(self.outbox.clone());
+        let next = continue_replay(
+            self.state.clone(),
+            rest,
+            live.cursor.clone(),
+            self.replay_page(),
+        );
+        let fut = async move {
+            flushed.await;
+            next.await
+        };
+        ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {
+            if act.phase == Phase::Closing {
+                return;
+            }
+            match res {
+                Ok(ReplayPage {
+                    cursor,
+                    events,
+                    rest,
+                }) => {
+                    if let Some(live) = &mut act.live {
+                        live.cursor = cursor;
+                    }
+                    act.send_page(events, rest, ctx)
+                }
+                Err(failure) => act.on_replay_failed(failure, ctx),
+            }
+        }));
+    }
+
+    /// A replay that could not start or go on: `reset` (the log no longer
+    /// reaches the position) or the close that ends the session.
+    fn on_replay_failed(&mut self, failure: OpenFailure, ctx: &mut Context<Self>) {
+        match failure {
+            OpenFailure::Expired { feed, cursor } => {
+                self.attach_live(feed, cursor);
                 self.send_reset();
                 self.send_cursor();
-                self.release_held();
+                self.go_live();
             }
-            Err(OpenFailure::Superseded { .. }) => self.end(CloseReason::Displaced, ctx),
-            Err(OpenFailure::Revoked { feed }) => {
+            OpenFailure::Superseded { .. } => self.end(CloseReason::Displaced, ctx),
+            OpenFailure::Revoked { feed } => {
                 self.detach_from(&feed);
                 self.end(CloseReason::Revoked, ctx)
             }
-            Err(OpenFailure::Failed(err)) => {
+            OpenFailure::Failed(err) => {
                 let err = ApiError::from(err);
                 self.close_with(err.ws_close(), &err.message, ctx)
             }
         }
     }
 
-    /// Streams from `cursor` on, fed by `feed`.
-    fn go_live(&mut self, feed: Addr<BayFeed>, cursor: SessionCursor) {
+    /// Attached to `feed` at `cursor`; live records are still held until
+    /// [`Self::go_live`].
+    fn attach_live(&mut self, feed: Addr<BayFeed>, cursor: SessionCursor) {
         self.outbox.borrow_mut().go_live(cursor.position().epoch);
         self.live = Some(Live { feed, cursor });
+    }
+
+    /// The replay is over: stream, starting with what was held meanwhile.
+    fn go_live(&mut self) {
         self.phase = Phase::Live;
+        self.release_held();
     }
 
     /// Tells `feed` this session is gone.

@@ -355,6 +355,58 @@ async fn resuming_mid_draft_gives_a_snapshot_then_live_deltas_without_duplicates
 }
 
 #[tokio::test]
+async fn a_draft_resumed_across_replay_pages_gives_one_snapshot_and_no_stale_deltas() {
+    // Pages of about 4 KiB: the draft's 24 deltas of 400 characters span
+    // several, and only the first page's snapshot may reach the client.
+    let gw = Gateway::spawn_with(
+        Opts::default().env("SWITCHBOARD_LIMITS__MAX_OUTBOUND_QUEUE_BYTES", "4096"),
+    )
+    .await;
+    let w = World::create(&gw, "pages").await;
+    let mut brain = gw.ws_ready(&w.brain, None).await;
+    let (_, cursor) = brain.read_batch().await;
+    brain.close().await;
+    let draft = open_draft(&gw, &w.rex, "group", "").await;
+    let mut length = 0;
+    let mut text = String::new();
+    for i in 0..24 {
+        let chunk = format!("{:<400}", format!("part {i}"));
+        length = appended(&gw, &w.rex, &draft, length, &chunk).await;
+        text.push_str(&chunk);
+    }
+    let (s, sentinel) = gw.post_message(&w.ana, "group", "sentinel").await;
+    assert_eq!(s, 201, "{sentinel}");
+    let mut brain = gw.ws_ready(&w.brain, Some(&cursor)).await;
+    let mut replayed = Vec::new();
+    let mut pages = 0;
+    while !replayed
+        .iter()
+        .any(|e: &Value| e["message"]["id"] == sentinel["id"])
+    {
+        let (batch, _) = brain.read_batch().await;
+        replayed.extend(batch);
+        pages += 1;
+    }
+    assert!(pages >= 2, "the replay came in one page");
+    let types: Vec<&str> = replayed
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["message.streaming", "message"], "{replayed:?}");
+    assert_eq!(replayed[0]["message"]["content"], text.as_str());
+    // Live deltas continue right after the snapshot. The completion, which
+    // carries the whole text (more than the limit), is sent once the delta
+    // was read: alone in the queue it fits.
+    appended(&gw, &w.rex, &draft, length, "end.").await;
+    let mut events = replayed.clone();
+    events.extend(ws_until(&mut brain, "message.delta").await);
+    let (s, _) = end(&gw, &w.rex, &draft, "complete", json!({})).await;
+    assert_eq!(s, 200);
+    events.extend(ws_until(&mut brain, "message.completed").await);
+    assert_eq!(rebuild(&events, &draft), format!("{text}end."));
+}
+
+#[tokio::test]
 async fn cancel_reaches_the_author_and_stops_its_appends() {
     let gw = Gateway::spawn().await;
     let w = World::create(&gw, "cancel").await;

@@ -153,13 +153,12 @@ impl Backlog {
     }
 
     /// Charges `bytes`. Returns false (and marks the session abandoned) when
-    /// the backlog would pass the limit.
+    /// the backlog would pass the limit. A delivery to an empty backlog
+    /// always fits, however large: a session is abandoned for falling
+    /// behind, never for one message bigger than the limit.
     pub fn charge(&self, bytes: usize) -> bool {
-        let queued = self
-            .queued
-            .fetch_add(bytes, Ordering::AcqRel)
-            .saturating_add(bytes);
-        if queued > self.limit {
+        let before = self.queued.fetch_add(bytes, Ordering::AcqRel);
+        if before > 0 && before.saturating_add(bytes) > self.limit {
             self.abandoned.store(true, Ordering::Release);
             return false;
         }
@@ -207,6 +206,14 @@ mod backlog_tests {
         assert!(b.is_abandoned());
         b.handled(5000);
         assert_eq!(b.queued(), 0);
+    }
+
+    #[test]
+    fn one_delivery_larger_than_the_limit_fits_an_empty_backlog() {
+        let b = Backlog::bounded(1000);
+        assert!(b.charge(5000), "nothing was queued before it");
+        assert!(!b.charge(1), "but nothing fits behind it");
+        assert!(b.is_abandoned());
     }
 }
 

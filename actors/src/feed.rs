@@ -9,6 +9,16 @@
 //! get a [`Watermark`] at most once per `watermark_interval`, so idle clients
 //! advance too (rule 2).
 //!
+//! Fan-out goes out in chunks of [`FAN_OUT_CHUNK`] sessions, the feed
+//! yielding its thread between chunks. Sessions a round has not reached yet
+//! keep their records pending, and a later batch adds to them: once posts
+//! arrive faster than a round takes, the sessions at the back of a round
+//! get several records in one `Deliver` (one write for all of them), so
+//! the cost per delivery falls as the load rises instead of a queue
+//! building. Between chunks the rest of the node (the next post's request,
+//! its conversation actor, the log tail) gets the thread; without the yield
+//! a round of N sessions would run to its end before any of them.
+//!
 //! The feed also keeps the Bay's membership index (conversation → member
 //! ids), loaded from the store at start and then kept current by the `Roster`
 //! entries of the log itself, so a participant added to a conversation
@@ -48,6 +58,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId, SessionId, TokenId};
+
+/// Sessions one turn of the feed hands records to before it yields (see
+/// the module docs): small enough that the next post's request, actor and
+/// tail run within a fraction of a round, large enough that a round of
+/// 1,000 sessions costs only ~16 extra turns.
+pub const FAN_OUT_CHUNK: usize = 16;
 
 /// Most records a feed keeps for replays (see `BayFeed::recent`): at about
 /// 1 KiB each, up to ~10 MiB per Bay per node; a resume storm after a short
@@ -146,6 +162,12 @@ pub struct BayFeed {
     presence: Presence,
     /// The last entry the tail handed out, for [`WatchHead`] subscribers.
     head: tokio::sync::watch::Sender<EntryId>,
+    /// Slots of sessions with pending records, in the order they got their
+    /// first one: the fan-out round in progress (see the module docs). A
+    /// slot whose attachment is no longer `queued` is skipped.
+    outgoing: VecDeque<usize>,
+    /// A turn that sends the next chunk of `outgoing` is scheduled.
+    fanning_out: bool,
     /// Since when the feed has had nothing to serve (see
     /// [`FeedSettings::idle_timeout`]); `None` while in use.
     idle_since: Option<Instant>,
@@ -230,9 +252,11 @@ struct Attachment {
     handle: SessionHandle,
     /// The last `through` this session was sent.
     last_sent: EntryId,
-    /// Records of the batch being fanned out addressed to this session;
-    /// empty between batches (its capacity is reused).
+    /// Records addressed to this session not yet sent to it; empty
+    /// between rounds (its capacity is reused).
     pending: Vec<Arc<LogRecord>>,
+    /// Listed in the feed's `outgoing` (so `pending` goes out).
+    queued: bool,
 }
 
 /// The attached sessions, each in a slot: the fan-out reaches a session
@@ -319,6 +343,8 @@ impl BayFeed {
             waiters: HashMap::new(),
             presence: Presence::default(),
             head: tokio::sync::watch::channel(EntryId::ZERO).0,
+            outgoing: VecDeque::new(),
+            fanning_out: false,
             idle_since: None,
             on_idle_stop: None,
         }
@@ -725,7 +751,12 @@ impl BayFeed {
     }
 
     fn close_session(&mut self, session: &SessionId, reason: CloseReason) {
-        if let Some((slot, att)) = self.sessions.remove(session) {
+        if let Some((slot, mut att)) = self.sessions.remove(session) {
+            // What the round has not sent it yet goes before the close.
+            if att.queued && reason != CloseReason::TooSlow {
+                let through = self.through();
+                send_pending(&mut att, through, &mut None);
+            }
             att.handle.close.do_send(Close { reason });
             remove_from(&mut self.by_participant, &att.participant, &slot);
             remove_from(&mut self.by_token, &att.token, session);
@@ -849,7 +880,8 @@ impl Actor for BayFeed {
             let Some(pos) = &act.position else { return };
             let through = pos.entry;
             for att in act.sessions.values_mut() {
-                if att.last_sent < through {
+                // A queued session gets its records with a later `through`.
+                if att.last_sent < through && !att.queued {
                     att.last_sent = through;
                     att.handle.watermark.do_send(Watermark { through });
                 }
@@ -956,6 +988,7 @@ impl Handler<Attach> for BayFeed {
             handle: msg.handle,
             last_sent: position.entry,
             pending: Vec::new(),
+            queued: false,
         });
         self.by_participant
             .entry(msg.participant.clone())
@@ -1187,8 +1220,7 @@ impl Handler<Batch> for BayFeed {
 
     fn handle(&mut self, msg: Batch, ctx: &mut Self::Context) {
         // Each record is staged in the `pending` of every session it
-        // reaches (found by slot); `touched` lists those sessions once.
-        let mut touched: Vec<usize> = Vec::new();
+        // reaches (found by slot); sessions not yet in the round join it.
         for record in &msg.records {
             match &record.event {
                 LogEvent::Message { conversation, .. } | LogEvent::Change { conversation, .. } => {
@@ -1200,58 +1232,19 @@ impl Handler<Batch> for BayFeed {
                     };
                     for participant in members {
                         for &slot in self.by_participant.get(participant).into_iter().flatten() {
-                            stage(&mut self.sessions, &mut touched, slot, record);
+                            stage(&mut self.sessions, &mut self.outgoing, slot, record);
                         }
                     }
                 }
                 LogEvent::Presence { participant, .. } => {
                     for peer in self.peers_of(participant) {
                         for &slot in self.by_participant.get(&peer).into_iter().flatten() {
-                            stage(&mut self.sessions, &mut touched, slot, record);
+                            stage(&mut self.sessions, &mut self.outgoing, slot, record);
                         }
                     }
                 }
                 _ => self.apply_control(record),
             }
-        }
-        // Sessions given the same records (all members of one room, in the
-        // common case) share one list and one size estimate.
-        let mut shared: Option<(Arc<[Arc<LogRecord>]>, usize)> = None;
-        let mut too_slow = Vec::new();
-        for slot in touched {
-            let Some(att) = self.sessions.at_mut(slot) else {
-                continue;
-            };
-            let (records, bytes) = match &shared {
-                Some((records, bytes)) if same_records(records, &att.pending) => {
-                    (records.clone(), *bytes)
-                }
-                _ => {
-                    let records: Arc<[Arc<LogRecord>]> = att.pending.as_slice().into();
-                    let bytes = estimate_bytes(&records);
-                    shared = Some((records.clone(), bytes));
-                    (records, bytes)
-                }
-            };
-            att.pending.clear();
-            if att.pending.capacity() > PENDING_KEPT {
-                att.pending = Vec::new();
-            }
-            if !att.handle.backlog.charge(bytes) {
-                too_slow.push(att.session.clone());
-                continue;
-            }
-            att.last_sent = msg.through;
-            att.handle.deliver.do_send(Deliver {
-                records,
-                through: msg.through,
-                bytes,
-            });
-        }
-        for session in too_slow {
-            tracing::info!(bay = %self.bay, session = %session, "detaching a session too slow to keep up");
-            metrics::counter!(SLOW_CONSUMERS).increment(1);
-            self.close_session(&session, CloseReason::TooSlow);
         }
         self.recent.extend(msg.records.iter().cloned());
         while self.recent.len() > self.settings.recent_max.min(RECENT_RECORDS) {
@@ -1263,22 +1256,108 @@ impl Handler<Batch> for BayFeed {
             pos.entry = msg.through;
         }
         self.head.send_replace(msg.through);
+        if !self.fanning_out {
+            self.fan_out(ctx);
+        }
         self.publish_if_due(ctx);
     }
 }
 
-/// Most record slots a session's `pending` keeps between batches.
+impl BayFeed {
+    /// The position deliveries name: everything up to it addressed to a
+    /// session is in its `Deliver` or was sent before.
+    fn through(&self) -> EntryId {
+        self.position.as_ref().map_or(EntryId::ZERO, |p| p.entry)
+    }
+
+    /// Sends the next [`FAN_OUT_CHUNK`] sessions of the round their pending
+    /// records; schedules the next chunk, after a yield, while any remain.
+    fn fan_out(&mut self, ctx: &mut Context<Self>) {
+        let through = self.through();
+        // Sessions given the same records (all members of one room, in the
+        // common case) share one list and one size estimate.
+        let mut shared: Option<(Arc<[Arc<LogRecord>]>, usize)> = None;
+        let mut too_slow = Vec::new();
+        let mut sent = 0;
+        while sent < FAN_OUT_CHUNK {
+            let Some(slot) = self.outgoing.pop_front() else {
+                break;
+            };
+            let Some(att) = self.sessions.at_mut(slot).filter(|a| a.queued) else {
+                continue;
+            };
+            sent += 1;
+            if !send_pending(att, through, &mut shared) {
+                too_slow.push(att.session.clone());
+            }
+        }
+        for session in too_slow {
+            tracing::info!(bay = %self.bay, session = %session, "detaching a session too slow to keep up");
+            metrics::counter!(SLOW_CONSUMERS).increment(1);
+            self.close_session(&session, CloseReason::TooSlow);
+        }
+        self.fanning_out = !self.outgoing.is_empty();
+        if self.fanning_out {
+            ctx.spawn(
+                actix::fut::wrap_future::<_, Self>(tokio::task::yield_now())
+                    .map(|(), act, ctx| act.fan_out(ctx)),
+            );
+        }
+    }
+}
+
+/// Most record slots a session's `pending` keeps between rounds.
 const PENDING_KEPT: usize = 16;
 
-/// Adds `record` to the pending records of the session in `slot`, noting
-/// the session in `touched` on its first record of the batch.
-fn stage(sessions: &mut Sessions, touched: &mut Vec<usize>, slot: usize, record: &Arc<LogRecord>) {
+/// Adds `record` to the pending records of the session in `slot`, listing
+/// the session in `outgoing` if the round does not hold it yet.
+fn stage(
+    sessions: &mut Sessions,
+    outgoing: &mut VecDeque<usize>,
+    slot: usize,
+    record: &Arc<LogRecord>,
+) {
     if let Some(att) = sessions.at_mut(slot) {
-        if att.pending.is_empty() {
-            touched.push(slot);
+        if !att.queued {
+            att.queued = true;
+            outgoing.push_back(slot);
         }
         att.pending.push(record.clone());
     }
+}
+
+/// Sends `att` its pending records as one [`Deliver`] stamped `through`
+/// (sharing `shared`'s list when the records are the same). Returns false
+/// when its backlog refused them: the session is too slow.
+fn send_pending(
+    att: &mut Attachment,
+    through: EntryId,
+    shared: &mut Option<(Arc<[Arc<LogRecord>]>, usize)>,
+) -> bool {
+    att.queued = false;
+    let (records, bytes) = match shared {
+        Some((records, bytes)) if same_records(records, &att.pending) => (records.clone(), *bytes),
+        _ => {
+            let records: Arc<[Arc<LogRecord>]> = att.pending.as_slice().into();
+            let bytes = estimate_bytes(&records);
+            *shared = Some((records.clone(), bytes));
+            (records, bytes)
+        }
+    };
+    att.pending.clear();
+    if att.pending.capacity() > PENDING_KEPT {
+        att.pending = Vec::new();
+    }
+    if !att.handle.backlog.charge(bytes) {
+        return false;
+    }
+    att.last_sent = through;
+    att.handle.deliver.do_send(Deliver {
+        records,
+        through,
+        bytes,
+    });
+    true
 }
 
 /// Whether `a` and `b` hold the same records (by identity), in order.
@@ -1347,7 +1426,7 @@ impl Handler<LogLost> for BayFeed {
 }
 
 #[cfg(test)]
-mod presence_tests {
+mod tests {
     use super::*;
     use crate::model::Bay;
     use crate::session::Backlog;
@@ -1621,5 +1700,132 @@ mod presence_tests {
             assert!(e.linger_until_ms > 0, "{e:?}");
             f.wait_online(&[], Duration::from_secs(2)).await;
         });
+    }
+
+    /// Each `Deliver` a session got: its records' ids and its `through`.
+    type Deliveries = Arc<std::sync::Mutex<Vec<(Vec<EntryId>, EntryId)>>>;
+
+    /// A session that records every `Deliver`.
+    struct Recorder(Deliveries);
+
+    impl Actor for Recorder {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Deliver> for Recorder {
+        type Result = ();
+        fn handle(&mut self, msg: Deliver, _: &mut Self::Context) {
+            let ids = msg.records.iter().map(|r| r.id).collect();
+            self.0.lock().unwrap().push((ids, msg.through));
+        }
+    }
+
+    impl Handler<Watermark> for Recorder {
+        type Result = ();
+        fn handle(&mut self, _: Watermark, _: &mut Self::Context) {}
+    }
+
+    impl Handler<Close> for Recorder {
+        type Result = ();
+        fn handle(&mut self, _: Close, _: &mut Self::Context) {}
+    }
+
+    fn presence_of(id: u64, participant: &str) -> Arc<LogRecord> {
+        Arc::new(LogRecord::new(
+            EntryId::new(id, 0),
+            LogEvent::Presence {
+                participant: ParticipantId(participant.into()),
+                state: switchboard_protocol::presence::PresenceState::Online,
+                at: chrono::Utc::now(),
+            },
+        ))
+    }
+
+    #[actix_rt::test]
+    async fn a_batch_arriving_mid_round_joins_the_records_of_sessions_not_reached_yet() {
+        let f = Fixture::start(Duration::ZERO).await;
+        let members: Vec<ParticipantId> = (0..40).map(|i| ParticipantId(format!("p{i}"))).collect();
+        let roster = Arc::new(LogRecord::new(
+            EntryId::new(1, 0),
+            LogEvent::Roster {
+                conversation: switchboard_protocol::event::ConversationRef {
+                    id: ConversationId("c".into()),
+                    kind: switchboard_protocol::model::ConversationType::Group,
+                    title: None,
+                },
+                members: members.clone(),
+            },
+        ));
+        f.feed.do_send(Batch {
+            records: vec![roster],
+            through: EntryId::new(1, 0),
+        });
+        let mut logs = Vec::new();
+        for (i, p) in members.iter().enumerate().skip(1) {
+            let log = Deliveries::default();
+            let recorder = Recorder(log.clone()).start();
+            loop {
+                let res = f
+                    .feed
+                    .send(Attach {
+                        session: SessionId(format!("s{i}")),
+                        participant: p.clone(),
+                        token: TokenId(format!("t{i}")),
+                        opened_at: EntryId::ZERO,
+                        handle: SessionHandle::of(&recorder, Backlog::bounded(1 << 20)),
+                        resume: None,
+                    })
+                    .await
+                    .unwrap();
+                match res {
+                    Ok(_) => break,
+                    Err(AttachError::NotReady) => {
+                        tokio::time::sleep(Duration::from_millis(10)).await
+                    }
+                    Err(e) => panic!("attach: {e}"),
+                }
+            }
+            logs.push(log);
+        }
+        // Two batches in the mailbox at once: the second is handled while
+        // the first round has reached only its first chunk of 39 peers.
+        for id in [2, 3] {
+            f.feed.do_send(Batch {
+                records: vec![presence_of(id, "p0")],
+                through: EntryId::new(id, 0),
+            });
+        }
+        let done = || {
+            logs.iter()
+                .all(|l| l.lock().unwrap().last().map(|(_, t)| *t) == Some(EntryId::new(3, 0)))
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !done() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "not every session got the second batch"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut merged = 0;
+        for log in &logs {
+            let log = log.lock().unwrap();
+            let ids: Vec<EntryId> = log.iter().flat_map(|(ids, _)| ids.clone()).collect();
+            assert_eq!(
+                ids,
+                [EntryId::new(2, 0), EntryId::new(3, 0)],
+                "each once, in order"
+            );
+            let throughs: Vec<EntryId> = log.iter().map(|(_, t)| *t).collect();
+            assert!(throughs.windows(2).all(|w| w[0] < w[1]), "{throughs:?}");
+            if log.len() == 1 {
+                merged += 1;
+            }
+        }
+        assert_eq!(
+            merged,
+            39 - FAN_OUT_CHUNK,
+            "the sessions past the first chunk get both records in one delivery"
+        );
     }
 }

@@ -5,9 +5,9 @@
 //! [`Deliver`] holding the records addressed to it, stamped with the batch's
 //! `through`. Because a session receives everything through this single
 //! mailbox, the `through` it last received is a valid cursor (protocol §11,
-//! DESIGN "cursor invariant" rule 1). Sessions that a batch did not concern
-//! get a [`Watermark`] at most once per `watermark_interval`, so idle clients
-//! advance too (rule 2).
+//! DESIGN "cursor invariant" rule 1). Sessions sent nothing for a whole
+//! `watermark_interval` get a [`Watermark`], so idle clients advance too
+//! (rule 2); the others advance with their next delivery.
 //!
 //! Fan-out goes out in chunks of [`FAN_OUT_CHUNK`] sessions, the feed
 //! yielding its thread between chunks. Sessions a round has not reached yet
@@ -257,6 +257,8 @@ struct Attachment {
     pending: Vec<Arc<LogRecord>>,
     /// Listed in the feed's `outgoing` (so `pending` goes out).
     queued: bool,
+    /// Sent a `Deliver` since the last watermark tick.
+    delivered: bool,
 }
 
 /// The attached sessions, each in a slot: the fan-out reaches a session
@@ -880,6 +882,12 @@ impl Actor for BayFeed {
             let Some(pos) = &act.position else { return };
             let through = pos.entry;
             for att in act.sessions.values_mut() {
+                // A session sent records since the last tick is not idle:
+                // its next delivery moves it on. In a busy Bay that spares
+                // a message (and a wake-up) per session per tick.
+                if std::mem::take(&mut att.delivered) {
+                    continue;
+                }
                 // A queued session gets its records with a later `through`.
                 if att.last_sent < through && !att.queued {
                     att.last_sent = through;
@@ -989,6 +997,7 @@ impl Handler<Attach> for BayFeed {
             last_sent: position.entry,
             pending: Vec::new(),
             queued: false,
+            delivered: false,
         });
         self.by_participant
             .entry(msg.participant.clone())
@@ -1352,6 +1361,7 @@ fn send_pending(
         return false;
     }
     att.last_sent = through;
+    att.delivered = true;
     att.handle.deliver.do_send(Deliver {
         records,
         through,

@@ -1517,6 +1517,12 @@ mod tests {
 
         /// Attaches session `session` (its own token) of `participant`.
         async fn attach(&self, session: &str, participant: &str) {
+            let handle = SessionHandle::of(&self.sink, Backlog::bounded(1 << 20));
+            self.attach_with(session, participant, handle).await
+        }
+
+        /// The same, with the session's own handle.
+        async fn attach_with(&self, session: &str, participant: &str, handle: SessionHandle) {
             loop {
                 let res = self
                     .feed
@@ -1525,7 +1531,7 @@ mod tests {
                         participant: ParticipantId(participant.into()),
                         token: TokenId(session.into()),
                         opened_at: EntryId::ZERO,
-                        handle: SessionHandle::of(&self.sink, Backlog::bounded(1 << 20)),
+                        handle: handle.clone(),
                         resume: None,
                     })
                     .await
@@ -1774,27 +1780,8 @@ mod tests {
         for (i, p) in members.iter().enumerate().skip(1) {
             let log = Deliveries::default();
             let recorder = Recorder(log.clone()).start();
-            loop {
-                let res = f
-                    .feed
-                    .send(Attach {
-                        session: SessionId(format!("s{i}")),
-                        participant: p.clone(),
-                        token: TokenId(format!("t{i}")),
-                        opened_at: EntryId::ZERO,
-                        handle: SessionHandle::of(&recorder, Backlog::bounded(1 << 20)),
-                        resume: None,
-                    })
-                    .await
-                    .unwrap();
-                match res {
-                    Ok(_) => break,
-                    Err(AttachError::NotReady) => {
-                        tokio::time::sleep(Duration::from_millis(10)).await
-                    }
-                    Err(e) => panic!("attach: {e}"),
-                }
-            }
+            let handle = SessionHandle::of(&recorder, Backlog::bounded(1 << 20));
+            f.attach_with(&format!("s{i}"), &p.0, handle).await;
             logs.push(log);
         }
         // Two batches in the mailbox at once: the second is handled while

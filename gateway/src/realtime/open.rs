@@ -64,8 +64,15 @@ pub async fn open_session(
     switchboard_actors::open::open_session(node(&state), req).await
 }
 
-/// Reads the next page of a replay (see
-/// [`switchboard_actors::open::continue_replay`]).
+/// The page size of a streaming transport's replay (`/ws`, `/events`):
+/// about `limits.max_outbound_queue_bytes` of events, the most a live
+/// session may have queued too.
+pub fn stream_page(state: &AppState) -> PageLimit {
+    PageLimit::bytes(state.settings.limits.max_outbound_queue_bytes)
+}
+
+/// Reads the next page of a streaming transport's replay (see
+/// [`switchboard_actors::open::continue_replay`] and [`stream_page`]).
 ///
 /// # Errors
 ///
@@ -75,8 +82,8 @@ pub async fn continue_replay(
     state: AppState,
     rest: ReplayRest,
     cursor: SessionCursor,
-    limit: PageLimit,
 ) -> Result<ReplayPage, OpenFailure> {
+    let limit = stream_page(&state);
     switchboard_actors::open::continue_replay(node(&state), rest, cursor, limit).await
 }
 

@@ -19,7 +19,7 @@
 //! payload is the session's own projection of the log record. The named
 //! events are the stream's control frames: `cursor` (once right after the
 //! replay of every stream that opens, even an empty replay, and after each
-//! page of a long one: see [`PageLimit::bytes`]; then whenever
+//! page of a long one: see [`stream_page`]; then whenever
 //! the position moved past the last `id:` without an event, checked at each
 //! heartbeat),
 //! `reset` (the resume position is not addressable: catch up over REST; the
@@ -40,8 +40,8 @@
 //! holds (resume with the last id, nothing is lost).
 
 use super::open::{
-    continue_replay, observe_live_delivery, open_session, unless_gone, OpenFailure, Opened,
-    PageLimit, ReplayPage, ReplayRest, Replayed, Resume,
+    continue_replay, observe_live_delivery, open_session, stream_page, unless_gone, OpenFailure,
+    Opened, ReplayPage, ReplayRest, Replayed, Resume,
 };
 use crate::auth::authenticate;
 use crate::auth::Caller;
@@ -432,11 +432,6 @@ impl SseSession {
 }
 
 impl SseSession {
-    /// The most a replay page holds: the outbound queue's limit in bytes.
-    fn replay_page(&self) -> PageLimit {
-        PageLimit::bytes(self.state.settings.limits.max_outbound_queue_bytes)
-    }
-
     /// Writes a page of the replay and a `cursor` event after it (always,
     /// even when the last event's `id:` already names the position: a
     /// client knows the page, and after the last one the replay, is over;
@@ -474,12 +469,7 @@ impl SseSession {
         if self.out.send(marker).is_err() {
             return ctx.stop();
         }
-        let next = continue_replay(
-            self.state.clone(),
-            rest,
-            live.cursor.clone(),
-            self.replay_page(),
-        );
+        let next = continue_replay(self.state.clone(), rest, live.cursor.clone());
         let fut = async move {
             // An error: the response was dropped, the client is gone.
             on_taken.await.ok()?;
@@ -528,7 +518,7 @@ impl Actor for SseSession {
             self.session.clone(),
             handle,
             self.resume.position(),
-            self.replay_page(),
+            stream_page(&self.state),
         );
         // The opening stops if the client drops the response meanwhile.
         let out = self.out.clone();

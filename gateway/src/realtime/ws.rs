@@ -13,7 +13,7 @@
 
 use super::inbound::{pump, ClientMessage, FromClient, InboundError, Tick};
 use super::open::{
-    continue_replay, observe_live_delivery, open_session, OpenFailure, Opened, PageLimit,
+    continue_replay, observe_live_delivery, open_session, stream_page, OpenFailure, Opened,
     ReplayPage, ReplayRest, Replayed, Resume,
 };
 use super::outbound::{flushed, Outbox, SharedOutbox};
@@ -340,7 +340,7 @@ impl WsSession {
             self.session.clone(),
             handle,
             parsed.position(),
-            self.replay_page(),
+            stream_page(&self.state),
         );
         // Spawned, not awaited with `ctx.wait`: the connection keeps being
         // read, so a client that gives up mid-opening (a reconnect storm
@@ -389,12 +389,6 @@ impl WsSession {
         }
     }
 
-    /// A replay's page limit: about the outbound queue's limit in bytes,
-    /// the most a live session may have queued too.
-    fn replay_page(&self) -> PageLimit {
-        PageLimit::bytes(self.state.settings.limits.max_outbound_queue_bytes)
-    }
-
     /// Sends a page of the replay and its `cursor` frame. Live records stay
     /// held until the last page: the next is read once the socket took
     /// this one, so a resume from far back holds one page, not the log.
@@ -420,12 +414,7 @@ impl WsSession {
     fn read_next_page(&mut self, rest: ReplayRest, ctx: &mut Context<Self>) {
         let Some(live) = &self.live else { return };
         let flushed = flushed(self.outbox.clone());
-        let next = continue_replay(
-            self.state.clone(),
-            rest,
-            live.cursor.clone(),
-            self.replay_page(),
-        );
+        let next = continue_replay(self.state.clone(), rest, live.cursor.clone());
         let fut = async move {
             flushed.await;
             next.await

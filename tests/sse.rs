@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::sse::{sse_at, stream_http, SseNext, SseOpen};
+use common::sse::{sse_at, stream_http, Sse, SseNext, SseOpen};
 use common::*;
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -16,6 +16,14 @@ const BAY: &str = "b1";
 
 fn base(gw: &Gateway) -> String {
     format!("http://{}", gw.addr)
+}
+
+/// Opens a stream started at now; returns it and its first `id:` (the
+/// cursor event's).
+async fn stream_from_now(gw: &Gateway, token: &str) -> (Sse, String) {
+    let mut sse = sse_at(&base(gw), token, SseOpen::default()).await.unwrap();
+    let start = sse.until("cursor").await.0.id;
+    (sse, start)
 }
 
 #[tokio::test]
@@ -59,10 +67,7 @@ async fn events_carry_the_updates_event_with_the_cursor_after_it_as_id() {
 async fn last_event_id_resumes_after_the_event_and_wins_over_the_query() {
     let gw = Gateway::spawn().await;
     let w = World::create(&gw, BAY).await;
-    let mut sse = sse_at(&base(&gw), &w.rex, SseOpen::default())
-        .await
-        .unwrap();
-    let start = sse.until("cursor").await.0.id;
+    let (mut sse, start) = stream_from_now(&gw, &w.rex).await;
     let mut sent = Vec::new();
     for i in 0..4 {
         let (s, m) = gw.post_message(&w.ana, "group", &format!("m{i}")).await;
@@ -179,10 +184,7 @@ async fn an_unaddressable_cursor_gets_reset_and_the_stream_continues_from_now() 
 async fn a_non_ascii_last_event_id_gets_reset() {
     let gw = Gateway::spawn().await;
     let w = World::create(&gw, BAY).await;
-    let mut first = sse_at(&base(&gw), &w.rex, SseOpen::default())
-        .await
-        .unwrap();
-    let good = first.until("cursor").await.0.id;
+    let (first, good) = stream_from_now(&gw, &w.rex).await;
     drop(first);
     for raw in [&b"curs\xc3\xb6r"[..], &b"\xff\xfe"[..]] {
         let res = stream_http()
@@ -211,10 +213,7 @@ async fn a_cursor_from_a_lost_log_gets_reset() {
     // A memory engine restart loses the log: every earlier cursor is dead.
     let mut gw = Gateway::spawn_with(Opts::default().arg("--store").arg("memory")).await;
     let w = World::create(&gw, BAY).await;
-    let mut sse = sse_at(&base(&gw), &w.rex, SseOpen::default())
-        .await
-        .unwrap();
-    let old = sse.until("cursor").await.0.id;
+    let (sse, old) = stream_from_now(&gw, &w.rex).await;
     drop(sse);
     gw.kill_now();
     let gw = Gateway::spawn_with(Opts::default().arg("--store").arg("memory")).await;
@@ -369,10 +368,7 @@ async fn a_stream_too_slow_to_keep_up_ends_with_slow_consumer_and_resumes_withou
     )
     .await;
     let w = World::create(&gw, BAY).await;
-    let mut sse = sse_at(&base(&gw), &w.rex, SseOpen::default())
-        .await
-        .unwrap();
-    let start = sse.until("cursor").await.0.id;
+    let (mut sse, start) = stream_from_now(&gw, &w.rex).await;
     // The client stops reading; the server's queue for it grows.
     let big = "x".repeat(30_000);
     let mut posted = Vec::new();
@@ -517,10 +513,7 @@ async fn a_long_replay_comes_in_pages_each_closed_by_a_cursor_event() {
     )
     .await;
     let w = World::create(&gw, BAY).await;
-    let mut sse = sse_at(&base(&gw), &w.rex, SseOpen::default())
-        .await
-        .unwrap();
-    let start = sse.until("cursor").await.0.id;
+    let (sse, start) = stream_from_now(&gw, &w.rex).await;
     drop(sse);
     let text = "z".repeat(1000);
     let mut sent = Vec::new();

@@ -175,6 +175,35 @@ async fn a_client_that_stops_reading_is_dropped_within_the_write_timeout() {
     drop(stalled);
 }
 
+#[tokio::test]
+async fn a_stalled_client_over_the_queue_limit_frees_its_slot_before_the_write_timeout() {
+    // The write timeout (2 min here) is far off: only the abandonment can
+    // free the slot within the test's patience.
+    let gw = Gateway::spawn_with(
+        Opts::default()
+            .env("SWITCHBOARD_LIMITS__MAX_OUTBOUND_QUEUE_BYTES", "262144")
+            .env("SWITCHBOARD_TIMING__PING_INTERVAL", "60s")
+            .env("SWITCHBOARD_TIMING__MISSED_PONGS", "2"),
+    )
+    .await;
+    let w = World::create(&gw, "stalled").await;
+    let stalled = small_buffer_ws(&gw, &w.rex).await;
+    let open = || async { gw.metric("switchboard_connections{").await };
+    assert_eq!(open().await, 1.0);
+    let big = "x".repeat(30_000);
+    for i in 0..600 {
+        let (s, m) = gw.post_message(&w.ana, "dm", &format!("{i} {big}")).await;
+        assert_eq!(s, 201, "{m}");
+        if i % 50 == 49 && metric(&gw, "switchboard_slow_consumer_disconnects_total").await >= 1.0 {
+            break;
+        }
+    }
+    assert!(metric(&gw, "switchboard_slow_consumer_disconnects_total").await >= 1.0);
+    let freed = eventually(Duration::from_secs(10), || async { open().await == 0.0 }).await;
+    assert!(freed, "the abandoned session still holds its slot");
+    drop(stalled);
+}
+
 async fn small_buffer_ws(gw: &Gateway, token: &str) -> Ws {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let socket = tokio::net::TcpSocket::new_v4().unwrap();

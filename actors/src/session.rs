@@ -135,6 +135,8 @@ pub struct Backlog {
     /// Bytes; `usize::MAX` for sessions that answer once (`/updates`).
     limit: usize,
     abandoned: AtomicBool,
+    /// Wakes [`Backlog::abandoned`] waiters.
+    on_abandon: tokio::sync::Notify,
 }
 
 impl Backlog {
@@ -144,6 +146,7 @@ impl Backlog {
             queued: AtomicUsize::new(0),
             limit,
             abandoned: AtomicBool::new(false),
+            on_abandon: tokio::sync::Notify::new(),
         })
     }
 
@@ -160,6 +163,7 @@ impl Backlog {
         let before = self.queued.fetch_add(bytes, Ordering::AcqRel);
         if before > 0 && before.saturating_add(bytes) > self.limit {
             self.abandoned.store(true, Ordering::Release);
+            self.on_abandon.notify_waiters();
             return false;
         }
         true
@@ -177,6 +181,21 @@ impl Backlog {
     /// Whether the feed gave up on this session.
     pub fn is_abandoned(&self) -> bool {
         self.abandoned.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the feed gave up on this session: a transport blocked
+    /// on a client that stopped reading lets go of the session (and its
+    /// connection slot) then, not when its write times out.
+    pub async fn abandoned(&self) {
+        loop {
+            let notified = self.on_abandon.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_abandoned() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Bytes currently charged.
@@ -206,6 +225,24 @@ mod backlog_tests {
         assert!(b.is_abandoned());
         b.handled(5000);
         assert_eq!(b.queued(), 0);
+    }
+
+    #[tokio::test]
+    async fn waiters_learn_of_the_abandonment() {
+        let b = Backlog::bounded(10);
+        let waiter = tokio::spawn({
+            let b = b.clone();
+            async move { b.abandoned().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        assert!(b.charge(10));
+        assert!(!b.charge(1));
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .unwrap();
+        b.abandoned().await;
     }
 
     #[test]

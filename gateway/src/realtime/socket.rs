@@ -19,7 +19,7 @@ use super::inbound::Inbound;
 use super::outbound::{slow_consumer_close, SharedOutbox};
 use actix_web::web::Bytes;
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -67,7 +67,9 @@ impl Drop for AbortOnDrop {
 /// notice missed pongs, and the feed's `Close` waits in its mailbox. A
 /// client that took nothing for that long is dropped (without a close
 /// frame: it is not reading) and its session and connection slot go with
-/// it.
+/// it. A session the feed abandons meanwhile (the client fell past the
+/// outbound queue limit) is dropped at once, its slot with it; the socket
+/// is kept until the write ends or times out, and the close follows.
 pub async fn serve<F>(
     io: TcpStream,
     early: Bytes,
@@ -79,7 +81,7 @@ pub async fn serve<F>(
 {
     let (read, mut write) = io.into_split();
     let Running {
-        mut session,
+        session,
         outbox,
         backlog,
         pump,
@@ -87,20 +89,35 @@ pub async fn serve<F>(
     // The read side goes with the connection, whichever way it ends.
     let _pump = AbortOnDrop(pump);
     drop(early);
-    let mut running = true;
+    let mut session = Some(session);
     loop {
         if backlog.is_abandoned() {
             // What the outbox holds is dropped: the client resumes from its
             // last cursor. The session goes first, so its connection slot
             // is free even while the close waits on a client that stopped
             // reading.
-            drop(session);
+            drop(session.take());
             let _ = timeout(write_timeout, write.write_all(&slow_consumer_close())).await;
             break;
         }
         let chunk = outbox.borrow_mut().take();
         if let Some(bytes) = chunk {
-            match timeout(write_timeout, write.write_all(&bytes)).await {
+            let written = {
+                let mut write_all = pin!(timeout(write_timeout, write.write_all(&bytes)));
+                tokio::select! {
+                    biased;
+                    res = &mut write_all => res,
+                    () = backlog.abandoned(), if session.is_some() => {
+                        // Blocked on a client that stopped reading: let go
+                        // of the session and its slot now. The write goes
+                        // on (cutting a frame short would corrupt the
+                        // stream) and the close follows it.
+                        drop(session.take());
+                        write_all.await
+                    }
+                }
+            };
+            match written {
                 Ok(Ok(())) => continue,
                 // The client is gone.
                 Ok(Err(_)) => return,
@@ -113,21 +130,24 @@ pub async fn serve<F>(
                 }
             }
         }
-        if !running {
+        let Some(running) = session.as_mut() else {
             break;
-        }
-        std::future::poll_fn(|cx| {
-            if Pin::new(&mut session).poll(cx).is_ready() {
-                running = false;
-                return Poll::Ready(());
+        };
+        let stopped = std::future::poll_fn(|cx| {
+            if Pin::new(&mut *running).poll(cx).is_ready() {
+                return Poll::Ready(true);
             }
             if outbox.borrow().has_output() || backlog.is_abandoned() {
-                Poll::Ready(())
+                Poll::Ready(false)
             } else {
                 Poll::Pending
             }
         })
         .await;
+        if stopped {
+            // Its last frames are written on the next turn, then the loop ends.
+            session = None;
+        }
     }
     let _ = write.shutdown().await;
 }

@@ -334,6 +334,10 @@ fn listen(
                     // (20–40 s). HTTP clients do not half-close a request
                     // they still await an answer to.
                     .h1_allow_half_closed(false)
+                    // Every write goes out at once (no Nagle): a realtime
+                    // event must not wait for the ACK of the one before
+                    // it, which a client may delay by up to 40 ms.
+                    .tcp_nodelay(true)
                     .local_addr(addr)
                     .upgrade(realtime::upgrade::service(state.clone()))
                     .finish(map_config(app(&state, max_body), |_| AppConfig::default()))

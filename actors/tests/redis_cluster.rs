@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_actors::store::log::LogEvent;
+use switchboard_actors::store::prelude::*;
 use switchboard_actors::store::redis::{connect_cluster, RedisLimits};
 use switchboard_actors::store::{Replay, Store, StoreError};
 use switchboard_protocol::cursor::EntryId;

@@ -10,6 +10,7 @@ use common::{message, new_bay, new_group, new_participant, redis_store, Append, 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_actors::store::log::LogEvent;
+use switchboard_actors::store::prelude::*;
 use switchboard_actors::store::redis::{connect, RedisLimits};
 use switchboard_actors::store::{Replay, Store, StoreError};
 use switchboard_actors::token::TokenHash;

@@ -6,10 +6,11 @@
 
 use super::log::LogEvent;
 use super::{
-    AppendOutcome, Changed, ConversationChange, Created, DraftAppend, DraftAppended, MessageChange,
-    NewMessage, OpenDraft, Opening, ParticipantPresence, PresenceChange, Principal, Published,
-    ReadState, Replay, Revisioned, RosterChange, RoundStep, Store, StoreError, Updated, Webhook,
-    WebhookStatus,
+    AppendOutcome, Changed, ConversationChange, ConversationStore, Created, DirectoryStore,
+    DisplacementStore, DraftAppend, DraftAppended, DraftStore, LeaseStore, LogStore, MessageChange,
+    MessageStore, NewMessage, OpenDraft, Opening, ParticipantPresence, PresenceChange,
+    PresenceStore, Principal, Published, ReadState, Replay, Revisioned, RosterChange, RoundStep,
+    Store, StoreError, Updated, Webhook, WebhookStatus, WebhookStore,
 };
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -57,7 +58,7 @@ async fn timed<T>(
 }
 
 #[async_trait]
-impl Store for Instrumented {
+impl DirectoryStore for Instrumented {
     async fn ping(&self) -> Result<(), StoreError> {
         timed("ping", self.inner.ping()).await
     }
@@ -107,6 +108,10 @@ impl Store for Instrumented {
     async fn authenticate(&self, token: &TokenHash) -> Result<Option<Principal>, StoreError> {
         timed("authenticate", self.inner.authenticate(token)).await
     }
+}
+
+#[async_trait]
+impl ConversationStore for Instrumented {
     async fn create_conversation(
         &self,
         bay: &BayId,
@@ -162,6 +167,10 @@ impl Store for Instrumented {
         )
         .await
     }
+}
+
+#[async_trait]
+impl MessageStore for Instrumented {
     async fn append_message(
         &self,
         bay: &BayId,
@@ -174,6 +183,175 @@ impl Store for Instrumented {
         )
         .await
     }
+    async fn change_message(
+        &self,
+        bay: &BayId,
+        change: MessageChange,
+    ) -> Result<Changed, StoreError> {
+        timed("change_message", self.inner.change_message(bay, change)).await
+    }
+    async fn poll_message(
+        &self,
+        bay: &BayId,
+        poll: &str,
+    ) -> Result<Option<(ConversationId, MessageId)>, StoreError> {
+        timed("poll_message", self.inner.poll_message(bay, poll)).await
+    }
+    async fn mark_read(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationRef,
+        participant: &ParticipantId,
+        message: &StoredMessage,
+    ) -> Result<Option<EntryId>, StoreError> {
+        timed(
+            "mark_read",
+            self.inner
+                .mark_read(bay, conversation, participant, message),
+        )
+        .await
+    }
+    async fn read_states(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        conversations: &[ConversationId],
+    ) -> Result<Vec<ReadState>, StoreError> {
+        timed(
+            "read_states",
+            self.inner.read_states(bay, participant, conversations),
+        )
+        .await
+    }
+    async fn message(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        message: &MessageId,
+    ) -> Result<Option<StoredMessage>, StoreError> {
+        timed("message", self.inner.message(bay, conversation, message)).await
+    }
+    async fn messages_since(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        since: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        timed(
+            "messages_since",
+            self.inner.messages_since(bay, conversation, since, limit),
+        )
+        .await
+    }
+    async fn messages_before(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        before: Option<&MessageId>,
+        limit: usize,
+    ) -> Result<(Vec<StoredMessage>, bool), StoreError> {
+        timed(
+            "messages_before",
+            self.inner.messages_before(bay, conversation, before, limit),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl DraftStore for Instrumented {
+    async fn draft_authors(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
+        timed("draft_authors", self.inner.draft_authors(bay)).await
+    }
+    async fn append_draft(
+        &self,
+        bay: &BayId,
+        append: DraftAppend,
+    ) -> Result<DraftAppended, StoreError> {
+        timed("append_draft", self.inner.append_draft(bay, append)).await
+    }
+    async fn close_draft(
+        &self,
+        bay: &BayId,
+        change: MessageChange,
+        round: Option<RoundStep>,
+    ) -> Result<Changed, StoreError> {
+        timed("close_draft", self.inner.close_draft(bay, change, round)).await
+    }
+    async fn open_drafts(&self, bay: &BayId) -> Result<Vec<OpenDraft>, StoreError> {
+        timed("open_drafts", self.inner.open_drafts(bay)).await
+    }
+    async fn draft_bays(&self) -> Result<Vec<BayId>, StoreError> {
+        timed("draft_bays", self.inner.draft_bays()).await
+    }
+    async fn prune_draft_bay(&self, bay: &BayId) -> Result<(), StoreError> {
+        timed("prune_draft_bay", self.inner.prune_draft_bay(bay)).await
+    }
+}
+
+#[async_trait]
+impl LogStore for Instrumented {
+    async fn log_head(&self, bay: &BayId) -> Result<LogPosition, StoreError> {
+        timed("log_head", self.inner.log_head(bay)).await
+    }
+    async fn read_log(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<Replay, StoreError> {
+        let op = if block.is_some() {
+            "read_log_blocking"
+        } else {
+            "read_log"
+        };
+        timed(op, self.inner.read_log(bay, after, max, block)).await
+    }
+    async fn append_control(&self, bay: &BayId, event: LogEvent) -> Result<EntryId, StoreError> {
+        timed("append_control", self.inner.append_control(bay, event)).await
+    }
+    async fn roster_changes(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+    ) -> Result<Vec<RosterChange>, StoreError> {
+        timed("roster_changes", self.inner.roster_changes(bay, after)).await
+    }
+}
+
+#[async_trait]
+impl DisplacementStore for Instrumented {
+    async fn open_session(
+        &self,
+        bay: &BayId,
+        token: &TokenId,
+        session: &SessionId,
+    ) -> Result<EntryId, StoreError> {
+        timed("open_session", self.inner.open_session(bay, token, session)).await
+    }
+    async fn openings_head(&self, bay: &BayId) -> Result<EntryId, StoreError> {
+        timed("openings_head", self.inner.openings_head(bay)).await
+    }
+    async fn read_openings(
+        &self,
+        bay: &BayId,
+        after: EntryId,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<Vec<Opening>, StoreError> {
+        let op = if block.is_some() {
+            "read_openings_blocking"
+        } else {
+            "read_openings"
+        };
+        timed(op, self.inner.read_openings(bay, after, max, block)).await
+    }
+}
+
+#[async_trait]
+impl WebhookStore for Instrumented {
     async fn set_webhook(
         &self,
         bay: &BayId,
@@ -258,12 +436,20 @@ impl Store for Instrumented {
         )
         .await
     }
+}
+
+#[async_trait]
+impl LeaseStore for Instrumented {
     async fn lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
         timed("lease", self.inner.lease(name, holder, ttl)).await
     }
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
         timed("release_lease", self.inner.release_lease(name, holder)).await
     }
+}
+
+#[async_trait]
+impl PresenceStore for Instrumented {
     async fn set_presence(
         &self,
         bay: &BayId,
@@ -299,158 +485,5 @@ impl Store for Instrumented {
             self.inner.publish_presence(bay, changes),
         )
         .await
-    }
-    async fn draft_authors(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
-        timed("draft_authors", self.inner.draft_authors(bay)).await
-    }
-    async fn change_message(
-        &self,
-        bay: &BayId,
-        change: MessageChange,
-    ) -> Result<Changed, StoreError> {
-        timed("change_message", self.inner.change_message(bay, change)).await
-    }
-    async fn append_draft(
-        &self,
-        bay: &BayId,
-        append: DraftAppend,
-    ) -> Result<DraftAppended, StoreError> {
-        timed("append_draft", self.inner.append_draft(bay, append)).await
-    }
-    async fn close_draft(
-        &self,
-        bay: &BayId,
-        change: MessageChange,
-        round: Option<RoundStep>,
-    ) -> Result<Changed, StoreError> {
-        timed("close_draft", self.inner.close_draft(bay, change, round)).await
-    }
-    async fn open_drafts(&self, bay: &BayId) -> Result<Vec<OpenDraft>, StoreError> {
-        timed("open_drafts", self.inner.open_drafts(bay)).await
-    }
-    async fn draft_bays(&self) -> Result<Vec<BayId>, StoreError> {
-        timed("draft_bays", self.inner.draft_bays()).await
-    }
-    async fn prune_draft_bay(&self, bay: &BayId) -> Result<(), StoreError> {
-        timed("prune_draft_bay", self.inner.prune_draft_bay(bay)).await
-    }
-    async fn poll_message(
-        &self,
-        bay: &BayId,
-        poll: &str,
-    ) -> Result<Option<(ConversationId, MessageId)>, StoreError> {
-        timed("poll_message", self.inner.poll_message(bay, poll)).await
-    }
-    async fn mark_read(
-        &self,
-        bay: &BayId,
-        conversation: &ConversationRef,
-        participant: &ParticipantId,
-        message: &StoredMessage,
-    ) -> Result<Option<EntryId>, StoreError> {
-        timed(
-            "mark_read",
-            self.inner
-                .mark_read(bay, conversation, participant, message),
-        )
-        .await
-    }
-    async fn read_states(
-        &self,
-        bay: &BayId,
-        participant: &ParticipantId,
-        conversations: &[ConversationId],
-    ) -> Result<Vec<ReadState>, StoreError> {
-        timed(
-            "read_states",
-            self.inner.read_states(bay, participant, conversations),
-        )
-        .await
-    }
-    async fn message(
-        &self,
-        bay: &BayId,
-        conversation: &ConversationId,
-        message: &MessageId,
-    ) -> Result<Option<StoredMessage>, StoreError> {
-        timed("message", self.inner.message(bay, conversation, message)).await
-    }
-    async fn messages_since(
-        &self,
-        bay: &BayId,
-        conversation: &ConversationId,
-        since: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<StoredMessage>, StoreError> {
-        timed(
-            "messages_since",
-            self.inner.messages_since(bay, conversation, since, limit),
-        )
-        .await
-    }
-    async fn messages_before(
-        &self,
-        bay: &BayId,
-        conversation: &ConversationId,
-        before: Option<&MessageId>,
-        limit: usize,
-    ) -> Result<(Vec<StoredMessage>, bool), StoreError> {
-        timed(
-            "messages_before",
-            self.inner.messages_before(bay, conversation, before, limit),
-        )
-        .await
-    }
-    async fn log_head(&self, bay: &BayId) -> Result<LogPosition, StoreError> {
-        timed("log_head", self.inner.log_head(bay)).await
-    }
-    async fn read_log(
-        &self,
-        bay: &BayId,
-        after: &LogPosition,
-        max: usize,
-        block: Option<Duration>,
-    ) -> Result<Replay, StoreError> {
-        let op = if block.is_some() {
-            "read_log_blocking"
-        } else {
-            "read_log"
-        };
-        timed(op, self.inner.read_log(bay, after, max, block)).await
-    }
-    async fn append_control(&self, bay: &BayId, event: LogEvent) -> Result<EntryId, StoreError> {
-        timed("append_control", self.inner.append_control(bay, event)).await
-    }
-    async fn roster_changes(
-        &self,
-        bay: &BayId,
-        after: &LogPosition,
-    ) -> Result<Vec<RosterChange>, StoreError> {
-        timed("roster_changes", self.inner.roster_changes(bay, after)).await
-    }
-    async fn open_session(
-        &self,
-        bay: &BayId,
-        token: &TokenId,
-        session: &SessionId,
-    ) -> Result<EntryId, StoreError> {
-        timed("open_session", self.inner.open_session(bay, token, session)).await
-    }
-    async fn openings_head(&self, bay: &BayId) -> Result<EntryId, StoreError> {
-        timed("openings_head", self.inner.openings_head(bay)).await
-    }
-    async fn read_openings(
-        &self,
-        bay: &BayId,
-        after: EntryId,
-        max: usize,
-        block: Option<Duration>,
-    ) -> Result<Vec<Opening>, StoreError> {
-        let op = if block.is_some() {
-            "read_openings_blocking"
-        } else {
-            "read_openings"
-        };
-        timed(op, self.inner.read_openings(bay, after, max, block)).await
     }
 }

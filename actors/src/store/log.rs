@@ -4,22 +4,115 @@
 //! in order with them: roster snapshots (so a feed subscribes sessions to a
 //! conversation exactly from the entry where they joined) and credential
 //! revocations. Session openings (cluster-wide displacement) travel on a
-//! channel of their own, [`super::Opening`], so replays never read them.
+//! channel of their own, [`super::displacement::Opening`], so replays never read them.
 
+use super::StoreError;
 use crate::model::StoredMessage;
+use async_trait::async_trait;
 use bytestring::ByteString;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::sync::OnceLock;
+use std::time::Duration;
 use switchboard_protocol::cursor::EntryId;
+use switchboard_protocol::cursor::LogPosition;
 use switchboard_protocol::event::ConversationRef;
 use switchboard_protocol::event::Event;
 use switchboard_protocol::event::{ReactionChange, UpdatedMessageView};
 use switchboard_protocol::frame::ServerFrame;
+use switchboard_protocol::ids::BayId;
 use switchboard_protocol::ids::MessageId;
 use switchboard_protocol::ids::{ConversationId, ParticipantId, TokenId};
 use switchboard_protocol::poll::PollState;
 use switchboard_protocol::presence::PresenceState;
+
+/// Outcome of reading a Bay's log after a position.
+#[derive(Debug, Clone)]
+pub enum Replay {
+    /// Entries after the position, in order, and `through`: the position a
+    /// reader is past once it has handled them (the last entry's id, or the
+    /// log head when the read reached it).
+    Records {
+        /// At most `max` records with ids above the position, in log order.
+        records: Vec<Arc<LogRecord>>,
+        /// The entry a reader is past after handling `records`. Invariant:
+        /// at least the requested position and at least the last record's id.
+        through: EntryId,
+    },
+    /// Entries after the position were trimmed from the replay buffer
+    /// (or the position lies beyond the head): 409 CURSOR_EXPIRED / `reset`.
+    Expired,
+    /// The position belongs to another incarnation of the log (it was lost):
+    /// 409 CURSOR_EXPIRED / `reset`.
+    EpochChanged,
+}
+
+impl Replay {
+    /// A page of `records` read after `after` with a limit of `max`, from a
+    /// log whose newest entry is `last`: `through` is the last record when
+    /// the page is full (more may follow), else the head (the reader has
+    /// seen everything). Shared by both engines so they agree exactly.
+    pub fn page(records: Vec<Arc<LogRecord>>, max: usize, after: EntryId, last: EntryId) -> Self {
+        let through = if records.len() < max {
+            last.max(after)
+        } else {
+            records.last().map(|r| r.id).unwrap_or(after)
+        };
+        Replay::Records { records, through }
+    }
+}
+
+/// A roster change as the replay buffer keeps it: who was in
+/// `conversation` just before log entry `at` changed it. A replay starting
+/// at any cursor rebuilds the memberships in force at that cursor from the
+/// first change after it (design rule 6), on any node, whatever that
+/// node's feed has seen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RosterChange {
+    /// Id of the `Roster` entry in the Bay's log.
+    pub at: EntryId,
+    /// The conversation that changed.
+    pub conversation: ConversationId,
+    /// Its members just before the change (empty when it was created).
+    pub before: Vec<ParticipantId>,
+    /// Its members right after the change (what the `Roster` entry says).
+    pub after: Vec<ParticipantId>,
+}
+
+/// The Bay's event log, the replay buffer behind every cursor: its head,
+/// reads after a position, control entries and the roster changes a replay
+/// rebuilds memberships from.
+///
+/// # Errors
+///
+/// Every method fails with [`StoreError::Unavailable`] when the backing
+/// service cannot be reached and [`StoreError::Corrupt`] when a stored record
+/// does not decode.
+#[async_trait]
+pub trait LogStore: Send + Sync + 'static {
+    /// The log's current head: its epoch and last entry id.
+    async fn log_head(&self, bay: &BayId) -> Result<LogPosition, StoreError>;
+    /// Reads up to `max` entries after `after`. With `block`, waits up to
+    /// that long for the first entry when none is there yet (the feed's tail).
+    async fn read_log(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<Replay, StoreError>;
+    /// Appends a control entry.
+    async fn append_control(&self, bay: &BayId, event: LogEvent) -> Result<EntryId, StoreError>;
+    /// The roster changes logged after `after`, oldest first, within the
+    /// replay buffer (empty when `after` is of another epoch: the replay
+    /// itself then answers `EpochChanged`).
+    async fn roster_changes(
+        &self,
+        bay: &BayId,
+        after: &LogPosition,
+    ) -> Result<Vec<RosterChange>, StoreError>;
+}
 
 /// One log entry: its id and what happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

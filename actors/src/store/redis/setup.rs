@@ -7,7 +7,8 @@ use super::blocking::BlockingConnections;
 use super::codec::{corrupt, from_redis, text};
 use super::connection::{Shared, Target};
 use super::{RedisLimits, RedisStore, COMMAND_TIMEOUT, CONNECT_TIMEOUT};
-use crate::store::{Store, StoreError};
+use crate::store::prelude::*;
+use crate::store::StoreError;
 use ::redis::{cmd, Cmd, FromRedisValue, Value};
 use std::future::Future;
 

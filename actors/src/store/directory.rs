@@ -1,0 +1,72 @@
+//! Bays, participants and tokens: the directory every request authenticates against.
+
+use super::StoreError;
+use super::{Created, Updated};
+use crate::model::{Bay, Participant};
+use crate::token::TokenHash;
+use async_trait::async_trait;
+use switchboard_protocol::ids::{BayId, ParticipantId, TokenId};
+
+/// What `authenticate` returns for a valid token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Principal {
+    /// The token's Bay: the caller can see nothing outside it (protocol §1).
+    pub bay: BayId,
+    /// Who the token authenticates, as currently stored.
+    pub participant: Participant,
+    /// Public handle of the presented token (first 16 hex digits of its
+    /// SHA-256); keys displacement and revocation, safe to log.
+    pub token: TokenId,
+}
+
+/// Bays, participants and their tokens: who exists and who a token is.
+///
+/// # Errors
+///
+/// Every method fails with [`StoreError::Unavailable`] when the backing
+/// service cannot be reached and [`StoreError::Corrupt`] when a stored record
+/// does not decode.
+#[async_trait]
+pub trait DirectoryStore: Send + Sync + 'static {
+    /// Whether the store answers (for `/readyz`).
+    async fn ping(&self) -> Result<(), StoreError>;
+    /// Creates a Bay; `AlreadyExists` when its id is taken.
+    async fn create_bay(&self, bay: Bay) -> Result<Created<Bay>, StoreError>;
+    /// The Bay, or `None` when it does not exist.
+    async fn bay(&self, bay: &BayId) -> Result<Option<Bay>, StoreError>;
+    /// Creates a participant with its first token (hash only).
+    async fn create_participant(
+        &self,
+        bay: &BayId,
+        participant: Participant,
+        token: TokenHash,
+    ) -> Result<Created<Participant>, StoreError>;
+    /// One participant of the Bay, or `None`.
+    async fn participant(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<Participant>, StoreError>;
+    /// All participants of a Bay.
+    async fn participants(&self, bay: &BayId) -> Result<Vec<Participant>, StoreError>;
+    /// The participants with the given ids (unknown ids are skipped), in
+    /// the order given. The write path uses it to load one conversation's
+    /// roster without touching the rest of the Bay.
+    async fn participants_in(
+        &self,
+        bay: &BayId,
+        ids: &[ParticipantId],
+    ) -> Result<Vec<Participant>, StoreError>;
+    /// Replaces (`Some`) or removes (`None`) a participant's token. The old
+    /// token stops authenticating at once, and a `CredentialRevoked` entry
+    /// is appended to the Bay's log in the same step so every node closes
+    /// its sessions. `NotFound` when the participant does not exist.
+    async fn set_token(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        token: Option<TokenHash>,
+    ) -> Result<Updated<()>, StoreError>;
+    /// Resolves a token hash to its Bay and participant.
+    async fn authenticate(&self, token: &TokenHash) -> Result<Option<Principal>, StoreError>;
+}

@@ -1,0 +1,90 @@
+//! Activity presence records: the memory engine's [`PresenceStore`].
+
+use super::*;
+use crate::store::PresenceStore;
+
+#[async_trait]
+impl PresenceStore for MemoryStore {
+    async fn set_presence(
+        &self,
+        bay: &BayId,
+        node: &str,
+        entries: &[ParticipantPresence],
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let mut st = self.state.lock();
+        if let Some(b) = st.bays.get_mut(bay) {
+            b.presence.insert(
+                node.to_owned(),
+                (entries.to_vec(), now_ms() + ttl.as_millis() as u64),
+            );
+        }
+        Ok(())
+    }
+
+    async fn presence_records(&self, bay: &BayId) -> Result<Vec<ParticipantPresence>, StoreError> {
+        let now = now_ms();
+        let mut st = self.state.lock();
+        let Some(b) = st.bays.get_mut(bay) else {
+            return Ok(Vec::new());
+        };
+        b.presence.retain(|_, (_, until)| *until > now);
+        Ok(b.presence
+            .values()
+            .flat_map(|(entries, _)| entries.iter().cloned())
+            .collect())
+    }
+
+    async fn published_presence(
+        &self,
+        bay: &BayId,
+    ) -> Result<Vec<(ParticipantId, PresenceState)>, StoreError> {
+        let st = self.state.lock();
+        let mut out: Vec<(ParticipantId, PresenceState)> = st
+            .bays
+            .get(bay)
+            .map(|b| b.published.iter().map(|(p, s)| (p.clone(), *s)).collect())
+            .unwrap_or_default();
+        out.sort();
+        Ok(out)
+    }
+
+    async fn publish_presence(
+        &self,
+        bay: &BayId,
+        changes: &[PresenceChange],
+    ) -> Result<Published, StoreError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let Some(b) = st.bays.get_mut(bay) else {
+            return Ok(Published::Conflict);
+        };
+        let current = |p: &ParticipantId| {
+            b.published
+                .get(p)
+                .copied()
+                .unwrap_or(PresenceState::Offline)
+        };
+        if changes.iter().any(|c| current(&c.participant) != c.from) {
+            return Ok(Published::Conflict);
+        }
+        let log = log_of(&mut st.logs, bay);
+        let mut ids = Vec::with_capacity(changes.len());
+        for c in changes {
+            if c.to == PresenceState::Offline {
+                b.published.remove(&c.participant);
+            } else {
+                b.published.insert(c.participant.clone(), c.to);
+            }
+            ids.push(log.append(
+                LogEvent::Presence {
+                    participant: c.participant.clone(),
+                    state: c.to,
+                    at: c.at,
+                },
+                &self.limits,
+            ));
+        }
+        Ok(Published::Logged(ids))
+    }
+}

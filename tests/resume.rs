@@ -1,5 +1,5 @@
-//! The cursor invariant end to end (DESIGN "The cursor invariant"; protocol
-//! §11): one opaque cursor shared by `/ws` and `/updates`, at-least-once
+//! The cursor invariant end to end (docs/architecture.md, "The cursor
+//! invariant"; protocol §11): one opaque cursor shared by `/ws` and `/updates`, at-least-once
 //! delivery across reconnects and transport switches, and expiry — never
 //! silent skipping — when the position is gone.
 

@@ -1,7 +1,7 @@
 //! The orphan sweep: a draft whose author went away fails.
 //!
 //! A draft is orphaned when its author holds no session (`/ws` or
-//! `/updates`, on any node: [`Store::online`]) and appended nothing for
+//! `/updates`, on any node: [`PresenceStore::online`](crate::store::PresenceStore::online)) and appended nothing for
 //! `timing.draft_orphan_timeout`. Every node sweeps (there is no leader to
 //! lose): each failure goes through the draft's conversation actor as an
 //! [`EndDraft`] that names the version the sweep judged, so an append

@@ -1,7 +1,7 @@
 //! Activity presence: the state computation and the Bay's publisher.
 //!
 //! Every node's [`BayFeed`](crate::feed::BayFeed) keeps a presence record
-//! per Bay in the store ([`Store::set_presence`], living
+//! per Bay in the store ([`PresenceStore::set_presence`](crate::store::PresenceStore::set_presence), living
 //! [`PRESENCE_TTL_INTERVALS`] × `timing.presence_interval`): for each
 //! participant it knows of, whether it holds a session there (or lingers
 //! after one), until when its typing indicator lives and when it was last
@@ -9,12 +9,12 @@
 //! authors) into one state per participant.
 //!
 //! One node per Bay publishes: the one holding the lease
-//! `presence:<bay>` ([`Store::lease`], [`LEASE_TICKS`] ticks long,
+//! `presence:<bay>` ([`LeaseStore::lease`](crate::store::LeaseStore::lease), [`LEASE_TICKS`] ticks long,
 //! renewed each tick). Every `timing.presence_tick`, and at the exact
 //! moment the next linger, typing indicator or idle timer runs out, it
 //! computes the states, compares them with the published ones kept in the
 //! store, and logs one `Presence` entry per change in the same atomic step
-//! that records the new published states ([`Store::publish_presence`]).
+//! that records the new published states ([`PresenceStore::publish_presence`](crate::store::PresenceStore::publish_presence)).
 //! The published states live in the store, so a node taking the lease
 //! over continues without announcing anything again; the step is a
 //! compare-and-set on the states it computed against, so two nodes

@@ -1,7 +1,8 @@
 //! Replays from a cursor: the memberships in force at the cursor.
 //!
-//! Design rule 6: a replay judges each record by the membership in force
-//! when it was logged, on whatever node it runs. The replay then keeps the
+//! The membership rule (docs/architecture.md, "Membership and replays"):
+//! a replay judges each record by the membership in force when it was
+//! logged, on whatever node it runs. The replay then keeps the
 //! memberships current itself as it passes `Roster` entries (they carry the
 //! members after each change); what it needs up front is the memberships
 //! *at the cursor*, which [`memberships_at`] rebuilds from the store's

@@ -111,7 +111,7 @@ pub trait ConversationStore: Send + Sync + 'static {
         Ok(all)
     }
     /// Applies `change` and appends a `Roster` entry (the members after
-    /// it) and its [`RosterChange`] (the members before it), atomically,
+    /// it) and its [`RosterChange`](super::RosterChange) (the members before it), atomically,
     /// giving the conversation a new revision. `NotFound` when the
     /// conversation does not exist or the change changed nothing.
     async fn change_conversation(

@@ -55,7 +55,7 @@ pub enum DraftAppended {
 }
 
 /// A round-cap step applied with a message that becomes final later than
-/// its append (a draft's completion): see [`next_round`].
+/// its append (a draft's completion): see [`next_round`](super::next_round).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoundStep {
     /// The sender's kind: an agent adds a round, a human resets the count.
@@ -97,7 +97,7 @@ pub trait DraftStore: Send + Sync + 'static {
     ) -> Result<DraftAppended, StoreError>;
     /// Ends an open draft: replaces it with `change.message` (state
     /// `complete`, `cancelled` or `failed`, at the stored version + 1) and
-    /// logs `change.change`, atomically, like [`MessageStore::change_message`].
+    /// logs `change.change`, atomically, like [`MessageStore::change_message`](super::MessageStore::change_message).
     /// With `round`, applies the round cap as an append does (setting
     /// `routing.suppressed` in both the stored and the logged message).
     /// `Conflict` when the draft moved on (or is no longer open).

@@ -66,7 +66,7 @@ impl Replay {
 /// A roster change as the replay buffer keeps it: who was in
 /// `conversation` just before log entry `at` changed it. A replay starting
 /// at any cursor rebuilds the memberships in force at that cursor from the
-/// first change after it (design rule 6), on any node, whatever that
+/// first change after it (docs/architecture.md, "Membership and replays"), on any node, whatever that
 /// node's feed has seen.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RosterChange {

@@ -64,7 +64,7 @@ impl ParticipantPresence {
 }
 
 /// One participant's published presence changing, logged as a
-/// [`LogEvent::Presence`] by [`PresenceStore::publish_presence`].
+/// [`LogEvent::Presence`](super::log::LogEvent::Presence) by [`PresenceStore::publish_presence`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PresenceChange {
     /// Whose presence changed.
@@ -135,7 +135,7 @@ pub trait PresenceStore: Send + Sync + 'static {
         bay: &BayId,
     ) -> Result<Vec<(ParticipantId, PresenceState)>, StoreError>;
     /// Records `changes` as the published states and logs one
-    /// [`LogEvent::Presence`] per change, in order, in one atomic step;
+    /// [`LogEvent::Presence`](super::log::LogEvent::Presence) per change, in order, in one atomic step;
     /// [`Published::Conflict`] (nothing done) when any participant's
     /// published state is not its change's `from`, so two publishers
     /// overlapping during a lease hand-over never log a change twice.

@@ -8,11 +8,11 @@
 //! already covered are dropped, so each record reaches the client once per
 //! connection.
 //!
-//! The cursor invariant (protocol §11; DESIGN "The cursor invariant"): a
-//! cursor X may be handed out only after every event with id ≤ X addressed
-//! to the session was sent. Because all records reach a session through the
-//! single feed → session mailbox, the `through` of the last batch received
-//! is such an X.
+//! The cursor invariant (protocol §11; docs/architecture.md, "The cursor
+//! invariant", rule 1): a cursor X may be handed out only after every event
+//! with id ≤ X addressed to the session was sent. Because all records reach
+//! a session through the single feed → session mailbox, the `through` of
+//! the last batch received is such an X.
 
 use crate::drafts::DraftVersions;
 use crate::store::log::LogRecord;

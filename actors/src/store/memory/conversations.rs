@@ -1,7 +1,14 @@
 //! Conversations: rosters, titles, policies: the memory engine's [`ConversationStore`].
 
-use super::*;
-use crate::store::ConversationStore;
+use super::log::log_of;
+use super::{ConversationState, MemoryStore};
+use crate::model::Conversation;
+use crate::store::{
+    new_revision, ConversationChange, ConversationStore, Created, Revisioned, StoreError, Updated,
+};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use switchboard_protocol::ids::{BayId, ConversationId};
 
 #[async_trait]
 impl ConversationStore for MemoryStore {

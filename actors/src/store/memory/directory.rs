@@ -1,7 +1,20 @@
 //! Bays, participants and tokens: the memory engine's [`DirectoryStore`].
 
-use super::*;
-use crate::store::DirectoryStore;
+use super::log::log_of;
+use super::{BayState, MemoryStore};
+use crate::model::{Bay, Participant};
+use crate::store::log::LogEvent;
+use crate::store::{Created, DirectoryStore, Principal, StoreError, Updated};
+use crate::token::TokenHash;
+use async_trait::async_trait;
+use std::collections::HashMap;
+use switchboard_protocol::ids::{BayId, ParticipantId};
+
+/// A participant and its current token (`None` once revoked).
+pub(super) struct ParticipantState {
+    participant: Participant,
+    token: Option<TokenHash>,
+}
 
 #[async_trait]
 impl DirectoryStore for MemoryStore {

@@ -1,7 +1,15 @@
 //! Streaming drafts: the memory engine's [`DraftStore`].
 
-use super::*;
-use crate::store::DraftStore;
+use super::log::log_of;
+use super::MemoryStore;
+use crate::store::log::{Change, LogEvent};
+use crate::store::{
+    next_round, Changed, DraftAppend, DraftAppended, DraftStore, MessageChange, OpenDraft,
+    RoundStep, StoreError,
+};
+use async_trait::async_trait;
+use chrono::Utc;
+use switchboard_protocol::ids::BayId;
 
 #[async_trait]
 impl DraftStore for MemoryStore {

@@ -1,7 +1,9 @@
 //! Named leases: the memory engine's [`LeaseStore`].
 
-use super::*;
-use crate::store::LeaseStore;
+use super::{now_ms, MemoryStore};
+use crate::store::{LeaseStore, StoreError};
+use async_trait::async_trait;
+use std::time::Duration;
 
 #[async_trait]
 impl LeaseStore for MemoryStore {

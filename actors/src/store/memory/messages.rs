@@ -1,7 +1,28 @@
 //! Messages: appends, changes, history, read markers: the memory engine's [`MessageStore`].
 
-use super::*;
-use crate::store::MessageStore;
+use super::log::log_of;
+use super::{now_ms, BayState, ConversationState, MemoryStore};
+use crate::model::StoredMessage;
+use crate::store::log::{Change, LogEvent};
+use crate::store::{
+    next_round, AppendOutcome, Appended, Changed, Idempotency, MessageChange, MessageStore,
+    NewMessage, OpenDraft, ReadState, StoreError,
+};
+use async_trait::async_trait;
+use chrono::{DateTime, SubsecRound, Utc};
+use switchboard_protocol::cursor::EntryId;
+use switchboard_protocol::event::ConversationRef;
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
+use switchboard_protocol::model::ParticipantKind;
+
+/// A remembered idempotent send.
+pub(super) struct IdempotentSend {
+    fingerprint: String,
+    conversation: ConversationId,
+    message: MessageId,
+    /// Forgotten after the replay window, like the Redis key's TTL.
+    expires_ms: u64,
+}
 
 #[async_trait]
 impl MessageStore for MemoryStore {
@@ -13,81 +34,39 @@ impl MessageStore for MemoryStore {
     ) -> Result<AppendOutcome, StoreError> {
         let mut guard = self.state.lock();
         let st = &mut *guard;
-        let b = st.bays.get_mut(bay).ok_or_else(|| StoreError::Corrupt {
-            doing: "appending a message",
-            cause: format!("bay {bay} vanished"),
-        })?;
+        let b = st
+            .bays
+            .get_mut(bay)
+            .ok_or_else(|| vanished(format!("bay {bay} vanished")))?;
+        let cid = &new.conversation.id;
         let conv = b
             .conversations
-            .get_mut(&new.conversation.id)
-            .ok_or_else(|| StoreError::Corrupt {
-                doing: "appending a message",
-                cause: format!("conversation {} vanished", new.conversation.id),
-            })?;
+            .get(cid)
+            .ok_or_else(|| vanished(format!("conversation {cid} vanished")))?;
         if conv.revision != new.revision {
             return Ok(AppendOutcome::Stale);
         }
-        let now_ms = now_ms();
         if let Some(idem) = &new.idempotency {
-            b.idempotency.retain(|_, s| s.expires_ms > now_ms);
-            if let Some(seen) = b.idempotency.get(&idem.key) {
-                if seen.fingerprint != idem.fingerprint {
-                    return Ok(AppendOutcome::KeyReused);
-                }
-                let first = b
-                    .conversations
-                    .get(&seen.conversation)
-                    .and_then(|c| c.position(&seen.message).map(|i| c.messages[i].clone()))
-                    .ok_or_else(|| StoreError::Corrupt {
-                        doing: "appending a message",
-                        cause: format!("idempotent send {} vanished", seen.message),
-                    })?;
-                return Ok(AppendOutcome::Duplicate(Box::new(first)));
+            let window_ms = self.limits.replay_window.as_millis() as u64;
+            if let Some(earlier) = idempotent_send(b, idem, &new, window_ms)? {
+                return Ok(earlier);
             }
-            b.idempotency.insert(
-                idem.key.clone(),
-                IdempotentSend {
-                    fingerprint: idem.fingerprint.clone(),
-                    conversation: new.conversation.id.clone(),
-                    message: new.message.id.clone(),
-                    expires_ms: now_ms + self.limits.replay_window.as_millis() as u64,
-                },
-            );
         }
         let conv = b
             .conversations
-            .get_mut(&new.conversation.id)
-            .ok_or_else(|| StoreError::Corrupt {
-                doing: "appending a message",
-                cause: format!("conversation {} vanished", new.conversation.id),
-            })?;
-        let mut message = new.message;
-        message.seq = conv.last_seq() + 1;
-        // Versions count changes after the append, from 0 on every engine.
-        message.version = 0;
-        // Posting reads everything before the post.
-        conv.reads
-            .insert(message.sender.id.clone(), (message.seq, message.id.clone()));
+            .get_mut(cid)
+            .ok_or_else(|| vanished(format!("conversation {cid} vanished")))?;
+        let mut message = conv.stamp(new.message);
         if let Some(poll) = &message.poll {
-            b.polls.insert(
-                poll.id.clone(),
-                (new.conversation.id.clone(), message.id.clone()),
-            );
+            b.polls
+                .insert(poll.id.clone(), (cid.clone(), message.id.clone()));
         }
-        // History is ordered by createdAt (the `since` poll relies on it):
-        // stamp here, strictly after the previous message, at wire precision.
-        let floor = conv
-            .messages
-            .last()
-            .map(|m| m.created_at + chrono::Duration::milliseconds(1));
-        let now = Utc::now().trunc_subsecs(3);
-        message.created_at = floor.map_or(now, |f| f.max(now));
         if message.is_streaming() {
             // A draft counts for the round cap when it completes.
             b.drafts.insert(
                 message.id.clone(),
                 OpenDraft {
-                    conversation: new.conversation.id.clone(),
+                    conversation: cid.clone(),
                     message: message.id.clone(),
                     author: message.sender.id.clone(),
                     last_activity: Utc::now(),
@@ -260,5 +239,90 @@ impl MessageStore for MemoryStore {
             let start = end.saturating_sub(limit);
             (msgs[start..end].to_vec(), start > 0)
         }))
+    }
+}
+
+/// An append's record gone missing under the lock (a Bay or conversation
+/// the caller just read): corruption, not an outcome.
+fn vanished(cause: String) -> StoreError {
+    StoreError::Corrupt {
+        doing: "appending a message",
+        cause,
+    }
+}
+
+/// Checks and remembers the send's idempotency key `idem` in `b` (keys
+/// are forgotten `window_ms` after their send, like the Redis key's TTL):
+/// `Some` outcome when the key was used before — the first send's message
+/// as it is now, or `KeyReused` for another request — and nothing may be
+/// stored; `None` when the send is new (the key now remembers it).
+fn idempotent_send(
+    b: &mut BayState,
+    idem: &Idempotency,
+    new: &NewMessage,
+    window_ms: u64,
+) -> Result<Option<AppendOutcome>, StoreError> {
+    let now_ms = now_ms();
+    b.idempotency.retain(|_, s| s.expires_ms > now_ms);
+    if let Some(seen) = b.idempotency.get(&idem.key) {
+        if seen.fingerprint != idem.fingerprint {
+            return Ok(Some(AppendOutcome::KeyReused));
+        }
+        let first = b
+            .conversations
+            .get(&seen.conversation)
+            .and_then(|c| c.position(&seen.message).map(|i| c.messages[i].clone()))
+            .ok_or_else(|| vanished(format!("idempotent send {} vanished", seen.message)))?;
+        return Ok(Some(AppendOutcome::Duplicate(Box::new(first))));
+    }
+    b.idempotency.insert(
+        idem.key.clone(),
+        IdempotentSend {
+            fingerprint: idem.fingerprint.clone(),
+            conversation: new.conversation.id.clone(),
+            message: new.message.id.clone(),
+            expires_ms: now_ms + window_ms,
+        },
+    );
+    Ok(None)
+}
+
+impl ConversationState {
+    /// Stamps `message` as the conversation's next: `seq` one past the
+    /// newest, version 0 (versions count changes after the append, on
+    /// every engine), and `createdAt` now at wire precision but strictly
+    /// after the previous message, so history stays ordered by it (the
+    /// `since` poll relies on it). Posting reads everything before the
+    /// post: the sender's read marker moves to it.
+    fn stamp(&mut self, mut message: StoredMessage) -> StoredMessage {
+        message.seq = self.last_seq() + 1;
+        message.version = 0;
+        self.reads
+            .insert(message.sender.id.clone(), (message.seq, message.id.clone()));
+        let floor = self
+            .messages
+            .last()
+            .map(|m| m.created_at + chrono::Duration::milliseconds(1));
+        let now = Utc::now().trunc_subsecs(3);
+        message.created_at = floor.map_or(now, |f| f.max(now));
+        message
+    }
+}
+
+impl MemoryStore {
+    /// `f` of the history of `conversation` in `bay` (the default when
+    /// there is none).
+    fn with_history<T: Default>(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        f: impl FnOnce(&[StoredMessage]) -> T,
+    ) -> T {
+        let st = self.state.lock();
+        st.bays
+            .get(bay)
+            .and_then(|b| b.conversations.get(conversation))
+            .map(|c| f(&c.messages))
+            .unwrap_or_default()
     }
 }

@@ -1,7 +1,13 @@
 //! Activity presence records: the memory engine's [`PresenceStore`].
 
-use super::*;
-use crate::store::PresenceStore;
+use super::log::log_of;
+use super::{now_ms, MemoryStore};
+use crate::store::log::LogEvent;
+use crate::store::{ParticipantPresence, PresenceChange, PresenceStore, Published, StoreError};
+use async_trait::async_trait;
+use std::time::Duration;
+use switchboard_protocol::ids::{BayId, ParticipantId};
+use switchboard_protocol::presence::PresenceState;
 
 #[async_trait]
 impl PresenceStore for MemoryStore {

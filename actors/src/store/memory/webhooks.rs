@@ -1,7 +1,16 @@
 //! Webhooks: URLs, positions, statuses: the memory engine's [`WebhookStore`].
 
-use super::*;
-use crate::store::WebhookStore;
+use super::MemoryStore;
+use crate::store::{StoreError, Webhook, WebhookStatus, WebhookStore};
+use async_trait::async_trait;
+use switchboard_protocol::cursor::LogPosition;
+use switchboard_protocol::ids::{BayId, ParticipantId};
+
+/// A webhook with where its deliveries stand.
+pub(super) struct WebhookState {
+    webhook: Webhook,
+    position: LogPosition,
+}
 
 #[async_trait]
 impl WebhookStore for MemoryStore {
@@ -122,5 +131,21 @@ impl WebhookStore for MemoryStore {
             }
         }
         Ok(())
+    }
+}
+
+impl MemoryStore {
+    /// `f` of `participant`'s webhook in `bay`, if it has one.
+    fn with_webhook<T>(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        f: impl FnOnce(&WebhookState) -> T,
+    ) -> Option<T> {
+        let st = self.state.lock();
+        st.bays
+            .get(bay)
+            .and_then(|b| b.webhooks.get(participant))
+            .map(f)
     }
 }

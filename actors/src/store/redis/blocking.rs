@@ -27,7 +27,7 @@ const MAX_IDLE: usize = 16;
 
 /// Dedicated (blocking-read) connections open on this node, in use or idle
 /// (gauge). About two per running Bay feed (its log and openings tails),
-/// plus at most [`MAX_IDLE`] idle ones.
+/// plus at most `MAX_IDLE` (16) idle ones.
 pub const BLOCKING_CONNECTIONS: &str = "switchboard_redis_blocking_connections";
 
 /// A dedicated connection, counted in [`BLOCKING_CONNECTIONS`] until it is

@@ -162,7 +162,7 @@ pub fn entry_id(doing: &'static str, key: &str, v: &Value) -> Result<EntryId, St
     EntryId::from_str(s).map_err(|_| corrupt(doing, key, format!("bad stream id {s:?}")))
 }
 
-/// The status word a script answers first (see `scripts`).
+/// The status word a script answers first (see the `lua` module).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScriptStatus {
     /// Done.

@@ -3,9 +3,10 @@
 //! over the same connection while it reconnects after a break.
 
 use super::codec::{corrupt, decode, from_redis, unavailable};
-use super::{scripts, RedisStore, COMMAND_TIMEOUT};
+use super::lua::LuaScript;
+use super::{RedisStore, COMMAND_TIMEOUT};
 use crate::store::StoreError;
-use ::redis::{cmd, Cmd, FromRedisValue, Script, Value};
+use ::redis::{cmd, Cmd, FromRedisValue, Value};
 use std::future::Future;
 use std::time::Duration;
 
@@ -78,24 +79,25 @@ impl RedisStore {
     }
 
     /// Runs one script on a shared connection (`EVALSHA`, loading it first
-    /// when the server does not know it yet). `key` names the script's main
-    /// key in errors.
+    /// when the server does not know it yet). The first of `keys` names
+    /// the script's main key in errors. Retried like a read only when the
+    /// script is [read-only](LuaScript::read_only).
     pub(super) async fn invoke<T: FromRedisValue>(
         &self,
         doing: &'static str,
-        script: &Script,
+        script: &LuaScript,
         keys: &[&str],
         args: &[&str],
     ) -> Result<T, StoreError> {
         let key = keys.first().copied().unwrap_or("-");
-        let mut invocation = script.prepare_invoke();
+        let mut invocation = script.script().prepare_invoke();
         for k in keys {
             invocation.key(*k);
         }
         for a in args {
             invocation.arg(*a);
         }
-        let retry = scripts::is_read_only(script);
+        let retry = script.is_read_only();
         self.timed(doing, key, async {
             // The same connection: its manager is reconnecting it.
             let mut conn = self.shared.get();
@@ -117,7 +119,7 @@ impl RedisStore {
     pub(super) async fn invoke_status(
         &self,
         doing: &'static str,
-        script: &Script,
+        script: &LuaScript,
         keys: &[&str],
         args: &[&str],
     ) -> Result<Vec<Value>, StoreError> {

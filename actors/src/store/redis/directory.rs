@@ -1,7 +1,82 @@
-//! Bays, participants and tokens: the Redis engine's [`DirectoryStore`].
+//! Bays, participants and tokens: the Redis engine's [`DirectoryStore`],
+//! with the token index (see [`keys`]: a pointer checked
+//! against the Bay's own record on every `authenticate`). Scripts:
+//! `directory/*.lua`.
 
-use super::*;
-use crate::store::DirectoryStore;
+use super::codec::{
+    corrupt, decode, encode, punch, status, text, to_text, to_value, unavailable, Holes,
+    ScriptStatus,
+};
+use super::keys::{self, BayKeys};
+use super::lua::{lua_params, LuaScript, APPEND_LOG};
+use super::{RedisStore, CAS_ATTEMPTS};
+use crate::model::{Bay, Participant};
+use crate::store::log::LogEvent;
+use crate::store::{Created, DirectoryStore, Principal, StoreError, Updated};
+use crate::token::TokenHash;
+use ::redis::{cmd, Value};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::sync::LazyLock;
+use switchboard_protocol::ids::{BayId, ParticipantId, TokenId};
+
+/// `create_participant`'s script (KEYS: [`CreateParticipantKeys`]; ARGV:
+/// [`CreateParticipantArgs`]).
+static CREATE_PARTICIPANT: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("directory/create_participant.lua")]));
+
+/// `set_token`'s script (KEYS: [`SetTokenKeys`]; ARGV: [`SetTokenArgs`]).
+static SET_TOKEN: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[APPEND_LOG, include_str!("directory/set_token.lua")]));
+
+/// `authenticate`'s check against the Bay's record (KEYS:
+/// participant-tokens, participants; ARGV: participant id, token hash).
+static AUTHENTICATE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::read_only(&[include_str!("directory/authenticate.lua")]));
+
+/// Compare-and-set of a token index entry (KEYS: the entry; ARGV: the
+/// value expected, `''` for none, and the new value).
+static TOKEN_CLAIM: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("directory/token_claim.lua")]));
+
+/// Deletes a token index entry that still holds the value expected
+/// (KEYS: the entry; ARGV: that value).
+static TOKEN_RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("directory/token_release.lua")]));
+
+lua_params! {
+    /// KEYS of `directory/create_participant.lua`, each the [`BayKeys`] key
+    /// of the same name.
+    struct CreateParticipantKeys of String { bay, participants, participant_tokens }
+}
+
+lua_params! {
+    /// ARGV of `directory/create_participant.lua`: the participant's id,
+    /// its JSON and its token hash.
+    struct CreateParticipantArgs<'a> of &'a str { participant_id, participant, token_hash }
+}
+
+lua_params! {
+    /// KEYS of `directory/set_token.lua`, each the [`BayKeys`] key of the
+    /// same name.
+    struct SetTokenKeys of String { participants, participant_tokens, log, epoch, log_meta, rosters }
+}
+
+lua_params! {
+    /// ARGV of `directory/set_token.lua`: the participant, the new token
+    /// hash (`''` revokes), the log append's arguments, and the
+    /// `CredentialRevoked` JSON around the hole for the old token's id.
+    struct SetTokenArgs<'a> of &'a str {
+        participant_id, token_hash, epoch_candidate, window_ms, max_entries, revoked_0, revoked_1,
+    }
+}
+
+/// Token index value: who a token hash belongs to.
+#[derive(Serialize, Deserialize)]
+struct TokenOwner {
+    bay: BayId,
+    participant: ParticipantId,
+}
 
 #[async_trait]
 impl DirectoryStore for RedisStore {
@@ -53,42 +128,30 @@ impl DirectoryStore for RedisStore {
             },
         )?;
         // 1. Claim the token's index entry (unless a live participant holds it).
-        let mut claimed = false;
-        for _ in 0..CAS_ATTEMPTS {
-            let current: Option<String> = self.query(doing, &tkey, cmd("GET").arg(&tkey)).await?;
-            let expected = match current {
-                None => String::new(),
-                Some(raw) => {
-                    let holder: TokenOwner = decode(doing, &tkey, raw.as_bytes())?;
-                    if self.token_is_current(doing, &holder, &token).await? {
-                        return Ok(Created::AlreadyExists);
-                    }
-                    raw
-                }
-            };
-            let swapped: i64 = self
-                .invoke(doing, &scripts::TOKEN_CLAIM, &[&tkey], &[&expected, &owner])
-                .await?;
-            if swapped == 1 {
-                claimed = true;
-                break;
-            }
-        }
-        if !claimed {
-            return Err(unavailable(doing, &tkey, "token index entry kept changing"));
+        if !self.claim_token(doing, &token, &owner).await? {
+            return Ok(Created::AlreadyExists);
         }
         // 2. Create the participant with its token, in the Bay's slot.
-        let (bay_key, participants, ptokens) = (k.bay(), k.participants(), k.participant_tokens());
-        let json = encode(doing, &participants, &participant)?;
+        let keys = CreateParticipantKeys {
+            bay: k.bay(),
+            participants: k.participants(),
+            participant_tokens: k.participant_tokens(),
+        };
+        let participants = &keys.participants;
+        let args = CreateParticipantArgs {
+            participant_id: participant.id.as_str(),
+            participant: &encode(doing, participants, &participant)?,
+            token_hash: &token.0,
+        };
         let reply = self
             .invoke_status(
                 doing,
-                &scripts::CREATE_PARTICIPANT,
-                &[&bay_key, &participants, &ptokens],
-                &[participant.id.as_str(), &json, &token.0],
+                &CREATE_PARTICIPANT,
+                &keys.in_order(),
+                &args.in_order(),
             )
             .await?;
-        match status(doing, &participants, &reply)? {
+        match status(doing, participants, &reply)? {
             ScriptStatus::Ok => Ok(Created::Created(participant)),
             ScriptStatus::NoBay | ScriptStatus::Exists => {
                 // Give the claim back, unless the existing participant is
@@ -105,7 +168,7 @@ impl DirectoryStore for RedisStore {
             }
             other => Err(corrupt(
                 doing,
-                &participants,
+                participants,
                 format!("script said {other:?}"),
             )),
         }
@@ -162,17 +225,17 @@ impl DirectoryStore for RedisStore {
     ) -> Result<Updated<()>, StoreError> {
         let doing = "replacing a token";
         let k = BayKeys::new(bay);
-        let (participants, ptokens, log, epoch, meta, rosters) = (
-            k.participants(),
-            k.participant_tokens(),
-            k.log(),
-            k.epoch(),
-            k.log_meta(),
-            k.rosters(),
-        );
+        let keys = SetTokenKeys {
+            participants: k.participants(),
+            participant_tokens: k.participant_tokens(),
+            log: k.log(),
+            epoch: k.epoch(),
+            log_meta: k.log_meta(),
+            rosters: k.rosters(),
+        };
         let owner = encode(
             doing,
-            &participants,
+            &keys.participants,
             &TokenOwner {
                 bay: bay.clone(),
                 participant: participant.clone(),
@@ -188,34 +251,10 @@ impl DirectoryStore for RedisStore {
         }
         // 2. Swap the participant's token and log the revocation, atomically.
         //    From here on the old token no longer authenticates.
-        let holes = Holes::new();
-        let mut revoked = to_value(
-            doing,
-            &LogEvent::CredentialRevoked {
-                participant: participant.clone(),
-                token: TokenId(String::new()),
-            },
-        )?;
-        punch(doing, &mut revoked, &["token"], holes.hole(0))?;
-        let revoked = holes.split(doing, &to_text(doing, &revoked)?, 1)?;
-        let new_hash = token.as_ref().map(|t| t.0.as_str()).unwrap_or("");
         let reply = self
-            .invoke_status(
-                doing,
-                &scripts::SET_TOKEN,
-                &[&participants, &ptokens, &log, &epoch, &meta, &rosters],
-                &[
-                    participant.as_str(),
-                    new_hash,
-                    &epoch_candidate(),
-                    &self.window_ms(),
-                    &self.max_entries(),
-                    &revoked[0],
-                    &revoked[1],
-                ],
-            )
+            .swap_token(doing, &keys, participant, token.as_ref())
             .await?;
-        match status(doing, &participants, &reply)? {
+        match status(doing, &keys.participants, &reply)? {
             ScriptStatus::Ok => {}
             ScriptStatus::Missing => {
                 if let Some(new) = &token {
@@ -226,7 +265,7 @@ impl DirectoryStore for RedisStore {
             other => {
                 return Err(corrupt(
                     doing,
-                    &participants,
+                    &keys.participants,
                     format!("script said {other:?}"),
                 ))
             }
@@ -234,7 +273,7 @@ impl DirectoryStore for RedisStore {
         // 3. Drop the old token's index entry (garbage collection only).
         let old = reply
             .get(1)
-            .map(|v| text(doing, &ptokens, v))
+            .map(|v| text(doing, &keys.participant_tokens, v))
             .transpose()?
             .unwrap_or("");
         if !old.is_empty() && Some(old) != token.as_ref().map(|t| t.0.as_str()) {
@@ -257,7 +296,7 @@ impl DirectoryStore for RedisStore {
         let found: Option<Vec<u8>> = self
             .invoke(
                 doing,
-                &scripts::AUTHENTICATE,
+                &AUTHENTICATE,
                 &[&ptokens, &participants],
                 &[owner.participant.as_str(), &token.0],
             )
@@ -270,5 +309,125 @@ impl DirectoryStore for RedisStore {
             participant: decode(doing, &participants, &found)?,
             token: token.id(),
         }))
+    }
+}
+
+impl RedisStore {
+    /// Step 1 of `create_participant`: points `token`'s index entry at
+    /// `owner` (the encoded [`TokenOwner`]) by compare-and-set. `false`
+    /// when a live participant holds the token; `Unavailable` when the
+    /// entry kept changing for [`CAS_ATTEMPTS`] tries.
+    async fn claim_token(
+        &self,
+        doing: &'static str,
+        token: &TokenHash,
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        let tkey = keys::token(token);
+        for _ in 0..CAS_ATTEMPTS {
+            let current: Option<String> = self.query(doing, &tkey, cmd("GET").arg(&tkey)).await?;
+            let expected = match current {
+                None => String::new(),
+                Some(raw) => {
+                    let holder: TokenOwner = decode(doing, &tkey, raw.as_bytes())?;
+                    if self.token_is_current(doing, &holder, token).await? {
+                        return Ok(false);
+                    }
+                    raw
+                }
+            };
+            let swapped: i64 = self
+                .invoke(doing, &TOKEN_CLAIM, &[&tkey], &[&expected, owner])
+                .await?;
+            if swapped == 1 {
+                return Ok(true);
+            }
+        }
+        Err(unavailable(doing, &tkey, "token index entry kept changing"))
+    }
+
+    /// Step 2 of `set_token`: swaps the participant's token for `new`
+    /// (`None` revokes) and logs the old one's `CredentialRevoked`, in one
+    /// script. The status-first reply carries the old hash (`''` if none).
+    async fn swap_token(
+        &self,
+        doing: &'static str,
+        keys: &SetTokenKeys,
+        participant: &ParticipantId,
+        new: Option<&TokenHash>,
+    ) -> Result<Vec<Value>, StoreError> {
+        // The event with a hole for the old token's id, which only the
+        // script knows.
+        let holes = Holes::new();
+        let mut revoked = to_value(
+            doing,
+            &LogEvent::CredentialRevoked {
+                participant: participant.clone(),
+                token: TokenId(String::new()),
+            },
+        )?;
+        punch(doing, &mut revoked, &["token"], holes.hole(0))?;
+        let revoked = holes.split(doing, &to_text(doing, &revoked)?, 1)?;
+        let log = self.log_args();
+        let args = SetTokenArgs {
+            participant_id: participant.as_str(),
+            token_hash: new.map_or("", |t| t.0.as_str()),
+            epoch_candidate: &log.epoch_candidate,
+            window_ms: &log.window_ms,
+            max_entries: &log.max_entries,
+            revoked_0: &revoked[0],
+            revoked_1: &revoked[1],
+        };
+        self.invoke_status(doing, &SET_TOKEN, &keys.in_order(), &args.in_order())
+            .await
+    }
+
+    /// Whether `token` is the current token of its index entry's owner.
+    async fn token_is_current(
+        &self,
+        doing: &'static str,
+        owner: &TokenOwner,
+        token: &TokenHash,
+    ) -> Result<bool, StoreError> {
+        let k = BayKeys::new(&owner.bay);
+        let key = k.participant_tokens();
+        let current: Option<String> = self
+            .query(
+                doing,
+                &key,
+                cmd("HGET").arg(&key).arg(owner.participant.as_str()),
+            )
+            .await?;
+        Ok(current.as_deref() == Some(token.0.as_str()))
+    }
+
+    /// Deletes the token index entry of `token` if it still names `owner`
+    /// (the encoded [`TokenOwner`]). A failure is only logged.
+    async fn release_token(&self, doing: &'static str, token: &TokenHash, owner: &str) {
+        let key = keys::token(token);
+        if let Err(err) = self
+            .invoke::<i64>(doing, &TOKEN_RELEASE, &[&key], &[owner])
+            .await
+        {
+            // Harmless: `authenticate` checks the Bay's record, so a stale
+            // index entry never authenticates.
+            tracing::warn!(error = %err, "could not remove a stale token index entry");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::redis::lua::bound;
+
+    #[test]
+    fn scripts_bind_their_keys_and_args_in_order() {
+        let create = include_str!("directory/create_participant.lua");
+        assert_eq!(bound(create, "KEYS"), CreateParticipantKeys::NAMES);
+        assert_eq!(bound(create, "ARGV"), CreateParticipantArgs::NAMES);
+        let set_token = include_str!("directory/set_token.lua");
+        assert_eq!(bound(set_token, "KEYS"), SetTokenKeys::NAMES);
+        assert_eq!(bound(set_token, "ARGV"), SetTokenArgs::NAMES);
     }
 }

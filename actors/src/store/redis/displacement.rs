@@ -1,7 +1,23 @@
-//! The displacement channel: the Redis engine's [`DisplacementStore`].
+//! The displacement channel: the Redis engine's [`DisplacementStore`],
+//! a stream of session openings apart from the log (`sb:{bay}:openings`).
 
-use super::*;
-use crate::store::DisplacementStore;
+use super::codec::{corrupt, decode, encode, stream_entries};
+use super::keys::BayKeys;
+use super::{RedisStore, MAX_COUNT};
+use crate::store::{DisplacementStore, Opening, StoreError, OPENINGS_KEPT};
+use ::redis::{cmd, Value};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use switchboard_protocol::cursor::EntryId;
+use switchboard_protocol::ids::{BayId, SessionId, TokenId};
+
+/// An opening as `sb:{bay}:openings` stores it (its id is the entry's).
+#[derive(Serialize, Deserialize)]
+struct StoredOpening {
+    token: TokenId,
+    session: SessionId,
+}
 
 #[async_trait]
 impl DisplacementStore for RedisStore {

@@ -1,7 +1,22 @@
-//! Named leases: the Redis engine's [`LeaseStore`].
+//! Named leases: the Redis engine's [`LeaseStore`]. Scripts:
+//! `leases/take.lua` and `leases/release.lua`.
 
-use super::*;
-use crate::store::LeaseStore;
+use super::keys;
+use super::lua::LuaScript;
+use super::RedisStore;
+use crate::store::{LeaseStore, StoreError};
+use async_trait::async_trait;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+/// Takes or renews a lease (KEYS: the lease; ARGV: holder, ttl ms): 1
+/// when the holder has it now.
+static LEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("leases/take.lua")]));
+
+/// Lets a lease go if the holder has it (KEYS: the lease; ARGV: holder).
+static RELEASE_LEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("leases/release.lua")]));
 
 #[async_trait]
 impl LeaseStore for RedisStore {
@@ -10,7 +25,7 @@ impl LeaseStore for RedisStore {
         let held: i64 = self
             .invoke(
                 "taking a lease",
-                &scripts::LEASE,
+                &LEASE,
                 &[&key],
                 &[holder, &ttl.as_millis().max(1).to_string()],
             )
@@ -21,12 +36,7 @@ impl LeaseStore for RedisStore {
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
         let key = keys::lease(name);
         let _: i64 = self
-            .invoke(
-                "releasing a lease",
-                &scripts::RELEASE_LEASE,
-                &[&key],
-                &[holder],
-            )
+            .invoke("releasing a lease", &RELEASE_LEASE, &[&key], &[holder])
             .await?;
         Ok(())
     }

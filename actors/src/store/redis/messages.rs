@@ -1,7 +1,126 @@
-//! Messages: appends, changes, history, read markers: the Redis engine's [`MessageStore`].
+//! Messages: appends, changes, history, read markers: the Redis engine's
+//! [`MessageStore`]. Each method's script is beside it in `messages/`
+//! (the append, its largest, with its Rust in `messages/append.rs`);
+//! `messages/body_of.lua` reads a history entry's body and
+//! `messages/iso_ms.lua` formats `createdAt`.
 
-use super::*;
-use crate::store::MessageStore;
+mod append;
+
+use super::codec::{
+    array, bytes, corrupt, decode, entry_id, status, to_text, to_value, ScriptStatus,
+};
+use super::keys::BayKeys;
+use super::lua::{lua_params, LuaScript, APPEND_LOG, REVISION};
+use super::{change_event, changed, RedisStore, MAX_COUNT, MAX_PAGE};
+use crate::model::StoredMessage;
+use crate::store::log::Change;
+use crate::store::{
+    AppendOutcome, Appended, Changed, MessageChange, MessageStore, NewMessage, ReadState,
+    StoreError,
+};
+use ::redis::{cmd, Value};
+use append::{AppendKeys, Stamped};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::ops::ControlFlow;
+use std::sync::LazyLock;
+use switchboard_protocol::cursor::EntryId;
+use switchboard_protocol::event::ConversationRef;
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
+use switchboard_protocol::model::ParticipantKind;
+
+/// `body_of(bodies, fields)`: the JSON of a history entry's message.
+const BODY_OF: &str = include_str!("messages/body_of.lua");
+
+/// `iso_ms(ms)`: a Unix time in ms as `createdAt` (RFC 3339, ms, `Z`).
+const ISO_MS: &str = include_str!("messages/iso_ms.lua");
+
+/// `change_message`'s script (KEYS: [`ChangeKeys`]; ARGV: [`ChangeArgs`]).
+static CHANGE_MESSAGE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[APPEND_LOG, REVISION, include_str!("messages/change.lua")]));
+
+/// `mark_read`'s script (KEYS: [`MarkReadKeys`]; ARGV: [`MarkReadArgs`]).
+static MARK_READ: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[APPEND_LOG, include_str!("messages/mark_read.lua")]));
+
+/// `read_states`' script: per conversation, the newest `seq` and the
+/// participant's marker.
+static READ_STATES: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::read_only(&[include_str!("messages/read_states.lua")]));
+
+/// `message`'s script (KEYS: [`HistoryKeys`]; ARGV: the message id).
+static MESSAGE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::read_only(&[BODY_OF, include_str!("messages/message.lua")]));
+
+/// `messages_since`' script (KEYS: history, bodies; ARGV: first stream
+/// id, count).
+static MESSAGES_SINCE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::read_only(&[BODY_OF, include_str!("messages/since.lua")]));
+
+/// `messages_before`' script (KEYS: [`HistoryKeys`]; ARGV: before id,
+/// limit).
+static MESSAGES_BEFORE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::read_only(&[BODY_OF, include_str!("messages/before.lua")]));
+
+/// An open draft's text so far and version (KEYS: draft text, versions;
+/// ARGV: message id).
+static DRAFT_STATE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::read_only(&[include_str!("messages/draft_state.lua")]));
+
+/// `iso_ms` alone, for [`RedisStore::lua_format_ms`].
+static FORMAT_MS: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[ISO_MS, include_str!("messages/format_ms.lua")]));
+
+lua_params! {
+    /// KEYS of `messages/change.lua`, each the [`BayKeys`] key of the same
+    /// name (of the message's conversation).
+    struct ChangeKeys of String {
+        conversations, revisions, message_ids, versions, bodies, log, epoch, log_meta, rosters,
+    }
+}
+
+lua_params! {
+    /// ARGV of `messages/change.lua`: the revision the change was
+    /// authorized with, the new version, the message JSON after the
+    /// change, the log event JSON, then the log append's arguments.
+    struct ChangeArgs<'a> of &'a str {
+        conversation_id, message_id, revision, version, body, event,
+        epoch_candidate, window_ms, max_entries,
+    }
+}
+
+lua_params! {
+    /// KEYS of `messages/mark_read.lua`, each the [`BayKeys`] key of the
+    /// same name (`reads` of the conversation).
+    struct MarkReadKeys of String { reads, log, epoch, log_meta, rosters, conversations }
+}
+
+lua_params! {
+    /// ARGV of `messages/mark_read.lua`: who reads, the message's `seq`
+    /// and id, the `read.updated` event JSON, the conversation, then the
+    /// log append's arguments.
+    struct MarkReadArgs<'a> of &'a str {
+        participant_id, seq, message_id, event, conversation_id,
+        epoch_candidate, window_ms, max_entries,
+    }
+}
+
+lua_params! {
+    /// KEYS of the history reads by id (`messages/message.lua`,
+    /// `messages/before.lua`), of one conversation.
+    struct HistoryKeys of String { messages, message_ids, bodies }
+}
+
+impl HistoryKeys {
+    fn new(bay: &BayId, conversation: &ConversationId) -> Self {
+        let k = BayKeys::new(bay);
+        HistoryKeys {
+            messages: k.messages(conversation),
+            message_ids: k.message_ids(conversation),
+            bodies: k.bodies(conversation),
+        }
+    }
+}
 
 #[async_trait]
 impl MessageStore for RedisStore {
@@ -15,149 +134,19 @@ impl MessageStore for RedisStore {
         // Versions count changes after the append, from 0 (the versions
         // hash starts empty).
         new.message.version = 0;
-        let k = BayKeys::new(bay);
-        let cid = &new.conversation.id;
-        let idempotency = new.idempotency.as_ref();
-        let keys = [
-            k.conversations(),
-            k.revisions(),
-            k.conversation_state(cid),
-            k.messages(cid),
-            k.message_ids(cid),
-            k.log(),
-            k.epoch(),
-            k.log_meta(),
-            k.rosters(),
-            k.bodies(cid),
-            k.reads(cid),
-            k.polls(),
-            k.idempotency(idempotency.map_or("none", |i| i.key.as_str())),
-            k.draft_text(cid, new.message.id.as_str()),
-            k.drafts(),
-            k.draft_info(),
-        ];
+        let keys = AppendKeys::new(bay, &new);
+        let reply = self.run_append(doing, &keys, &new, sender_kind).await?;
+        let stamped = match Stamped::from_reply(doing, &keys, &new.conversation.id, &reply)? {
+            ControlFlow::Continue(stamped) => stamped,
+            ControlFlow::Break(outcome) => return Ok(outcome),
+        };
         let draft = new.message.is_streaming();
-        let (msgs, log) = (&keys[3], &keys[5]);
-        // The message with holes for `createdAt`, `routing.suppressed` and
-        // `seq`, and the log event with a hole for the message: the script
-        // stamps and fills them.
-        let holes = Holes::new();
-        let mut message = to_value(doing, &new.message)?;
-        punch(doing, &mut message, &["created_at"], holes.hole(0))?;
-        punch(
-            doing,
-            &mut message,
-            &["routing", "suppressed"],
-            holes.hole(1),
-        )?;
-        punch(doing, &mut message, &["seq"], holes.hole(2))?;
-        let message = holes.split(doing, &to_text(doing, &message)?, 3)?;
-        let event_holes = Holes::new();
-        let given_suppressed = new.message.routing.suppressed;
-        let message_id = new.message.id.clone();
-        // The event around a hole for the message (which is in the pieces
-        // above already): no second serialization of the message.
-        let mut event = serde_json::json!({
-            "kind": "message",
-            "conversation": to_value(doing, &new.conversation)?,
-            "message": null,
-        });
-        punch(doing, &mut event, &["message"], event_holes.hole(0))?;
-        let event = event_holes.split(doing, &to_text(doing, &event)?, 1)?;
-        let kind = match sender_kind {
-            ParticipantKind::User => "user",
-            ParticipantKind::Agent => "agent",
-        };
-        let cap = new.round_cap.map(|c| c.to_string()).unwrap_or_default();
-        let revision = new.revision.to_string();
-        let poll = new.message.poll.as_ref().map_or("", |p| p.id.as_str());
-        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let reply = self
-            .invoke_status(
-                doing,
-                &scripts::APPEND_MESSAGE,
-                &key_refs,
-                &[
-                    cid.as_str(),
-                    message_id.as_str(),
-                    kind,
-                    &cap,
-                    if given_suppressed { "true" } else { "false" },
-                    &message[0],
-                    &message[1],
-                    &message[2],
-                    &message[3],
-                    &event[0],
-                    &event[1],
-                    &epoch_candidate(),
-                    &self.window_ms(),
-                    &self.max_entries(),
-                    &revision,
-                    idempotency.map_or("", |i| i.fingerprint.as_str()),
-                    poll,
-                    new.message.sender.id.as_str(),
-                    if draft {
-                        new.message.sender.id.as_str()
-                    } else {
-                        ""
-                    },
-                    if draft {
-                        new.message.content.as_str()
-                    } else {
-                        ""
-                    },
-                ],
-            )
-            .await?;
-        match status(doing, msgs, &reply)? {
-            ScriptStatus::Ok => {}
-            ScriptStatus::Stale => return Ok(AppendOutcome::Stale),
-            ScriptStatus::Conflict => return Ok(AppendOutcome::KeyReused),
-            ScriptStatus::Exists => {
-                let first = reply
-                    .get(1)
-                    .map(|v| bytes(doing, msgs, v))
-                    .transpose()?
-                    .filter(|b| !b.is_empty())
-                    .ok_or_else(|| corrupt(doing, msgs, "idempotent send lost its message"))?;
-                return Ok(AppendOutcome::Duplicate(Box::new(decode(
-                    doing, msgs, first,
-                )?)));
-            }
-            ScriptStatus::Missing => {
-                return Err(corrupt(
-                    doing,
-                    &keys[0],
-                    format!("conversation {cid} vanished"),
-                ))
-            }
-            other => return Err(corrupt(doing, msgs, format!("script said {other:?}"))),
-        }
-        let [_, entry, ms, suppressed, seq] = reply.as_slice() else {
-            return Err(corrupt(doing, msgs, "append script gave a malformed reply"));
-        };
-        // The stored message is ours with the holes filled: patch them in
-        // rather than decode the JSON back.
-        let mut message = new.message;
-        let ms: i64 = text(doing, msgs, ms)?
-            .parse()
-            .map_err(|e| corrupt(doing, msgs, e))?;
-        message.created_at = DateTime::<Utc>::from_timestamp_millis(ms)
-            .ok_or_else(|| corrupt(doing, msgs, format!("createdAt {ms} out of range")))?;
-        message.routing.suppressed = text(doing, msgs, suppressed)? == "true";
-        message.seq = text(doing, msgs, seq)?
-            .parse()
-            .map_err(|e| corrupt(doing, msgs, e))?;
+        let message = stamped.fill(doing, &keys.messages, new.message)?;
         if draft {
-            // The sweep's cross-Bay index lives in another slot: written
-            // after the Bay's own keys; the sweep checks the Bay's set.
-            let index = keys::draft_bays();
-            let _: i64 = self
-                .query(doing, &index, cmd("SADD").arg(&index).arg(bay.as_str()))
-                .await?;
+            self.index_draft_bay(doing, bay).await?;
         }
         Ok(AppendOutcome::Appended(Box::new(Appended {
-            entry: entry_id(doing, log, entry)?,
+            entry: stamped.entry,
             message,
         })))
     }
@@ -170,38 +159,33 @@ impl MessageStore for RedisStore {
         let doing = "changing a message";
         let k = BayKeys::new(bay);
         let cid = &change.conversation.id;
-        let keys = message_change_keys(&k, cid);
-        let body = to_text(doing, &to_value(doing, &change.message)?)?;
-        let event = to_text(
-            doing,
-            &to_value(
-                doing,
-                &LogEvent::Change {
-                    conversation: change.conversation.clone(),
-                    change: change.change,
-                },
-            )?,
-        )?;
-        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let keys = ChangeKeys {
+            conversations: k.conversations(),
+            revisions: k.revisions(),
+            message_ids: k.message_ids(cid),
+            versions: k.versions(cid),
+            bodies: k.bodies(cid),
+            log: k.log(),
+            epoch: k.epoch(),
+            log_meta: k.log_meta(),
+            rosters: k.rosters(),
+        };
+        let log = self.log_args();
+        let args = ChangeArgs {
+            conversation_id: cid.as_str(),
+            message_id: change.message.id.as_str(),
+            revision: &change.revision.to_string(),
+            version: &change.message.version.to_string(),
+            body: &to_text(doing, &to_value(doing, &change.message)?)?,
+            event: &change_event(doing, change.conversation.clone(), change.change)?,
+            epoch_candidate: &log.epoch_candidate,
+            window_ms: &log.window_ms,
+            max_entries: &log.max_entries,
+        };
         let reply = self
-            .invoke_status(
-                doing,
-                &scripts::CHANGE_MESSAGE,
-                &key_refs,
-                &[
-                    cid.as_str(),
-                    change.message.id.as_str(),
-                    &change.revision.to_string(),
-                    &change.message.version.to_string(),
-                    &body,
-                    &event,
-                    &epoch_candidate(),
-                    &self.window_ms(),
-                    &self.max_entries(),
-                ],
-            )
+            .invoke_status(doing, &CHANGE_MESSAGE, &keys.in_order(), &args.in_order())
             .await?;
-        changed(doing, &keys[4], &keys[5], &reply)
+        changed(doing, &keys.bodies, &keys.log, &reply)
     }
 
     async fn poll_message(
@@ -229,54 +213,47 @@ impl MessageStore for RedisStore {
     ) -> Result<Option<EntryId>, StoreError> {
         let doing = "moving a read marker";
         let k = BayKeys::new(bay);
-        let keys = [
-            k.reads(&conversation.id),
-            k.log(),
-            k.epoch(),
-            k.log_meta(),
-            k.rosters(),
-            k.conversations(),
-        ];
-        let event = to_text(
-            doing,
-            &to_value(
-                doing,
-                &LogEvent::Change {
-                    conversation: conversation.clone(),
-                    change: Change::Read {
-                        participant: participant.clone(),
-                        message: message.id.clone(),
-                    },
-                },
-            )?,
-        )?;
-        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let keys = MarkReadKeys {
+            reads: k.reads(&conversation.id),
+            log: k.log(),
+            epoch: k.epoch(),
+            log_meta: k.log_meta(),
+            rosters: k.rosters(),
+            conversations: k.conversations(),
+        };
+        let read = Change::Read {
+            participant: participant.clone(),
+            message: message.id.clone(),
+        };
+        let log = self.log_args();
+        let args = MarkReadArgs {
+            participant_id: participant.as_str(),
+            seq: &message.seq.to_string(),
+            message_id: message.id.as_str(),
+            event: &change_event(doing, conversation.clone(), read)?,
+            conversation_id: conversation.id.as_str(),
+            epoch_candidate: &log.epoch_candidate,
+            window_ms: &log.window_ms,
+            max_entries: &log.max_entries,
+        };
         let reply = self
-            .invoke_status(
-                doing,
-                &scripts::MARK_READ,
-                &key_refs,
-                &[
-                    participant.as_str(),
-                    &message.seq.to_string(),
-                    message.id.as_str(),
-                    &event,
-                    conversation.id.as_str(),
-                    &epoch_candidate(),
-                    &self.window_ms(),
-                    &self.max_entries(),
-                ],
-            )
+            .invoke_status(doing, &MARK_READ, &keys.in_order(), &args.in_order())
             .await?;
-        Ok(match status(doing, &keys[0], &reply)? {
+        Ok(match status(doing, &keys.reads, &reply)? {
             ScriptStatus::Ok => {
                 let entry = reply
                     .get(1)
-                    .ok_or_else(|| corrupt(doing, &keys[1], "no log id"))?;
-                Some(entry_id(doing, &keys[1], entry)?)
+                    .ok_or_else(|| corrupt(doing, &keys.log, "no log id"))?;
+                Some(entry_id(doing, &keys.log, entry)?)
             }
             ScriptStatus::Exists | ScriptStatus::Missing => None,
-            other => return Err(corrupt(doing, &keys[0], format!("script said {other:?}"))),
+            other => {
+                return Err(corrupt(
+                    doing,
+                    &keys.reads,
+                    format!("script said {other:?}"),
+                ))
+            }
         })
     }
 
@@ -297,12 +274,7 @@ impl MessageStore for RedisStore {
             .collect();
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let reply: Vec<String> = self
-            .invoke(
-                doing,
-                &scripts::READ_STATES,
-                &key_refs,
-                &[participant.as_str()],
-            )
+            .invoke(doing, &READ_STATES, &key_refs, &[participant.as_str()])
             .await?;
         reply
             .chunks(2)
@@ -334,22 +306,12 @@ impl MessageStore for RedisStore {
         message: &MessageId,
     ) -> Result<Option<StoredMessage>, StoreError> {
         let doing = "reading a message";
-        let k = BayKeys::new(bay);
-        let (msgs, ids, bodies) = (
-            k.messages(conversation),
-            k.message_ids(conversation),
-            k.bodies(conversation),
-        );
+        let keys = HistoryKeys::new(bay, conversation);
         let raw: Option<Vec<u8>> = self
-            .invoke(
-                doing,
-                &scripts::MESSAGE,
-                &[&msgs, &ids, &bodies],
-                &[message.as_str()],
-            )
+            .invoke(doing, &MESSAGE, &keys.in_order(), &[message.as_str()])
             .await?;
         let mut found: Vec<StoredMessage> = raw
-            .map(|r| decode(doing, &msgs, &r))
+            .map(|r| decode(doing, &keys.messages, &r))
             .transpose()?
             .into_iter()
             .collect();
@@ -381,7 +343,7 @@ impl MessageStore for RedisStore {
         let reply: Vec<Vec<u8>> = self
             .invoke(
                 doing,
-                &scripts::MESSAGES_SINCE,
+                &MESSAGES_SINCE,
                 &[&key, &bodies],
                 &[&start, &limit.min(MAX_COUNT).to_string()],
             )
@@ -402,34 +364,95 @@ impl MessageStore for RedisStore {
         limit: usize,
     ) -> Result<(Vec<StoredMessage>, bool), StoreError> {
         let doing = "reading a page of messages";
-        let k = BayKeys::new(bay);
-        let (msgs, ids, bodies) = (
-            k.messages(conversation),
-            k.message_ids(conversation),
-            k.bodies(conversation),
-        );
+        let keys = HistoryKeys::new(bay, conversation);
+        let msgs = &keys.messages;
         let reply: Value = self
             .invoke(
                 doing,
-                &scripts::MESSAGES_BEFORE,
-                &[&msgs, &ids, &bodies],
+                &MESSAGES_BEFORE,
+                &keys.in_order(),
                 &[
                     before.map(|m| m.as_str()).unwrap_or(""),
                     &limit.min(MAX_PAGE).to_string(),
                 ],
             )
             .await?;
-        let items = array(doing, &msgs, &reply)?;
+        let items = array(doing, msgs, &reply)?;
         let (more, page) = items
             .split_first()
-            .ok_or_else(|| corrupt(doing, &msgs, "empty page reply"))?;
+            .ok_or_else(|| corrupt(doing, msgs, "empty page reply"))?;
         let more = matches!(more, Value::Int(1));
         let mut out = page
             .iter()
-            .map(|v| decode::<StoredMessage>(doing, &msgs, bytes(doing, &msgs, v)?))
+            .map(|v| decode::<StoredMessage>(doing, msgs, bytes(doing, msgs, v)?))
             .collect::<Result<Vec<_>, _>>()?;
         out.reverse();
         self.fill_drafts(bay, &mut out).await?;
         Ok((out, more))
+    }
+}
+
+impl RedisStore {
+    /// Brings open drafts among `messages` up to date: their body keeps
+    /// the text they opened with; the text so far and the version live
+    /// apart (see `drafts/append.lua`).
+    async fn fill_drafts(
+        &self,
+        bay: &BayId,
+        messages: &mut [StoredMessage],
+    ) -> Result<(), StoreError> {
+        let doing = "reading a draft";
+        let k = BayKeys::new(bay);
+        for m in messages.iter_mut().filter(|m| m.is_streaming()) {
+            let (text_key, versions) = (
+                k.draft_text(&m.conversation_id, m.id.as_str()),
+                k.versions(&m.conversation_id),
+            );
+            let (text, version): (Option<String>, Option<u64>) = self
+                .invoke(
+                    doing,
+                    &DRAFT_STATE,
+                    &[&text_key, &versions],
+                    &[m.id.as_str()],
+                )
+                .await?;
+            // Missing text: the draft ended between the two reads; the
+            // body read first is still a consistent older state.
+            if let Some(text) = text {
+                m.content = text;
+                m.version = version.unwrap_or(m.version);
+            }
+        }
+        Ok(())
+    }
+
+    /// Formats a Unix time in ms with the Lua formatter `append_message`
+    /// uses for `createdAt` (for tests that check it against chrono).
+    #[doc(hidden)]
+    pub async fn lua_format_ms(&self, ms: u64) -> Result<String, StoreError> {
+        self.invoke("formatting a time", &FORMAT_MS, &[], &[&ms.to_string()])
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::redis::lua::bound;
+
+    #[test]
+    fn scripts_bind_their_keys_and_args_in_order() {
+        let change = include_str!("messages/change.lua");
+        assert_eq!(bound(change, "KEYS"), ChangeKeys::NAMES);
+        assert_eq!(bound(change, "ARGV"), ChangeArgs::NAMES);
+        let mark_read = include_str!("messages/mark_read.lua");
+        assert_eq!(bound(mark_read, "KEYS"), MarkReadKeys::NAMES);
+        assert_eq!(bound(mark_read, "ARGV"), MarkReadArgs::NAMES);
+        for body in [
+            include_str!("messages/message.lua"),
+            include_str!("messages/before.lua"),
+        ] {
+            assert_eq!(bound(body, "KEYS"), HistoryKeys::NAMES);
+        }
     }
 }

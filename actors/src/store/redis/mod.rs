@@ -13,6 +13,12 @@
 //! - `set_token`: token swap + `CredentialRevoked` log entry in one script;
 //! - every log append mints the epoch (`SET NX`) if it is missing.
 //!
+//! Each area's file (`messages.rs`, `drafts.rs`, …) implements its store
+//! trait and keeps its scripts beside it (`messages/*.lua`, …), with the
+//! script's KEYS and ARGV named in Rust; the fragments several areas
+//! compose in (the log append, the round step, the revision check) and the
+//! conventions every script follows are in the private `lua` module.
+//!
 //! The token index is the one cross-slot structure; it is a pointer checked
 //! against the Bay's own record on every `authenticate` (see [`keys`]), so
 //! the order of its writes can never make a revoked token authenticate.
@@ -55,7 +61,7 @@ mod codec;
 mod command;
 mod connection;
 pub mod keys;
-mod scripts;
+mod lua;
 mod setup;
 mod tail;
 
@@ -69,53 +75,18 @@ mod messages;
 mod presence;
 mod webhooks;
 
+pub use blocking::BLOCKING_CONNECTIONS;
+pub use connection::{Connection, Target};
 pub use setup::{connect, connect_cluster, connect_to};
 
 use super::log::{Change, LogEvent};
-use super::{
-    new_revision, AppendOutcome, Appended, Changed, ConversationChange, Created, DraftAppend,
-    DraftAppended, MessageChange, NewMessage, OpenDraft, Opening, ParticipantPresence,
-    PresenceChange, Principal, Published, ReadState, Replay, Revisioned, RosterChange, RoundStep,
-    StoreError, Updated, Webhook, WebhookStatus, OPENINGS_KEPT,
-};
-
-/// One node's entry in a Bay's presence hash.
-#[derive(Serialize, Deserialize)]
-struct Presence {
-    /// Unix ms after which the entry no longer counts.
-    until: i64,
-    /// Participants present on that node (a session, or within the
-    /// linger): all that nodes before activity presence read.
-    online: Vec<ParticipantId>,
-    /// What the node knows of each participant; absent in records of
-    /// nodes before activity presence (their `online` then counts as
-    /// holding a session).
-    #[serde(default)]
-    entries: Option<Vec<ParticipantPresence>>,
-}
-use crate::model::{Bay, Conversation, Participant, StoredMessage};
-use crate::token::TokenHash;
-use ::redis::{cmd, Value};
-use async_trait::async_trait;
+use super::{Changed, StoreError};
+use ::redis::Value;
 use blocking::BlockingConnections;
-pub use blocking::BLOCKING_CONNECTIONS;
-use chrono::{DateTime, Utc};
-use codec::{
-    array, bytes, corrupt, decode, encode, entry_id, epoch_candidate, punch, status,
-    stream_entries, text, to_text, to_value, unavailable, Holes, ScriptStatus,
-};
+use codec::{corrupt, entry_id, status, to_text, to_value, ScriptStatus};
 use connection::Shared;
-pub use connection::{Connection, Target};
-use keys::BayKeys;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
 use switchboard_protocol::event::ConversationRef;
-use switchboard_protocol::ids::{
-    BayId, ConversationId, MessageId, ParticipantId, SessionId, TokenId,
-};
-use switchboard_protocol::model::ParticipantKind;
-use switchboard_protocol::presence::PresenceState;
 
 /// Replay-buffer limits of the Redis engine (as for the memory engine).
 #[derive(Clone, Copy, Debug)]
@@ -146,153 +117,28 @@ pub struct RedisStore {
     limits: RedisLimits,
 }
 
-/// Token index value: who a token hash belongs to.
-#[derive(Serialize, Deserialize)]
-struct TokenOwner {
-    bay: BayId,
-    participant: ParticipantId,
-}
-
-impl RedisStore {
-    fn window_ms(&self) -> String {
-        self.limits.replay_window.as_millis().max(1).to_string()
-    }
-
-    fn max_entries(&self) -> String {
-        self.limits.max_entries.max(1).to_string()
-    }
-
-    /// Whether `token` is the current token of its index entry's owner.
-    async fn token_is_current(
-        &self,
-        doing: &'static str,
-        owner: &TokenOwner,
-        token: &TokenHash,
-    ) -> Result<bool, StoreError> {
-        let k = BayKeys::new(&owner.bay);
-        let key = k.participant_tokens();
-        let current: Option<String> = self
-            .query(
-                doing,
-                &key,
-                cmd("HGET").arg(&key).arg(owner.participant.as_str()),
-            )
-            .await?;
-        Ok(current.as_deref() == Some(token.0.as_str()))
-    }
-
-    /// Deletes the token index entry of `token` if it still names `owner`.
-    /// Brings open drafts among `messages` up to date: their body keeps
-    /// the text they opened with; the text so far and the version live
-    /// apart (see `APPEND_DRAFT`).
-    async fn fill_drafts(
-        &self,
-        bay: &BayId,
-        messages: &mut [StoredMessage],
-    ) -> Result<(), StoreError> {
-        let doing = "reading a draft";
-        let k = BayKeys::new(bay);
-        for m in messages.iter_mut().filter(|m| m.is_streaming()) {
-            let (text_key, versions) = (
-                k.draft_text(&m.conversation_id, m.id.as_str()),
-                k.versions(&m.conversation_id),
-            );
-            let (text, version): (Option<String>, Option<u64>) = self
-                .invoke(
-                    doing,
-                    &scripts::DRAFT_STATE,
-                    &[&text_key, &versions],
-                    &[m.id.as_str()],
-                )
-                .await?;
-            // Missing text: the draft ended between the two reads; the
-            // body read first is still a consistent older state.
-            if let Some(text) = text {
-                m.content = text;
-                m.version = version.unwrap_or(m.version);
-            }
-        }
-        Ok(())
-    }
-
-    async fn release_token(&self, doing: &'static str, token: &TokenHash, owner: &str) {
-        let key = keys::token(token);
-        if let Err(err) = self
-            .invoke::<i64>(doing, &scripts::TOKEN_RELEASE, &[&key], &[owner])
-            .await
-        {
-            // Harmless: `authenticate` checks the Bay's record, so a stale
-            // index entry never authenticates.
-            tracing::warn!(error = %err, "could not remove a stale token index entry");
-        }
-    }
-
-    /// The `XADD` value of a roster change: who was in `conversation`
-    /// before the change logged at the same id.
-    fn roster_change_json(
-        doing: &'static str,
-        key: &str,
-        conversation: &Conversation,
-        before: Vec<ParticipantId>,
-    ) -> Result<String, StoreError> {
-        encode(
+/// The JSON of a `Change` log event in `conversation` (what
+/// `messages/change.lua`, `messages/mark_read.lua` and the draft scripts
+/// log).
+fn change_event(
+    doing: &'static str,
+    conversation: ConversationRef,
+    change: Change,
+) -> Result<String, StoreError> {
+    to_text(
+        doing,
+        &to_value(
             doing,
-            key,
-            &StoredRosterChange {
-                conversation: conversation.id.clone(),
-                before,
-                after: conversation.member_ids(),
+            &LogEvent::Change {
+                conversation,
+                change,
             },
-        )
-    }
-
-    /// Formats a Unix time in ms with the Lua formatter `append_message`
-    /// uses for `createdAt` (for tests that check it against chrono).
-    #[doc(hidden)]
-    pub async fn lua_format_ms(&self, ms: u64) -> Result<String, StoreError> {
-        self.invoke(
-            "formatting a time",
-            &scripts::FORMAT_MS,
-            &[],
-            &[&ms.to_string()],
-        )
-        .await
-    }
+        )?,
+    )
 }
 
-/// An opening as `sb:{bay}:openings` stores it (its id is the entry's).
-#[derive(Serialize, Deserialize)]
-struct StoredOpening {
-    token: TokenId,
-    session: SessionId,
-}
-
-/// A roster change as `sb:{bay}:rosters` stores it (its id is the entry's).
-#[derive(Serialize, Deserialize)]
-struct StoredRosterChange {
-    conversation: ConversationId,
-    before: Vec<ParticipantId>,
-    after: Vec<ParticipantId>,
-}
-
-/// The keys `CHANGE_MESSAGE` takes, in order; `CLOSE_DRAFT` takes them
-/// and more.
-fn message_change_keys(k: &BayKeys, cid: &ConversationId) -> [String; 9] {
-    [
-        k.conversations(),
-        k.revisions(),
-        k.message_ids(cid),
-        k.versions(cid),
-        k.bodies(cid),
-        k.log(),
-        k.epoch(),
-        k.log_meta(),
-        k.rosters(),
-    ]
-}
-
-/// The outcome of a script that changes a message (`CHANGE_MESSAGE`,
-/// `CLOSE_DRAFT`): its status, and on success the log entry it wrote.
+/// The outcome of a script that changes a message (`messages/change.lua`,
+/// `drafts/close.lua`): its status, and on success the log entry it wrote.
 fn changed(
     doing: &'static str,
     bodies: &str,

@@ -1,7 +1,47 @@
-//! Activity presence records: the Redis engine's [`PresenceStore`].
+//! Activity presence records: the Redis engine's [`PresenceStore`]:
+//! each node's record in the Bay's presence hash, and the published
+//! states, changed only with their log entries (`presence/publish.lua`).
 
-use super::*;
-use crate::store::PresenceStore;
+use super::codec::{corrupt, decode, encode, entry_id, status, ScriptStatus};
+use super::keys::BayKeys;
+use super::lua::{lua_params, LuaScript, APPEND_LOG};
+use super::RedisStore;
+use crate::store::log::LogEvent;
+use crate::store::{ParticipantPresence, PresenceChange, PresenceStore, Published, StoreError};
+use ::redis::cmd;
+use async_trait::async_trait;
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use std::sync::LazyLock;
+use std::time::Duration;
+use switchboard_protocol::ids::{BayId, ParticipantId};
+use switchboard_protocol::presence::PresenceState;
+
+/// `publish_presence`'s compare-and-set (KEYS: [`PublishPresenceKeys`];
+/// ARGV: the log append's arguments, then four per change).
+static PUBLISH_PRESENCE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[APPEND_LOG, include_str!("presence/publish.lua")]));
+
+lua_params! {
+    /// KEYS of `presence/publish.lua`, each the [`BayKeys`] key of the same
+    /// name.
+    struct PublishPresenceKeys of String { log, epoch, log_meta, rosters, presence_states }
+}
+
+/// One node's entry in a Bay's presence hash.
+#[derive(Serialize, Deserialize)]
+struct Presence {
+    /// Unix ms after which the entry no longer counts.
+    until: i64,
+    /// Participants present on that node (a session, or within the
+    /// linger): all that nodes before activity presence read.
+    online: Vec<ParticipantId>,
+    /// What the node knows of each participant; absent in records of
+    /// nodes before activity presence (their `online` then counts as
+    /// holding a session).
+    #[serde(default)]
+    entries: Option<Vec<ParticipantPresence>>,
+}
 
 #[async_trait]
 impl PresenceStore for RedisStore {
@@ -95,21 +135,23 @@ impl PresenceStore for RedisStore {
         }
         let doing = "publishing presence";
         let k = BayKeys::new(bay);
-        let (log, epoch, meta, rosters, states) = (
-            k.log(),
-            k.epoch(),
-            k.log_meta(),
-            k.rosters(),
-            k.presence_states(),
-        );
-        let mut args = vec![epoch_candidate(), self.window_ms(), self.max_entries()];
+        let keys = PublishPresenceKeys {
+            log: k.log(),
+            epoch: k.epoch(),
+            log_meta: k.log_meta(),
+            rosters: k.rosters(),
+            presence_states: k.presence_states(),
+        };
+        let log = &keys.log;
+        let append = self.log_args();
+        let mut args = vec![append.epoch_candidate, append.window_ms, append.max_entries];
         for c in changes {
             args.push(c.participant.as_str().to_owned());
             args.push(c.from.as_str().to_owned());
             args.push(c.to.as_str().to_owned());
             args.push(encode(
                 doing,
-                &log,
+                log,
                 &LogEvent::Presence {
                     participant: c.participant.clone(),
                     state: c.to,
@@ -119,21 +161,28 @@ impl PresenceStore for RedisStore {
         }
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let reply = self
-            .invoke_status(
-                doing,
-                &scripts::PUBLISH_PRESENCE,
-                &[&log, &epoch, &meta, &rosters, &states],
-                &argv,
-            )
+            .invoke_status(doing, &PUBLISH_PRESENCE, &keys.in_order(), &argv)
             .await?;
-        match status(doing, &log, &reply)? {
+        match status(doing, log, &reply)? {
             ScriptStatus::Ok => reply[1..]
                 .iter()
-                .map(|id| entry_id(doing, &log, id))
+                .map(|id| entry_id(doing, log, id))
                 .collect::<Result<Vec<_>, _>>()
                 .map(Published::Logged),
             ScriptStatus::Conflict => Ok(Published::Conflict),
-            other => Err(corrupt(doing, &log, format!("script said {other:?}"))),
+            other => Err(corrupt(doing, log, format!("script said {other:?}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::redis::lua::bound;
+
+    #[test]
+    fn the_publish_script_binds_its_keys_in_order() {
+        let publish = include_str!("presence/publish.lua");
+        assert_eq!(bound(publish, "KEYS"), PublishPresenceKeys::NAMES);
     }
 }

@@ -187,7 +187,8 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Runs one command on every primary (see [`Connection::on_every_primary`]).
+    /// Runs one command on every primary (see
+    /// [`Connection::on_every_primary`](super::connection::Connection::on_every_primary)).
     async fn on_every_primary(
         &self,
         doing: &'static str,

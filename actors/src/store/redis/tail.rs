@@ -1,20 +1,34 @@
 //! Reading the log: the full read (one script: epoch, head, newest
 //! trimmed id and the entries) and the feeds' tail (one blocking `XREAD`
 //! whose entries are used as they come when they chain on unbroken).
+//! The full read's script is `log/read.lua`.
 
 use super::codec::{
     array, corrupt, decode, entry_id, epoch_candidate, from_redis, stream_entries, stream_fields,
     text, unavailable,
 };
 use super::keys::BayKeys;
-use super::{scripts, RedisStore, BLOCK_GRACE, CONNECT_TIMEOUT, MAX_COUNT};
+use super::log::{LogStateKeys, LOG_STATE};
+use super::lua::{lua_params, LuaScript};
+use super::{RedisStore, BLOCK_GRACE, CONNECT_TIMEOUT, MAX_COUNT};
 use crate::store::log::{LogEvent, LogRecord};
 use crate::store::{Replay, StoreError};
 use ::redis::{cmd, Value};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::BayId;
+
+/// The full read's script (KEYS: [`LogStateKeys`]; ARGV:
+/// [`ReadLogArgs`]): `{epoch, last id, max deleted id, entries}`.
+static READ_LOG: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::read_only(&[LOG_STATE, include_str!("log/read.lua")]));
+
+lua_params! {
+    /// ARGV of `log/read.lua`: an epoch candidate, the cursor's epoch and
+    /// entry id (entries after it are read), and the most to read.
+    struct ReadLogArgs<'a> of &'a str { epoch_candidate, cursor_epoch, after, count }
+}
 
 impl RedisStore {
     /// Reads the log once (no blocking).
@@ -25,37 +39,33 @@ impl RedisStore {
         max: usize,
     ) -> Result<Replay, StoreError> {
         let doing = "reading the event log";
-        let k = BayKeys::new(bay);
-        let (log, epoch, meta) = (k.log(), k.epoch(), k.log_meta());
-        let reply: Value = self
-            .invoke(
-                doing,
-                &scripts::READ_LOG,
-                &[&log, &epoch, &meta],
-                &[
-                    &epoch_candidate(),
-                    &after.epoch.0,
-                    &after.entry.to_string(),
-                    &max.min(MAX_COUNT).to_string(),
-                ],
-            )
-            .await?;
-        let parts = array(doing, &log, &reply)?;
-        let [current, last, max_deleted, entries] = parts else {
-            return Err(corrupt(doing, &log, "read script gave a malformed reply"));
+        let keys = LogStateKeys::new(&BayKeys::new(bay));
+        let (log, epoch) = (&keys.log, &keys.epoch);
+        let args = ReadLogArgs {
+            epoch_candidate: &epoch_candidate(),
+            cursor_epoch: &after.epoch.0,
+            after: &after.entry.to_string(),
+            count: &max.min(MAX_COUNT).to_string(),
         };
-        if text(doing, &epoch, current)? != after.epoch.0 {
+        let reply: Value = self
+            .invoke(doing, &READ_LOG, &keys.in_order(), &args.in_order())
+            .await?;
+        let parts = array(doing, log, &reply)?;
+        let [current, last, max_deleted, entries] = parts else {
+            return Err(corrupt(doing, log, "read script gave a malformed reply"));
+        };
+        if text(doing, epoch, current)? != after.epoch.0 {
             return Ok(Replay::EpochChanged);
         }
-        let last = entry_id(doing, &log, last)?;
-        let max_deleted = entry_id(doing, &log, max_deleted)?;
+        let last = entry_id(doing, log, last)?;
+        let max_deleted = entry_id(doing, log, max_deleted)?;
         if after.entry < max_deleted || after.entry > last {
             return Ok(Replay::Expired);
         }
-        let records = stream_entries(doing, &log, entries, "e")?
+        let records = stream_entries(doing, log, entries, "e")?
             .into_iter()
             .map(|(id, raw)| {
-                let event: LogEvent = decode(doing, &log, raw)?;
+                let event: LogEvent = decode(doing, log, raw)?;
                 Ok(Arc::new(LogRecord::new(id, event)))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
@@ -170,5 +180,19 @@ impl RedisStore {
             return Ok(None);
         }
         Ok(Some(Replay::page(records, max, after.entry, expected)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::redis::lua::bound;
+
+    #[test]
+    fn the_full_read_binds_its_args_in_order() {
+        assert_eq!(
+            bound(include_str!("log/read.lua"), "ARGV"),
+            ReadLogArgs::NAMES
+        );
     }
 }

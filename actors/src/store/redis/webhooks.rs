@@ -1,7 +1,74 @@
-//! Webhooks: URLs, positions, statuses: the Redis engine's [`WebhookStore`].
+//! Webhooks: URLs, positions, statuses: the Redis engine's
+//! [`WebhookStore`]. A webhook's position and status are only written
+//! while it is still the participant's (`webhooks/set_if.lua`,
+//! `webhooks/disable.lua`); the cross-Bay index of owners is written
+//! after the Bay's own keys.
 
-use super::*;
-use crate::store::WebhookStore;
+use super::codec::{corrupt, decode, encode};
+use super::keys::{self, BayKeys};
+use super::lua::{lua_params, LuaScript};
+use super::RedisStore;
+use crate::store::{StoreError, Webhook, WebhookStatus, WebhookStore};
+use ::redis::cmd;
+use async_trait::async_trait;
+use std::sync::LazyLock;
+use switchboard_protocol::cursor::LogPosition;
+use switchboard_protocol::ids::{BayId, ParticipantId};
+
+/// `set_webhook`'s script (KEYS: [`WebhookKeys`]; ARGV: [`SetWebhookArgs`]).
+static SET_WEBHOOK: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("webhooks/set.lua")]));
+
+/// Writes a position or status of a webhook that is still the
+/// participant's (KEYS: [`SetIfWebhookKeys`]; ARGV: [`SetIfWebhookArgs`]).
+static SET_IF_WEBHOOK: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("webhooks/set_if.lua")]));
+
+/// `disable_webhook`'s script (KEYS: [`WebhookKeys`]; ARGV:
+/// [`DisableWebhookArgs`]).
+static DISABLE_WEBHOOK: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("webhooks/disable.lua")]));
+
+lua_params! {
+    /// KEYS of `webhooks/set.lua` and `webhooks/disable.lua`, each the
+    /// [`BayKeys`] key of the same name.
+    struct WebhookKeys of String { webhooks, webhook_positions, webhook_status }
+}
+
+impl WebhookKeys {
+    fn new(bay: &BayId) -> Self {
+        let k = BayKeys::new(bay);
+        WebhookKeys {
+            webhooks: k.webhooks(),
+            webhook_positions: k.webhook_positions(),
+            webhook_status: k.webhook_status(),
+        }
+    }
+}
+
+lua_params! {
+    /// ARGV of `webhooks/set.lua`: the owner, the webhook's JSON (`''`
+    /// removes it) and the delivery position to start at.
+    struct SetWebhookArgs<'a> of &'a str { participant_id, webhook, position }
+}
+
+lua_params! {
+    /// KEYS of `webhooks/set_if.lua`: the webhooks hash and the hash to
+    /// write (positions or status).
+    struct SetIfWebhookKeys<'a> of &'a str { webhooks, target }
+}
+
+lua_params! {
+    /// ARGV of `webhooks/set_if.lua`: the owner, the JSON of the webhook
+    /// the writer works for, and the value to write.
+    struct SetIfWebhookArgs<'a> of &'a str { participant_id, webhook, value }
+}
+
+lua_params! {
+    /// ARGV of `webhooks/disable.lua`: the owner, the JSON of the webhook
+    /// to remove and the status JSON to record.
+    struct DisableWebhookArgs<'a> of &'a str { participant_id, webhook, status }
+}
 
 #[async_trait]
 impl WebhookStore for RedisStore {
@@ -12,21 +79,20 @@ impl WebhookStore for RedisStore {
         webhook: Option<(Webhook, LogPosition)>,
     ) -> Result<(), StoreError> {
         let doing = "setting a webhook";
-        let k = BayKeys::new(bay);
-        let (hooks, positions, status) = (k.webhooks(), k.webhook_positions(), k.webhook_status());
+        let keys = WebhookKeys::new(bay);
         let owner = format!("{bay} {participant}");
         let owners = keys::webhook_owners();
         let (json, from) = match &webhook {
-            Some((hook, from)) => (encode(doing, &hooks, hook)?, from.encode()),
+            Some((hook, from)) => (encode(doing, &keys.webhooks, hook)?, from.encode()),
             None => (String::new(), String::new()),
         };
+        let args = SetWebhookArgs {
+            participant_id: participant.as_str(),
+            webhook: &json,
+            position: &from,
+        };
         let _: i64 = self
-            .invoke(
-                doing,
-                &scripts::SET_WEBHOOK,
-                &[&hooks, &positions, &status],
-                &[participant.as_str(), &json, &from],
-            )
+            .invoke(doing, &SET_WEBHOOK, &keys.in_order(), &args.in_order())
             .await?;
         // The cross-Bay index lives in another slot: written after the
         // Bay's own keys, and readers check the Bay's hash.
@@ -88,17 +154,17 @@ impl WebhookStore for RedisStore {
         let doing = "moving a webhook position";
         let k = BayKeys::new(bay);
         let (hooks, positions) = (k.webhooks(), k.webhook_positions());
+        let keys = SetIfWebhookKeys {
+            webhooks: &hooks,
+            target: &positions,
+        };
+        let args = SetIfWebhookArgs {
+            participant_id: participant.as_str(),
+            webhook: &encode(doing, &hooks, of)?,
+            value: &position.encode(),
+        };
         let _: i64 = self
-            .invoke(
-                doing,
-                &scripts::SET_IF_WEBHOOK,
-                &[&hooks, &positions],
-                &[
-                    participant.as_str(),
-                    &encode(doing, &hooks, of)?,
-                    &position.encode(),
-                ],
-            )
+            .invoke(doing, &SET_IF_WEBHOOK, &keys.in_order(), &args.in_order())
             .await?;
         Ok(())
     }
@@ -129,17 +195,17 @@ impl WebhookStore for RedisStore {
         let doing = "recording a webhook status";
         let k = BayKeys::new(bay);
         let (hooks, key) = (k.webhooks(), k.webhook_status());
+        let keys = SetIfWebhookKeys {
+            webhooks: &hooks,
+            target: &key,
+        };
+        let args = SetIfWebhookArgs {
+            participant_id: participant.as_str(),
+            webhook: &encode(doing, &hooks, of)?,
+            value: &encode(doing, &key, status)?,
+        };
         let _: i64 = self
-            .invoke(
-                doing,
-                &scripts::SET_IF_WEBHOOK,
-                &[&hooks, &key],
-                &[
-                    participant.as_str(),
-                    &encode(doing, &hooks, of)?,
-                    &encode(doing, &key, status)?,
-                ],
-            )
+            .invoke(doing, &SET_IF_WEBHOOK, &keys.in_order(), &args.in_order())
             .await?;
         Ok(())
     }
@@ -152,19 +218,14 @@ impl WebhookStore for RedisStore {
         status: &WebhookStatus,
     ) -> Result<(), StoreError> {
         let doing = "disabling a webhook";
-        let k = BayKeys::new(bay);
-        let (hooks, positions, key) = (k.webhooks(), k.webhook_positions(), k.webhook_status());
+        let keys = WebhookKeys::new(bay);
+        let args = DisableWebhookArgs {
+            participant_id: participant.as_str(),
+            webhook: &encode(doing, &keys.webhooks, of)?,
+            status: &encode(doing, &keys.webhook_status, status)?,
+        };
         let removed: i64 = self
-            .invoke(
-                doing,
-                &scripts::DISABLE_WEBHOOK,
-                &[&hooks, &positions, &key],
-                &[
-                    participant.as_str(),
-                    &encode(doing, &hooks, of)?,
-                    &encode(doing, &key, status)?,
-                ],
-            )
+            .invoke(doing, &DISABLE_WEBHOOK, &keys.in_order(), &args.in_order())
             .await?;
         if removed == 1 {
             let owners = keys::webhook_owners();
@@ -177,5 +238,24 @@ impl WebhookStore for RedisStore {
                 .await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::redis::lua::bound;
+
+    #[test]
+    fn scripts_bind_their_keys_and_args_in_order() {
+        let set = include_str!("webhooks/set.lua");
+        assert_eq!(bound(set, "KEYS"), WebhookKeys::NAMES);
+        assert_eq!(bound(set, "ARGV"), SetWebhookArgs::NAMES);
+        let set_if = include_str!("webhooks/set_if.lua");
+        assert_eq!(bound(set_if, "KEYS"), SetIfWebhookKeys::NAMES);
+        assert_eq!(bound(set_if, "ARGV"), SetIfWebhookArgs::NAMES);
+        let disable = include_str!("webhooks/disable.lua");
+        assert_eq!(bound(disable, "KEYS"), WebhookKeys::NAMES);
+        assert_eq!(bound(disable, "ARGV"), DisableWebhookArgs::NAMES);
     }
 }

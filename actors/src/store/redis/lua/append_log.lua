@@ -1,0 +1,59 @@
+-- The Redis clock in Unix ms (`TIME`): what `createdAt`, trimming and the
+-- draft index's last activity are measured in.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Appends `event` to the log stream and keeps the log's meta hash current
+-- (`last`, `maxdel`), so readers need no XINFO. Each entry also names its
+-- epoch (`ep`) and the entry before it (`p`): a tail reading with XREAD
+-- alone can tell that what it got follows its position unbroken. Trimming: entries older
+-- than `window` ms go (exact MINID), checked at most once per `slack` ms
+-- (window/16, at most 1 s; `next_trim` in the meta hash), so an entry may
+-- outlive the window by that much but a steady append costs no range
+-- scan; beyond `maxlen` entries they go at once (exact MAXLEN). The newest
+-- trimmed id becomes `maxdel` (readers compare cursors against it) and the
+-- stream's max-deleted-entry-id (XSETID), and the roster changes of the
+-- trimmed entries go with them. The epoch is minted (`SET NX` of the
+-- caller's fresh `candidate`) when it is missing: the Bay's data is new or
+-- was lost, and either way a new incarnation of the log begins.
+local function append_log(log, epoch, meta, rosters, candidate, window, maxlen, event)
+  local ep = redis.call('SET', epoch, candidate, 'NX', 'GET') or candidate
+  local prev = redis.call('HGET', meta, 'last') or '0-0'
+  local id = redis.call('XADD', log, '*', 'e', event, 'p', prev, 'ep', ep)
+  local trimmed = false
+  local now = now_ms()
+  local due = redis.call('HGET', meta, 'next_trim')
+  if (not due) or now >= tonumber(due) then
+    local minid = now - tonumber(window)
+    if minid > 0 then
+      local bound = string.format('%d-0', minid)
+      local doomed = redis.call('XREVRANGE', log, '(' .. bound, '-', 'COUNT', 1)
+      if #doomed > 0 then
+        trimmed = doomed[1][1]
+        redis.call('XTRIM', log, 'MINID', '=', bound)
+      end
+    end
+    local oldest = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)
+    local oldest_ms = tonumber(string.match(oldest[1][1], '^(%d+)'))
+    local slack = math.min(1000, math.max(1, math.floor(tonumber(window) / 16)))
+    redis.call('HSET', meta, 'next_trim',
+      string.format('%d', math.max(oldest_ms + tonumber(window), now + slack)))
+  end
+  local excess = redis.call('XLEN', log) - tonumber(maxlen)
+  if excess > 0 then
+    local doomed = redis.call('XRANGE', log, '-', '+', 'COUNT', excess)
+    trimmed = doomed[#doomed][1]
+    redis.call('XTRIM', log, 'MAXLEN', '=', maxlen)
+  end
+  if trimmed then
+    redis.call('XSETID', log, id, 'MAXDELETEDID', trimmed)
+    local first = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)
+    redis.call('XTRIM', rosters, 'MINID', '=', first[1][1])
+    redis.call('HSET', meta, 'last', id, 'maxdel', trimmed)
+  else
+    redis.call('HSET', meta, 'last', id)
+  end
+  return id
+end

@@ -1,0 +1,70 @@
+-- Appends a message: revision check, idempotency, round step, `createdAt`
+-- floor, `seq`, history, "posting reads", the poll and draft indexes and
+-- the log entry, in one step. KEYS and ARGV: `AppendKeys` and
+-- `AppendArgs` (messages/append.rs).
+-- → {'ok', log id, createdAt ms, suppressed, seq}, {'stale'}, {'missing'},
+-- {'exists', first message JSON} (an idempotent retry) or {'conflict'}
+-- (the key was used for another request).
+local conversations, revisions, conversation_state, messages, message_ids, log, epoch,
+  log_meta, rosters, bodies, reads, polls, idempotency, draft_text, drafts,
+  draft_info = unpack(KEYS)
+local conversation_id, message_id, sender_kind, round_cap, given_suppressed,
+  message_0, message_1, message_2, message_3, event_0, event_1, epoch_candidate,
+  window_ms, max_entries, revision, fingerprint, poll_id, sender_id, draft_author,
+  draft_content = unpack(ARGV)
+
+local rev = revision_of(conversations, revisions, conversation_id)
+if not rev then return {'missing'} end
+if rev ~= revision then return {'stale'} end
+if fingerprint ~= '' then
+  local seen = redis.call('GET', idempotency)
+  if seen then
+    local fp, mid = string.match(seen, '^(%S+) %S+ (%S+)$')
+    if fp ~= fingerprint then return {'conflict'} end
+    -- The fingerprint covers the conversation: the first message is here.
+    return {'exists', redis.call('HGET', bodies, mid) or ''}
+  end
+end
+local st = redis.call('HMGET', conversation_state, 'rounds', 'last_ms', 'seq')
+local rounds = tonumber(st[1] or '0')
+local suppressed = given_suppressed
+if draft_author ~= '' then
+  -- A draft: the round cap applies at completion. Its text so far lives
+  -- apart, so appends are APPENDs; the sweep index notes its author.
+  redis.call('SET', draft_text, draft_content)
+  redis.call('ZADD', drafts, now_ms(), message_id)
+  redis.call('HSET', draft_info, message_id, conversation_id .. ' ' .. draft_author)
+else
+  rounds, suppressed = round_step(rounds, sender_kind, round_cap, suppressed)
+end
+local prev_ms = tonumber(st[2])
+if not prev_ms then
+  -- History written before the state hash existed.
+  local prev = redis.call('XREVRANGE', messages, '+', '-', 'COUNT', 1)
+  if #prev > 0 then prev_ms = tonumber(string.match(prev[1][1], '^(%d+)')) end
+end
+local seq = string.format('%d', tonumber(st[3] or '0') + 1)
+-- `createdAt` floor: strictly after the previous message, so history
+-- (ids `<createdAt ms>-0`) stays ordered by it.
+local ms = now_ms()
+if prev_ms and prev_ms + 1 > ms then ms = prev_ms + 1 end
+local sid = string.format('%d-0', ms)
+local msg = message_0 .. '"' .. iso_ms(ms) .. '"' .. message_1 .. suppressed .. message_2
+  .. seq .. message_3
+redis.call('XADD', messages, sid, 'i', message_id)
+redis.call('HSET', bodies, message_id, msg)
+redis.call('HSET', message_ids, message_id, sid)
+redis.call('HSET', conversation_state, 'rounds', string.format('%d', rounds),
+  'last_ms', string.format('%d', ms), 'seq', seq)
+-- Posting reads everything before the post.
+redis.call('HSET', reads, sender_id, seq .. ' ' .. message_id)
+if poll_id ~= '' then
+  redis.call('HSET', polls, poll_id, conversation_id .. ' ' .. message_id)
+end
+if fingerprint ~= '' then
+  redis.call('SET', idempotency, fingerprint .. ' ' .. conversation_id .. ' ' .. message_id,
+    'PX', window_ms)
+end
+local id = append_log(log, epoch, log_meta, rosters, epoch_candidate, window_ms, max_entries,
+  event_0 .. msg .. event_1)
+return {'ok', id, string.format('%d', ms), suppressed, seq}

@@ -1,0 +1,230 @@
+//! Bays, participants and tokens: creation, listing, rotation and revocation.
+
+use super::common::{new_bay, new_participant, participant, unique};
+use super::{at, head, read};
+use std::sync::Arc;
+use switchboard_actors::store::log::LogEvent;
+use switchboard_actors::store::{Created, Principal, Store, Updated};
+use switchboard_actors::token::TokenHash;
+use switchboard_protocol::ids::{BayId, ParticipantId};
+use switchboard_protocol::model::ParticipantKind;
+
+conformance!(bays_and_participants, tokens_rotate_and_revoke);
+
+async fn bays_and_participants(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    assert_eq!(
+        store.create_bay(bay.clone()).await.unwrap(),
+        Created::AlreadyExists
+    );
+    assert_eq!(store.bay(&bay.id).await.unwrap(), Some(bay.clone()));
+    assert_eq!(store.bay(&BayId(unique("nobay"))).await.unwrap(), None);
+
+    let (bob, bob_token) = new_participant(store, &bay.id, "p_bob", ParticipantKind::Agent).await;
+    let (alice, _) = new_participant(store, &bay.id, "p_alice", ParticipantKind::User).await;
+    // Same id, or same token: refused.
+    assert_eq!(
+        store
+            .create_participant(
+                &bay.id,
+                participant("p_bob", ParticipantKind::User),
+                TokenHash::of("bay_other_token_0001")
+            )
+            .await
+            .unwrap(),
+        Created::AlreadyExists
+    );
+    assert_eq!(
+        store
+            .create_participant(
+                &bay.id,
+                participant("p_carol", ParticipantKind::User),
+                bob_token.clone()
+            )
+            .await
+            .unwrap(),
+        Created::AlreadyExists
+    );
+    // The refused token stayed Bob's.
+    assert_eq!(
+        store
+            .authenticate(&bob_token)
+            .await
+            .unwrap()
+            .map(|p| p.participant.id),
+        Some(bob.id.clone())
+    );
+    // Unknown Bay.
+    assert_eq!(
+        store
+            .create_participant(
+                &BayId(unique("nobay")),
+                participant("p_x", ParticipantKind::User),
+                TokenHash::of("bay_nobay_token_00001")
+            )
+            .await
+            .unwrap(),
+        Created::AlreadyExists
+    );
+    assert_eq!(
+        store.participant(&bay.id, &bob.id).await.unwrap(),
+        Some(bob.clone())
+    );
+    assert_eq!(
+        store
+            .participant(&bay.id, &ParticipantId("p_carol".into()))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.participants(&bay.id).await.unwrap(),
+        vec![alice.clone(), bob.clone()],
+        "sorted by id"
+    );
+    assert_eq!(
+        store.participants(&BayId(unique("nobay"))).await.unwrap(),
+        vec![]
+    );
+    assert_eq!(
+        store
+            .participants_in(
+                &bay.id,
+                &[
+                    bob.id.clone(),
+                    ParticipantId("p_ghost".into()),
+                    alice.id.clone()
+                ]
+            )
+            .await
+            .unwrap(),
+        vec![bob.clone(), alice.clone()],
+        "the ids asked for, in that order, unknown ones skipped"
+    );
+    assert_eq!(
+        store.authenticate(&bob_token).await.unwrap(),
+        Some(Principal {
+            bay: bay.id.clone(),
+            participant: bob,
+            token: bob_token.id(),
+        })
+    );
+    assert_eq!(
+        store
+            .authenticate(&TokenHash::of("bay_never_issued_000001"))
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+async fn tokens_rotate_and_revoke(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (p, t1) = new_participant(store, &bay.id, "p_agent", ParticipantKind::Agent).await;
+    let start = head(store, &bay.id).await;
+
+    // Rotation: the old token stops at once, the new one works, and the
+    // revocation is in the log.
+    let t2 = TokenHash::of("bay_rotated_token_000002");
+    assert_eq!(
+        store
+            .set_token(&bay.id, &p.id, Some(t2.clone()))
+            .await
+            .unwrap(),
+        Updated::Updated(())
+    );
+    assert_eq!(store.authenticate(&t1).await.unwrap(), None);
+    assert_eq!(
+        store
+            .authenticate(&t2)
+            .await
+            .unwrap()
+            .map(|x| x.participant.id),
+        Some(p.id.clone())
+    );
+    let (records, through) = read(store, &bay.id, &start, 10).await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0].event,
+        LogEvent::CredentialRevoked {
+            participant: p.id.clone(),
+            token: t1.id(),
+        }
+    );
+
+    // Revocation.
+    assert_eq!(
+        store.set_token(&bay.id, &p.id, None).await.unwrap(),
+        Updated::Updated(())
+    );
+    assert_eq!(store.authenticate(&t2).await.unwrap(), None);
+    let (records, through) = read(store, &bay.id, &at(&start, through), 10).await;
+    assert_eq!(
+        records.iter().map(|r| r.event.clone()).collect::<Vec<_>>(),
+        vec![LogEvent::CredentialRevoked {
+            participant: p.id.clone(),
+            token: t2.id(),
+        }]
+    );
+
+    // A token for a participant without one: nothing to revoke, nothing logged.
+    let t3 = TokenHash::of("bay_third_token_0000003");
+    assert_eq!(
+        store
+            .set_token(&bay.id, &p.id, Some(t3.clone()))
+            .await
+            .unwrap(),
+        Updated::Updated(())
+    );
+    assert!(store.authenticate(&t3).await.unwrap().is_some());
+    let (records, _) = read(store, &bay.id, &at(&start, through), 10).await;
+    assert!(records.is_empty(), "{records:?}");
+
+    // Unknown participant or Bay.
+    assert_eq!(
+        store
+            .set_token(
+                &bay.id,
+                &ParticipantId("p_ghost".into()),
+                Some(TokenHash::of("bay_ghost_token_0000001"))
+            )
+            .await
+            .unwrap(),
+        Updated::NotFound
+    );
+    assert_eq!(
+        store
+            .authenticate(&TokenHash::of("bay_ghost_token_0000001"))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .set_token(&BayId(unique("nobay")), &p.id, None)
+            .await
+            .unwrap(),
+        Updated::NotFound
+    );
+    assert!(store.authenticate(&t3).await.unwrap().is_some());
+
+    // A revoked token is free again and authenticates only its new owner.
+    let q = participant("p_other", ParticipantKind::User);
+    assert_eq!(
+        store
+            .create_participant(&bay.id, q.clone(), t1.clone())
+            .await
+            .unwrap(),
+        Created::Created(q.clone())
+    );
+    assert_eq!(
+        store
+            .authenticate(&t1)
+            .await
+            .unwrap()
+            .map(|x| x.participant.id),
+        Some(q.id)
+    );
+}

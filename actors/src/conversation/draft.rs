@@ -3,7 +3,7 @@
 //!
 //! An append is answered only once its window is stored, so an accepted
 //! append survives a crash of any node; the window's appends cost one store
-//! write ([`Store::append_draft`]) and reach members as one `message.delta`.
+//! write ([`DraftStore::append_draft`]) and reach members as one `message.delta`.
 //! Appends carry the `offset` (in Unicode scalar values) at which their
 //! text starts, as the author believes it: an exact repeat is a no-op, a
 //! gap or a disagreeing overlap is refused with the draft's length, so an
@@ -16,7 +16,10 @@
 //!
 //! Completion routes the final text once (protocol §4, §7: mentions,
 //! `shouldRespond`, the round cap) and stores it with the round step in one
-//! atomic write ([`Store::close_draft`]); a draft wakes nobody before.
+//! atomic write ([`DraftStore::close_draft`]); a draft wakes nobody before.
+//!
+//! [`DraftStore::append_draft`]: crate::store::DraftStore::append_draft
+//! [`DraftStore::close_draft`]: crate::store::DraftStore::close_draft
 
 use super::{snapshot, ConversationActor, Snapshot, WriteCache, STALE_ATTEMPTS};
 use crate::model::{Participant, StoredMessage};

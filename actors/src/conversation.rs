@@ -39,7 +39,7 @@ use switchboard_protocol::card::Card;
 use switchboard_protocol::event::{ReplyToView, SenderView, REPLY_PREVIEW_CHARS};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 use switchboard_protocol::model::MessageState;
-use switchboard_protocol::model::{ParticipantKind, RosterMember};
+use switchboard_protocol::model::{ParticipantKind, Role, RosterMember};
 use switchboard_protocol::poll::PollState;
 use switchboard_protocol::routing::{route_with_names, NameIndex, RouteInput, Routing};
 
@@ -285,6 +285,9 @@ async fn reply_target(
         .map(ReplyTarget::from))
 }
 
+/// Validates, routes and appends one post; see the module docs. Redone
+/// from a fresh snapshot while the store finds the routing stale, up to
+/// [`STALE_ATTEMPTS`] times.
 async fn post(
     store: &dyn Store,
     bay: &BayId,
@@ -292,23 +295,9 @@ async fn post(
     cache: &Mutex<WriteCache>,
     msg: Post,
 ) -> Result<PostOutcome, StoreError> {
-    let reply_target = match &msg.reply_to {
-        None => None,
-        Some(target) => match reply_target(store, bay, id, cache, target).await? {
-            Some(m) => Some(m),
-            None => {
-                // Not a message of this conversation, or of one the sender
-                // cannot see: answered as a bad target only for members.
-                let member = snapshot(store, bay, id, cache, true)
-                    .await?
-                    .is_some_and(|s| s.conversation.member(&msg.sender.id).is_some());
-                return Ok(if member {
-                    PostOutcome::InvalidReplyTarget
-                } else {
-                    PostOutcome::NotFound
-                });
-            }
-        },
+    let reply_target = match checked_reply_target(store, bay, id, cache, &msg).await? {
+        Ok(target) => target,
+        Err(refused) => return Ok(refused),
     };
     let mut fresh = false;
     for _ in 0..STALE_ATTEMPTS {
@@ -325,51 +314,7 @@ async fn post(
             continue;
         };
         let conversation = &snap.conversation;
-        let routing = if msg.stream {
-            // A draft wakes nobody while it streams: routed at completion.
-            Routing::default()
-        } else {
-            route_with_names(
-                &RouteInput {
-                    conversation_type: conversation.kind,
-                    policy: &conversation.policy,
-                    roster: &snap.roster,
-                    sender: &msg.sender.id,
-                    sender_kind: msg.sender.kind,
-                    content: &msg.content,
-                    reply_to_sender: reply_target.as_ref().map(|m| (&m.sender, m.sender_kind)),
-                },
-                &snap.names,
-            )
-        };
-        let metadata = with_addressed_agents(msg.metadata.clone(), &routing);
-        let mut message = StoredMessage::new(
-            MessageId(format!(
-                "msg_{}",
-                ulid::Ulid::new().to_string().to_ascii_lowercase()
-            )),
-            id.clone(),
-            SenderView {
-                id: msg.sender.id.clone(),
-                name: msg.sender.name.clone(),
-                kind: msg.sender.kind,
-                role: Some(member.role),
-            },
-            msg.content.clone(),
-            metadata,
-            reply_target.as_ref().map(|m| ReplyToView {
-                id: m.id.clone(),
-                sender_id: m.sender.clone(),
-                sender_type: m.sender_kind.sender_type(),
-                preview: m.content.chars().take(REPLY_PREVIEW_CHARS).collect(),
-            }),
-            routing,
-        );
-        message.card = msg.card.clone();
-        message.poll = msg.poll.clone();
-        if msg.stream {
-            message.state = MessageState::Streaming;
-        }
+        let message = compose(&msg, id, &snap, member.role, reply_target.as_ref());
         let outcome = store
             .append_message(
                 bay,
@@ -386,11 +331,7 @@ async fn post(
             .await?;
         match outcome {
             AppendOutcome::Appended(appended) => {
-                let mut c = cache.lock();
-                c.recent.push_back(ReplyTarget::from(&appended.message));
-                if c.recent.len() > RECENT_MESSAGES {
-                    c.recent.pop_front();
-                }
+                remember_post(cache, &appended.message);
                 return Ok(PostOutcome::Posted(Box::new(appended.message)));
             }
             // The roster or policy changed (on any node): route again.
@@ -403,6 +344,104 @@ async fn post(
         doing: "posting a message",
         cause: format!("conversation {id} kept changing under concurrent updates"),
     })
+}
+
+/// The message `msg.reply_to` names (`Ok(None)` when the post replies to
+/// nothing), or the post's answer when it names no message of this
+/// conversation: [`PostOutcome::InvalidReplyTarget`] for a member,
+/// [`PostOutcome::NotFound`] for anyone else (a non-member learns nothing).
+async fn checked_reply_target(
+    store: &dyn Store,
+    bay: &BayId,
+    id: &ConversationId,
+    cache: &Mutex<WriteCache>,
+    msg: &Post,
+) -> Result<Result<Option<ReplyTarget>, PostOutcome>, StoreError> {
+    let Some(target) = &msg.reply_to else {
+        return Ok(Ok(None));
+    };
+    if let Some(m) = reply_target(store, bay, id, cache, target).await? {
+        return Ok(Ok(Some(m)));
+    }
+    // Not a message of this conversation, or of one the sender
+    // cannot see: answered as a bad target only for members.
+    let member = snapshot(store, bay, id, cache, true)
+        .await?
+        .is_some_and(|s| s.conversation.member(&msg.sender.id).is_some());
+    Ok(Err(if member {
+        PostOutcome::InvalidReplyTarget
+    } else {
+        PostOutcome::NotFound
+    }))
+}
+
+/// The message `msg` posts under `snap`, with a new id: routed once
+/// (protocol §4, §7), except a draft, which is routed at completion;
+/// `role` is the sender's in the conversation.
+fn compose(
+    msg: &Post,
+    id: &ConversationId,
+    snap: &Snapshot,
+    role: Role,
+    reply_target: Option<&ReplyTarget>,
+) -> StoredMessage {
+    let conversation = &snap.conversation;
+    let routing = if msg.stream {
+        // A draft wakes nobody while it streams: routed at completion.
+        Routing::default()
+    } else {
+        route_with_names(
+            &RouteInput {
+                conversation_type: conversation.kind,
+                policy: &conversation.policy,
+                roster: &snap.roster,
+                sender: &msg.sender.id,
+                sender_kind: msg.sender.kind,
+                content: &msg.content,
+                reply_to_sender: reply_target.map(|m| (&m.sender, m.sender_kind)),
+            },
+            &snap.names,
+        )
+    };
+    let metadata = with_addressed_agents(msg.metadata.clone(), &routing);
+    let mut message = StoredMessage::new(
+        MessageId(format!(
+            "msg_{}",
+            ulid::Ulid::new().to_string().to_ascii_lowercase()
+        )),
+        id.clone(),
+        SenderView {
+            id: msg.sender.id.clone(),
+            name: msg.sender.name.clone(),
+            kind: msg.sender.kind,
+            role: Some(role),
+        },
+        msg.content.clone(),
+        metadata,
+        reply_target.map(|m| ReplyToView {
+            id: m.id.clone(),
+            sender_id: m.sender.clone(),
+            sender_type: m.sender_kind.sender_type(),
+            preview: m.content.chars().take(REPLY_PREVIEW_CHARS).collect(),
+        }),
+        routing,
+    );
+    message.card = msg.card.clone();
+    message.poll = msg.poll.clone();
+    if msg.stream {
+        message.state = MessageState::Streaming;
+    }
+    message
+}
+
+/// Keeps `message`, just posted here, as a reply target (the newest
+/// [`RECENT_MESSAGES`]), so a reply to it needs no store read.
+fn remember_post(cache: &Mutex<WriteCache>, message: &StoredMessage) {
+    let mut c = cache.lock();
+    c.recent.push_back(ReplyTarget::from(message));
+    if c.recent.len() > RECENT_MESSAGES {
+        c.recent.pop_front();
+    }
 }
 
 /// `metadata` with `addressedAgents` set to the agents routing addressed

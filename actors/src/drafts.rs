@@ -15,7 +15,7 @@
 use crate::store::log::{Change, LogEvent, LogRecord};
 use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
-use switchboard_protocol::event::Event;
+use switchboard_protocol::event::{ConversationRef, Event};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 
 /// Drafts a session was sent a snapshot of, with the snapshot's version.
@@ -86,8 +86,61 @@ pub async fn snapshot_drafts<T>(
     events: Vec<(T, Event)>,
 ) -> Result<(Vec<(T, Event)>, DraftVersions), StoreError> {
     let mut versions = DraftVersions::default();
+    let streamed = fates(&events);
+    if streamed.is_empty() {
+        return Ok((events, versions));
+    }
+    let mut out = Vec::with_capacity(events.len());
+    let mut decided: HashMap<MessageId, bool> = HashMap::new();
+    for (tag, event) in events {
+        let Some((id, conversation)) = draft_of(&event) else {
+            out.push((tag, event));
+            continue;
+        };
+        let Some(fate) = streamed.get(id).copied() else {
+            out.push((tag, event));
+            continue;
+        };
+        match fate {
+            Fate::Ended => {
+                out.push((tag, event));
+                continue;
+            }
+            Fate::Completed => continue,
+            Fate::Open => {}
+        }
+        if let Some(snapshotted) = decided.get(id) {
+            if !snapshotted {
+                out.push((tag, event));
+            }
+            continue;
+        }
+        let id = id.clone();
+        let snapshot = if members.contains(&conversation.id) {
+            streaming_snapshot(store, bay, recipient, &id, conversation).await?
+        } else {
+            None
+        };
+        let Some((snapshot, version)) = snapshot else {
+            // Not a member any more, gone, or ended after the replay's
+            // end: its replayed events are exact as they are.
+            decided.insert(id, false);
+            out.push((tag, event));
+            continue;
+        };
+        decided.insert(id.clone(), true);
+        versions.0.insert(id, version);
+        out.push((tag, snapshot));
+    }
+    Ok((out, versions))
+}
+
+/// What the replay `events` shows became of each draft it holds deltas
+/// of. Drafts without deltas in the replay are left out: only those with
+/// deltas are rewritten.
+fn fates<T>(events: &[(T, Event)]) -> HashMap<MessageId, Fate> {
     let mut streamed: HashMap<MessageId, Fate> = HashMap::new();
-    for (_, e) in &events {
+    for (_, e) in events {
         match e {
             Event::MessageDelta { message_id, .. } => {
                 streamed.entry(message_id.clone()).or_insert(Fate::Open);
@@ -112,78 +165,55 @@ pub async fn snapshot_drafts<T>(
         })
         .collect();
     streamed.retain(|id, _| with_deltas.contains(id));
-    if streamed.is_empty() {
-        return Ok((events, versions));
+    streamed
+}
+
+/// The draft and conversation of an event a snapshot may take the place
+/// of (a `message.delta` or the draft's opening `message.streaming`);
+/// `None` for every other event.
+fn draft_of(event: &Event) -> Option<(&MessageId, &ConversationRef)> {
+    match event {
+        Event::MessageDelta {
+            message_id,
+            conversation,
+            ..
+        } => Some((message_id, conversation)),
+        Event::MessageStreaming {
+            message,
+            conversation,
+            ..
+        } => Some((&message.id, conversation)),
+        _ => None,
     }
-    let mut out = Vec::with_capacity(events.len());
-    let mut decided: HashMap<MessageId, bool> = HashMap::new();
-    for (tag, event) in events {
-        let (id, conversation) = match &event {
-            Event::MessageDelta {
-                message_id,
-                conversation,
-                ..
-            } => (message_id, conversation),
-            Event::MessageStreaming {
-                message,
-                conversation,
-                ..
-            } => (&message.id, conversation),
-            _ => {
-                out.push((tag, event));
-                continue;
-            }
-        };
-        let Some(fate) = streamed.get(id).copied() else {
-            out.push((tag, event));
-            continue;
-        };
-        match fate {
-            Fate::Ended => {
-                out.push((tag, event));
-                continue;
-            }
-            Fate::Completed => continue,
-            Fate::Open => {}
-        }
-        if let Some(snapshotted) = decided.get(id) {
-            if !snapshotted {
-                out.push((tag, event));
-            }
-            continue;
-        }
-        let id = id.clone();
-        let conversation = conversation.clone();
-        let draft = if members.contains(&conversation.id) {
-            store
-                .message(bay, &conversation.id, &id)
-                .await?
-                .filter(|d| d.is_streaming())
-        } else {
-            None
-        };
-        let Some(draft) = draft else {
-            // Not a member any more, gone, or ended after the replay's
-            // end: its replayed events are exact as they are.
-            decided.insert(id, false);
-            out.push((tag, event));
-            continue;
-        };
-        decided.insert(id.clone(), true);
-        let mut message = draft.view_for(recipient, draft.sender.clone());
-        message.should_respond = false;
-        versions.0.insert(id, draft.version);
-        out.push((
-            tag,
-            Event::MessageStreaming {
-                conversation_id: conversation.id.clone(),
-                message,
-                version: draft.version,
-                conversation,
-            },
-        ));
-    }
-    Ok((out, versions))
+}
+
+/// The `message.streaming` snapshot of draft `id` in `conversation` as
+/// `recipient` sees it now (full text so far, `shouldRespond` false: a
+/// draft wakes nobody), with the draft's version; `None` when the store
+/// holds no open draft `id` any more.
+async fn streaming_snapshot(
+    store: &dyn Store,
+    bay: &BayId,
+    recipient: &ParticipantId,
+    id: &MessageId,
+    conversation: &ConversationRef,
+) -> Result<Option<(Event, u64)>, StoreError> {
+    let Some(draft) = store
+        .message(bay, &conversation.id, id)
+        .await?
+        .filter(|d| d.is_streaming())
+    else {
+        return Ok(None);
+    };
+    let mut message = draft.view_for(recipient, draft.sender.clone());
+    message.should_respond = false;
+    let snapshot = Event::MessageStreaming {
+        conversation_id: conversation.id.clone(),
+        message,
+        version: draft.version,
+        conversation: conversation.clone(),
+    };
+    Ok(Some((snapshot, draft.version)))
 }
 
 /// What the replay shows became of a draft.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use base64::Engine;
 
-use crate::{ConfigError, Settings};
+use crate::{ConfigError, Limits, RedisSettings, Settings, Timing, WebhookSettings};
 
 /// Most threads `workers` or `actor_threads` may ask for: each is an OS
 /// thread with its own runtime, and more than this is a typo, not a
@@ -28,7 +28,8 @@ const REDIS_SCHEMES: [&str; 4] = ["redis", "rediss", "redis+unix", "unix"];
 const CLUSTER_SCHEMES: [&str; 2] = ["redis", "rediss"];
 
 impl Settings {
-    /// Checks every range and cross-field rule.
+    /// Checks every range and cross-field rule, section by section in the
+    /// order of the settings file, so the first offending key is reported.
     ///
     /// # Errors
     ///
@@ -36,10 +37,18 @@ impl Settings {
     /// `timing.hello_timeout`), with what is allowed.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_bind(&self.bind)?;
+        check_redis(&self.redis)?;
+        self.check_node()?;
+        non_zero("replay_window", self.replay_window)?;
+        at_least_one("replay_max_entries", self.replay_max_entries)?;
+        check_limits(&self.limits)?;
+        check_timing(&self.timing)?;
+        check_webhooks(&self.webhooks)
+    }
 
-        check_redis_url(&self.redis.url, self.redis.cluster)?;
-        at_least_one("redis.connections", self.redis.connections)?;
-
+    /// The node's own top-level keys: `admin_token`, `workers` and
+    /// `actor_threads` (at most [`MAX_THREADS`]).
+    fn check_node(&self) -> Result<(), ConfigError> {
         if let Some(token) = &self.admin_token {
             if token.is_empty() {
                 return Err(ConfigError::invalid(
@@ -66,107 +75,131 @@ impl Settings {
                 format!("must be at most {MAX_THREADS} (0 = the HTTP workers' threads)"),
             ));
         }
-
-        non_zero("replay_window", self.replay_window)?;
-        at_least_one("replay_max_entries", self.replay_max_entries)?;
-
-        let limits = &self.limits;
-        at_least_one(
-            "limits.updates_per_minute",
-            limits.updates_per_minute as usize,
-        )?;
-        at_least_one(
-            "limits.agent_requests_per_minute",
-            limits.agent_requests_per_minute as usize,
-        )?;
-        at_least_one("limits.max_content_chars", limits.max_content_chars)?;
-        at_least_one("limits.max_body_bytes", limits.max_body_bytes)?;
-        at_least_one("limits.max_ws_frame_bytes", limits.max_ws_frame_bytes)?;
-        // limits.max_connections_per_ip: 0 means unlimited, every value is valid.
-        at_least_one("limits.max_connections", limits.max_connections)?;
-        at_least_one(
-            "limits.max_outbound_queue_bytes",
-            limits.max_outbound_queue_bytes,
-        )?;
-        at_least_one("limits.presence_max_members", limits.presence_max_members)?;
-
-        let timing = &self.timing;
-        if timing.updates_wait_min < UPDATES_WAIT_FLOOR {
-            return Err(ConfigError::invalid(
-                "timing.updates_wait_min",
-                format!(
-                    "is {}, must be at least 1s (protocol §11: wait is clamped to 1–30 s)",
-                    show(timing.updates_wait_min)
-                ),
-            ));
-        }
-        if timing.updates_wait_max > UPDATES_WAIT_CEILING {
-            return Err(ConfigError::invalid(
-                "timing.updates_wait_max",
-                format!(
-                    "is {}, must be at most 30s (protocol §11: wait is clamped to 1–30 s)",
-                    show(timing.updates_wait_max)
-                ),
-            ));
-        }
-        if timing.updates_wait_default < timing.updates_wait_min {
-            return Err(ConfigError::invalid(
-                "timing.updates_wait_default",
-                format!(
-                    "is {}, must be at least timing.updates_wait_min ({})",
-                    show(timing.updates_wait_default),
-                    show(timing.updates_wait_min)
-                ),
-            ));
-        }
-        if timing.updates_wait_default > timing.updates_wait_max {
-            return Err(ConfigError::invalid(
-                "timing.updates_wait_default",
-                format!(
-                    "is {}, must be at most timing.updates_wait_max ({})",
-                    show(timing.updates_wait_default),
-                    show(timing.updates_wait_max)
-                ),
-            ));
-        }
-        non_zero("timing.hello_timeout", timing.hello_timeout)?;
-        non_zero("timing.ping_interval", timing.ping_interval)?;
-        at_least_one("timing.missed_pongs", timing.missed_pongs as usize)?;
-        non_zero("timing.idle_cursor_interval", timing.idle_cursor_interval)?;
-        non_zero("timing.sse_heartbeat", timing.sse_heartbeat)?;
-        non_zero("timing.watermark_interval", timing.watermark_interval)?;
-        non_zero("timing.typing_ttl", timing.typing_ttl)?;
-        non_zero("timing.draft_flush_interval", timing.draft_flush_interval)?;
-        non_zero("timing.draft_orphan_timeout", timing.draft_orphan_timeout)?;
-        non_zero("timing.presence_interval", timing.presence_interval)?;
-        // timing.presence_linger and presence_poll_linger: zero is valid
-        // (offline as the session ends).
-        // timing.presence_tick: zero is valid (no presence.updated events).
-        non_zero("timing.presence_idle_after", timing.presence_idle_after)?;
-        // timing.drain_timeout: zero is valid (close connections at once).
-        non_zero("timing.actor_idle_timeout", timing.actor_idle_timeout)?;
-
-        let webhooks = &self.webhooks;
-        non_zero("webhooks.attempt_timeout", webhooks.attempt_timeout)?;
-        non_zero("webhooks.retry_initial", webhooks.retry_initial)?;
-        if webhooks.retry_max < webhooks.retry_initial {
-            return Err(ConfigError::invalid(
-                "webhooks.retry_max",
-                format!(
-                    "is {}, must be at least webhooks.retry_initial ({})",
-                    show(webhooks.retry_max),
-                    show(webhooks.retry_initial)
-                ),
-            ));
-        }
-        at_least_one("webhooks.max_concurrent", webhooks.max_concurrent)?;
-        non_zero("webhooks.lease_ttl", webhooks.lease_ttl)?;
-        at_least_one("webhooks.max_response_bytes", webhooks.max_response_bytes)?;
-        if let Some(key) = &webhooks.secret_key {
-            check_secret_key(key)?;
-        }
         Ok(())
     }
+}
+
+/// The `[redis]` section: a URL the client accepts (see
+/// [`check_redis_url`]) and at least one connection.
+fn check_redis(redis: &RedisSettings) -> Result<(), ConfigError> {
+    check_redis_url(&redis.url, redis.cluster)?;
+    at_least_one("redis.connections", redis.connections)
+}
+
+/// The `[limits]` section: every limit at least 1, except
+/// `max_connections_per_ip`, where 0 means unlimited.
+fn check_limits(limits: &Limits) -> Result<(), ConfigError> {
+    at_least_one(
+        "limits.updates_per_minute",
+        limits.updates_per_minute as usize,
+    )?;
+    at_least_one(
+        "limits.agent_requests_per_minute",
+        limits.agent_requests_per_minute as usize,
+    )?;
+    at_least_one("limits.max_content_chars", limits.max_content_chars)?;
+    at_least_one("limits.max_body_bytes", limits.max_body_bytes)?;
+    at_least_one("limits.max_ws_frame_bytes", limits.max_ws_frame_bytes)?;
+    // limits.max_connections_per_ip: 0 means unlimited, every value is valid.
+    at_least_one("limits.max_connections", limits.max_connections)?;
+    at_least_one(
+        "limits.max_outbound_queue_bytes",
+        limits.max_outbound_queue_bytes,
+    )?;
+    at_least_one("limits.presence_max_members", limits.presence_max_members)
+}
+
+/// The `[timing]` section: the `/updates` wait clamp (see
+/// [`check_updates_wait`]), then every interval and timeout that must not
+/// be zero.
+fn check_timing(timing: &Timing) -> Result<(), ConfigError> {
+    check_updates_wait(timing)?;
+    non_zero("timing.hello_timeout", timing.hello_timeout)?;
+    non_zero("timing.ping_interval", timing.ping_interval)?;
+    at_least_one("timing.missed_pongs", timing.missed_pongs as usize)?;
+    non_zero("timing.idle_cursor_interval", timing.idle_cursor_interval)?;
+    non_zero("timing.sse_heartbeat", timing.sse_heartbeat)?;
+    non_zero("timing.watermark_interval", timing.watermark_interval)?;
+    non_zero("timing.typing_ttl", timing.typing_ttl)?;
+    non_zero("timing.draft_flush_interval", timing.draft_flush_interval)?;
+    non_zero("timing.draft_orphan_timeout", timing.draft_orphan_timeout)?;
+    non_zero("timing.presence_interval", timing.presence_interval)?;
+    // timing.presence_linger and presence_poll_linger: zero is valid
+    // (offline as the session ends).
+    // timing.presence_tick: zero is valid (no presence.updated events).
+    non_zero("timing.presence_idle_after", timing.presence_idle_after)?;
+    // timing.drain_timeout: zero is valid (close connections at once).
+    non_zero("timing.actor_idle_timeout", timing.actor_idle_timeout)
+}
+
+/// `timing.updates_wait_min` ≤ `updates_wait_default` ≤
+/// `updates_wait_max`, all within [`UPDATES_WAIT_FLOOR`] and
+/// [`UPDATES_WAIT_CEILING`] (protocol §11: `wait` is clamped to 1–30 s).
+fn check_updates_wait(timing: &Timing) -> Result<(), ConfigError> {
+    if timing.updates_wait_min < UPDATES_WAIT_FLOOR {
+        return Err(ConfigError::invalid(
+            "timing.updates_wait_min",
+            format!(
+                "is {}, must be at least 1s (protocol §11: wait is clamped to 1–30 s)",
+                show(timing.updates_wait_min)
+            ),
+        ));
+    }
+    if timing.updates_wait_max > UPDATES_WAIT_CEILING {
+        return Err(ConfigError::invalid(
+            "timing.updates_wait_max",
+            format!(
+                "is {}, must be at most 30s (protocol §11: wait is clamped to 1–30 s)",
+                show(timing.updates_wait_max)
+            ),
+        ));
+    }
+    if timing.updates_wait_default < timing.updates_wait_min {
+        return Err(ConfigError::invalid(
+            "timing.updates_wait_default",
+            format!(
+                "is {}, must be at least timing.updates_wait_min ({})",
+                show(timing.updates_wait_default),
+                show(timing.updates_wait_min)
+            ),
+        ));
+    }
+    if timing.updates_wait_default > timing.updates_wait_max {
+        return Err(ConfigError::invalid(
+            "timing.updates_wait_default",
+            format!(
+                "is {}, must be at most timing.updates_wait_max ({})",
+                show(timing.updates_wait_default),
+                show(timing.updates_wait_max)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `[webhooks]` section: timeouts and the retry backoff not zero,
+/// `retry_max` ≥ `retry_initial`, and the sealing key well formed when set
+/// (see [`check_secret_key`]).
+fn check_webhooks(webhooks: &WebhookSettings) -> Result<(), ConfigError> {
+    non_zero("webhooks.attempt_timeout", webhooks.attempt_timeout)?;
+    non_zero("webhooks.retry_initial", webhooks.retry_initial)?;
+    if webhooks.retry_max < webhooks.retry_initial {
+        return Err(ConfigError::invalid(
+            "webhooks.retry_max",
+            format!(
+                "is {}, must be at least webhooks.retry_initial ({})",
+                show(webhooks.retry_max),
+                show(webhooks.retry_initial)
+            ),
+        ));
+    }
+    at_least_one("webhooks.max_concurrent", webhooks.max_concurrent)?;
+    non_zero("webhooks.lease_ttl", webhooks.lease_ttl)?;
+    at_least_one("webhooks.max_response_bytes", webhooks.max_response_bytes)?;
+    if let Some(key) = &webhooks.secret_key {
+        check_secret_key(key)?;
+    }
+    Ok(())
 }
 
 /// `webhooks.secret_key`: standard base64 (with padding) of exactly

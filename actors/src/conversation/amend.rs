@@ -15,11 +15,11 @@ use crate::model::{Participant, Reaction, StoredMessage};
 use crate::store::log::Change;
 use crate::store::{Changed, MessageChange, Store, StoreError};
 use actix::prelude::*;
-use chrono::{SubsecRound, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use parking_lot::Mutex;
 use std::time::Instant;
 use switchboard_protocol::error::ErrorCode;
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 use switchboard_protocol::model::Role;
 
 /// Different emoji one message may hold: reactions are a room's quick
@@ -171,6 +171,10 @@ fn remember_change(cache: &Mutex<WriteCache>, message: &StoredMessage) {
     }
 }
 
+/// What one action makes of the message: the change to log, `None` when
+/// nothing changes, or the refusal.
+type Applied = Result<Option<Change>, AmendOutcome>;
+
 /// The message after `msg.action` and what to log, `None` when nothing
 /// changes, or the refusal.
 fn apply(
@@ -197,123 +201,158 @@ fn apply(
         ));
     }
     let change = match &msg.action {
-        Action::Edit { content } => {
-            if !is_sender {
-                return Err(AmendOutcome::Forbidden);
-            }
-            if current.poll.is_some() {
-                return Err(AmendOutcome::Refused(
-                    ErrorCode::InvalidRequest,
-                    "a poll's text is generated from the poll and cannot be edited".into(),
-                ));
-            }
-            if &current.content == content {
-                return Ok(None);
-            }
-            next.content = content.clone();
-            next.edited_at = Some(now);
-            Change::Edited {
-                message: next.clone(),
-            }
+        Action::Edit { content } => edit(&mut next, is_sender, content, now),
+        Action::Delete => delete(&mut next, by, is_sender || role == Role::Admin, now),
+        Action::React { emoji } => react(&mut next, by, emoji),
+        Action::Unreact { emoji } => unreact(&mut next, by, emoji),
+        Action::Vote { indexes } => vote(&mut next, &msg.by, indexes, now),
+        Action::ClosePoll => close_poll(&mut next, by, role),
+    }?;
+    Ok(change.map(|change| (next, change)))
+}
+
+/// Replaces the text of `next` (its sender only; a poll's text is the
+/// poll's). The same text again changes nothing.
+fn edit(next: &mut StoredMessage, is_sender: bool, content: &str, now: DateTime<Utc>) -> Applied {
+    if !is_sender {
+        return Err(AmendOutcome::Forbidden);
+    }
+    if next.poll.is_some() {
+        return Err(AmendOutcome::Refused(
+            ErrorCode::InvalidRequest,
+            "a poll's text is generated from the poll and cannot be edited".into(),
+        ));
+    }
+    if next.content == content {
+        return Ok(None);
+    }
+    next.content = content.to_owned();
+    next.edited_at = Some(now);
+    Ok(Some(Change::Edited {
+        message: next.clone(),
+    }))
+}
+
+/// Makes `next` a tombstone, when `by` may (`allowed`: its sender or a
+/// conversation admin).
+fn delete(
+    next: &mut StoredMessage,
+    by: &ParticipantId,
+    allowed: bool,
+    now: DateTime<Utc>,
+) -> Applied {
+    if !allowed {
+        return Err(AmendOutcome::Forbidden);
+    }
+    next.tombstone(now);
+    Ok(Some(Change::Deleted {
+        message: next.id.clone(),
+        at: now,
+        by: by.clone(),
+    }))
+}
+
+/// Adds `by`'s `emoji` to `next`: nothing if they hold it already, refused
+/// when it would be one kind more than [`MAX_REACTIONS`].
+fn react(next: &mut StoredMessage, by: &ParticipantId, emoji: &str) -> Applied {
+    let kinds = next.reactions.len();
+    let count = match next.reactions.iter_mut().find(|r| r.emoji == emoji) {
+        Some(r) if r.by.contains(by) => return Ok(None),
+        Some(r) => {
+            r.by.push(by.clone());
+            r.by.len()
         }
-        Action::Delete => {
-            if !is_sender && role != Role::Admin {
-                return Err(AmendOutcome::Forbidden);
-            }
-            next.tombstone(now);
-            Change::Deleted {
-                message: next.id.clone(),
-                at: now,
-                by: by.clone(),
-            }
+        None if kinds >= MAX_REACTIONS => {
+            return Err(AmendOutcome::Refused(
+                ErrorCode::InvalidReaction,
+                format!("a message holds at most {MAX_REACTIONS} different reactions"),
+            ));
         }
-        Action::React { emoji } => {
-            let kinds = next.reactions.len();
-            let count = match next.reactions.iter_mut().find(|r| &r.emoji == emoji) {
-                Some(r) if r.by.contains(by) => return Ok(None),
-                Some(r) => {
-                    r.by.push(by.clone());
-                    r.by.len()
-                }
-                None if kinds >= MAX_REACTIONS => {
-                    return Err(AmendOutcome::Refused(
-                        ErrorCode::InvalidReaction,
-                        format!("a message holds at most {MAX_REACTIONS} different reactions"),
-                    ));
-                }
-                None => {
-                    next.reactions.push(Reaction {
-                        emoji: emoji.clone(),
-                        by: vec![by.clone()],
-                    });
-                    1
-                }
-            };
-            Change::Reaction {
-                message: next.id.clone(),
-                emoji: emoji.clone(),
-                participant: by.clone(),
-                count: count as u32,
-                added: true,
-            }
-        }
-        Action::Unreact { emoji } => {
-            let Some(at) = next
-                .reactions
-                .iter()
-                .position(|r| &r.emoji == emoji && r.by.contains(by))
-            else {
-                return Ok(None);
-            };
-            next.reactions[at].by.retain(|p| p != by);
-            let count = next.reactions[at].by.len();
-            if count == 0 {
-                next.reactions.remove(at);
-            }
-            Change::Reaction {
-                message: next.id.clone(),
-                emoji: emoji.clone(),
-                participant: by.clone(),
-                count: count as u32,
-                added: false,
-            }
-        }
-        Action::Vote { indexes } => {
-            let Some(poll) = next.poll.as_mut() else {
-                return Err(AmendOutcome::NotFound);
-            };
-            if poll.closed {
-                return Err(AmendOutcome::Refused(
-                    ErrorCode::PollClosed,
-                    "the poll is closed".into(),
-                ));
-            }
-            let set = poll
-                .check_vote(indexes)
-                .map_err(|(code, message)| AmendOutcome::Refused(code, message))?;
-            if !poll.cast(by.clone(), msg.by.kind.sender_type(), set, now) {
-                return Ok(None);
-            }
-            Change::Poll {
-                message: next.id.clone(),
-                poll: poll.clone(),
-            }
-        }
-        Action::ClosePoll => {
-            let Some(poll) = next.poll.as_mut() else {
-                return Err(AmendOutcome::NotFound);
-            };
-            if &poll.asked_by != by && role != Role::Admin {
-                return Err(AmendOutcome::Forbidden);
-            }
-            if !poll.close() {
-                return Ok(None);
-            }
-            Change::Poll {
-                message: next.id.clone(),
-                poll: poll.clone(),
-            }
+        None => {
+            next.reactions.push(Reaction {
+                emoji: emoji.to_owned(),
+                by: vec![by.clone()],
+            });
+            1
         }
     };
-    Ok(Some((next, change)))
+    Ok(Some(Change::Reaction {
+        message: next.id.clone(),
+        emoji: emoji.to_owned(),
+        participant: by.clone(),
+        count: count as u32,
+        added: true,
+    }))
+}
+
+/// Takes `by`'s `emoji` off `next` (nothing if they do not hold it); an
+/// emoji nobody holds any more goes.
+fn unreact(next: &mut StoredMessage, by: &ParticipantId, emoji: &str) -> Applied {
+    let Some(at) = next
+        .reactions
+        .iter()
+        .position(|r| r.emoji == emoji && r.by.contains(by))
+    else {
+        return Ok(None);
+    };
+    next.reactions[at].by.retain(|p| p != by);
+    let count = next.reactions[at].by.len();
+    if count == 0 {
+        next.reactions.remove(at);
+    }
+    Ok(Some(Change::Reaction {
+        message: next.id.clone(),
+        emoji: emoji.to_owned(),
+        participant: by.clone(),
+        count: count as u32,
+        added: false,
+    }))
+}
+
+/// Casts, changes or withdraws `voter`'s vote on the poll of `next`
+/// (protocol v1.12): `indexes` are checked against the poll; the same vote
+/// again changes nothing.
+fn vote(
+    next: &mut StoredMessage,
+    voter: &Participant,
+    indexes: &[i64],
+    now: DateTime<Utc>,
+) -> Applied {
+    let Some(poll) = next.poll.as_mut() else {
+        return Err(AmendOutcome::NotFound);
+    };
+    if poll.closed {
+        return Err(AmendOutcome::Refused(
+            ErrorCode::PollClosed,
+            "the poll is closed".into(),
+        ));
+    }
+    let set = poll
+        .check_vote(indexes)
+        .map_err(|(code, message)| AmendOutcome::Refused(code, message))?;
+    if !poll.cast(voter.id.clone(), voter.kind.sender_type(), set, now) {
+        return Ok(None);
+    }
+    Ok(Some(Change::Poll {
+        message: next.id.clone(),
+        poll: poll.clone(),
+    }))
+}
+
+/// Closes the poll of `next`, when `by` asked it or is a conversation
+/// admin; closing it again changes nothing.
+fn close_poll(next: &mut StoredMessage, by: &ParticipantId, role: Role) -> Applied {
+    let Some(poll) = next.poll.as_mut() else {
+        return Err(AmendOutcome::NotFound);
+    };
+    if &poll.asked_by != by && role != Role::Admin {
+        return Err(AmendOutcome::Forbidden);
+    }
+    if !poll.close() {
+        return Ok(None);
+    }
+    Ok(Some(Change::Poll {
+        message: next.id.clone(),
+        poll: poll.clone(),
+    }))
 }

@@ -3,7 +3,7 @@
 //!
 //! An append is answered only once its window is stored, so an accepted
 //! append survives a crash of any node; the window's appends cost one store
-//! write ([`Store::append_draft`]) and reach members as one `message.delta`.
+//! write ([`DraftStore::append_draft`]) and reach members as one `message.delta`.
 //! Appends carry the `offset` (in Unicode scalar values) at which their
 //! text starts, as the author believes it: an exact repeat is a no-op, a
 //! gap or a disagreeing overlap is refused with the draft's length, so an
@@ -16,9 +16,12 @@
 //!
 //! Completion routes the final text once (protocol §4, §7: mentions,
 //! `shouldRespond`, the round cap) and stores it with the round step in one
-//! atomic write ([`Store::close_draft`]); a draft wakes nobody before.
+//! atomic write ([`DraftStore::close_draft`]); a draft wakes nobody before.
+//!
+//! [`DraftStore::append_draft`]: crate::store::DraftStore::append_draft
+//! [`DraftStore::close_draft`]: crate::store::DraftStore::close_draft
 
-use super::{snapshot, ConversationActor, WriteCache, STALE_ATTEMPTS};
+use super::{snapshot, ConversationActor, Snapshot, WriteCache, STALE_ATTEMPTS};
 use crate::model::{Participant, StoredMessage};
 use crate::store::log::Change;
 use crate::store::{
@@ -26,6 +29,7 @@ use crate::store::{
 };
 use actix::prelude::*;
 use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_protocol::error::ErrorCode;
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
@@ -327,126 +331,7 @@ impl Window<'_> {
                 text: p.text.clone(),
             })
             .collect();
-        let every =
-            |reply: Result<DraftReply, &StoreError>| -> Vec<Result<DraftReply, StoreError>> {
-                asks.iter()
-                    .map(|_| match &reply {
-                        Ok(r) => Ok(r.clone()),
-                        Err(e) => Err(again(e)),
-                    })
-                    .collect()
-            };
-        let mut replies: Vec<Result<DraftReply, StoreError>> = Vec::new();
-        let mut fresh_roster = false;
-        for _ in 0..STALE_ATTEMPTS {
-            let snap = match snapshot(
-                self.store,
-                self.bay,
-                self.conversation,
-                self.cache,
-                fresh_roster,
-            )
-            .await
-            {
-                Ok(Some(snap)) => snap,
-                Ok(None) => {
-                    replies = every(Ok(DraftReply::NotFound));
-                    break;
-                }
-                Err(e) => {
-                    replies = every(Err(&e));
-                    break;
-                }
-            };
-            let fresh = base.is_none();
-            let current = match base.take() {
-                Some(b) => b,
-                None => match self.load(id).await {
-                    Ok(Ok(b)) => b,
-                    Ok(Err(reply)) => {
-                        replies = every(Ok(reply));
-                        break;
-                    }
-                    Err(e) => {
-                        replies = every(Err(&e));
-                        break;
-                    }
-                },
-            };
-            let (added, judged) = self.judge_all(&current, &asks, &snap.conversation);
-            let refused = judged.iter().any(|r| {
-                matches!(
-                    r,
-                    Ok(DraftReply::Gap { .. }
-                        | DraftReply::Overlap { .. }
-                        | DraftReply::Forbidden
-                        | DraftReply::NotFound)
-                )
-            });
-            if refused && !(fresh && fresh_roster) {
-                // The cached draft or roster may be behind (appends through
-                // another node, a member added there): only fresh reads
-                // may refuse.
-                fresh_roster = true;
-                continue;
-            }
-            if added.is_empty() {
-                replies = judged;
-                base = Some(current);
-                break;
-            }
-            let outcome = self
-                .store
-                .append_draft(
-                    self.bay,
-                    DraftAppend {
-                        conversation: snap.conversation.reference(),
-                        message: id.clone(),
-                        revision: snap.revision,
-                        version: current.version,
-                        offset: current.chars,
-                        text: added.clone(),
-                    },
-                )
-                .await;
-            match outcome {
-                Ok(DraftAppended::Appended { version, .. }) => {
-                    let mut next = current;
-                    next.chars += added.chars().count() as u64;
-                    next.text.push_str(&added);
-                    next.version = version;
-                    replies = judged
-                        .into_iter()
-                        .map(|r| {
-                            r.map(|r| match r {
-                                DraftReply::Accepted { .. } => DraftReply::Accepted {
-                                    length: next.chars,
-                                    version,
-                                },
-                                other => other,
-                            })
-                        })
-                        .collect();
-                    base = Some(next);
-                    break;
-                }
-                // Membership may have changed (on any node): check again.
-                Ok(DraftAppended::Stale) => {
-                    fresh_roster = true;
-                    base = Some(current);
-                }
-                // Moved on (another node, a reaction, its end): read again.
-                Ok(DraftAppended::Conflict) | Ok(DraftAppended::Closed) => base = None,
-                Ok(DraftAppended::NotFound) => {
-                    replies = every(Ok(DraftReply::NotFound));
-                    break;
-                }
-                Err(e) => {
-                    replies = every(Err(&e));
-                    break;
-                }
-            }
-        }
+        let mut replies = self.settle(id, &mut base, &asks).await;
         if replies.len() != pending.len() {
             replies = asks
                 .iter()
@@ -462,6 +347,138 @@ impl Window<'_> {
             let _ = p.reply.send(r);
         }
         (id.clone(), base)
+    }
+
+    /// Judges `asks` against draft `id` and stores the text they add in
+    /// one write, until that write lands or a refusal stands on fresh
+    /// reads: each append's answer, in order, or none when
+    /// [`STALE_ATTEMPTS`] ran out. `base` is the draft as this actor knows
+    /// it, before and after (`None`: read it afresh).
+    async fn settle(&self, id: &MessageId, base: &mut Option<Base>, asks: &[Ask]) -> Vec<Answer> {
+        let mut fresh_roster = false;
+        for _ in 0..STALE_ATTEMPTS {
+            let (snap, current, fresh) = match self.read(id, base, fresh_roster).await {
+                Ok(read) => read,
+                Err(answer) => return each(asks.len(), &answer),
+            };
+            let (added, judged) = self.judge_all(&current, asks, &snap.conversation);
+            if refuses(&judged) && !(fresh && fresh_roster) {
+                // The cached draft or roster may be behind (appends through
+                // another node, a member added there): only fresh reads
+                // may refuse.
+                fresh_roster = true;
+                continue;
+            }
+            if added.is_empty() {
+                *base = Some(current);
+                return judged;
+            }
+            match self.write(id, &snap, current, added, judged).await {
+                Written::Answered(replies, next) => {
+                    *base = next;
+                    return replies;
+                }
+                // Membership may have changed (on any node): check again.
+                Written::Stale(current) => {
+                    fresh_roster = true;
+                    *base = Some(current);
+                }
+                // Moved on (another node, a reaction, its end): read again.
+                Written::Moved => *base = None,
+            }
+        }
+        Vec::new()
+    }
+
+    /// What a window is judged against: the conversation (read afresh when
+    /// `fresh_roster`) and the draft, taken from `base` when cached, else
+    /// read from the store (the `bool` says it was). `Err` with the answer
+    /// every append gets when either is gone or cannot be read; `base` is
+    /// left as it was when the conversation is.
+    async fn read(
+        &self,
+        id: &MessageId,
+        base: &mut Option<Base>,
+        fresh_roster: bool,
+    ) -> Result<(Arc<Snapshot>, Base, bool), Answer> {
+        let snap = match snapshot(
+            self.store,
+            self.bay,
+            self.conversation,
+            self.cache,
+            fresh_roster,
+        )
+        .await
+        {
+            Ok(Some(snap)) => snap,
+            Ok(None) => return Err(Ok(DraftReply::NotFound)),
+            Err(e) => return Err(Err(e)),
+        };
+        let fresh = base.is_none();
+        let current = match base.take() {
+            Some(b) => b,
+            None => match self.load(id).await {
+                Ok(Ok(b)) => b,
+                Ok(Err(reply)) => return Err(Ok(reply)),
+                Err(e) => return Err(Err(e)),
+            },
+        };
+        Ok((snap, current, fresh))
+    }
+
+    /// Appends `added`, the text of the window's appends (answered
+    /// `judged` against `current` under `snap`), to draft `id` in one store
+    /// write, and says how it fared: accepted appends then get the draft's
+    /// length and version after the write.
+    async fn write(
+        &self,
+        id: &MessageId,
+        snap: &Snapshot,
+        current: Base,
+        added: String,
+        judged: Vec<Answer>,
+    ) -> Written {
+        let outcome = self
+            .store
+            .append_draft(
+                self.bay,
+                DraftAppend {
+                    conversation: snap.conversation.reference(),
+                    message: id.clone(),
+                    revision: snap.revision,
+                    version: current.version,
+                    offset: current.chars,
+                    text: added.clone(),
+                },
+            )
+            .await;
+        match outcome {
+            Ok(DraftAppended::Appended { version, .. }) => {
+                let mut next = current;
+                next.chars += added.chars().count() as u64;
+                next.text.push_str(&added);
+                next.version = version;
+                let replies = judged
+                    .into_iter()
+                    .map(|r| {
+                        r.map(|r| match r {
+                            DraftReply::Accepted { .. } => DraftReply::Accepted {
+                                length: next.chars,
+                                version,
+                            },
+                            other => other,
+                        })
+                    })
+                    .collect();
+                Written::Answered(replies, Some(next))
+            }
+            Ok(DraftAppended::Stale) => Written::Stale(current),
+            Ok(DraftAppended::Conflict) | Ok(DraftAppended::Closed) => Written::Moved,
+            Ok(DraftAppended::NotFound) => {
+                Written::Answered(each(judged.len(), &Ok(DraftReply::NotFound)), None)
+            }
+            Err(e) => Written::Answered(each(judged.len(), &Err(e)), None),
+        }
     }
 
     /// Judges the window's appends in order against `current`: the text
@@ -517,6 +534,47 @@ struct Ask {
     text: String,
 }
 
+/// One append's answer.
+type Answer = Result<DraftReply, StoreError>;
+
+/// How one store write of a window's text fared.
+enum Written {
+    /// Every append has its answer; the draft as stored now, if still open.
+    Answered(Vec<Answer>, Option<Base>),
+    /// The roster moved on (on any node): judge again against a fresh one;
+    /// the draft as read stands.
+    Stale(Base),
+    /// The draft moved on (another node, a reaction, its end): read it
+    /// again.
+    Moved,
+}
+
+/// Whether a window's answers hold a refusal a stale cache could explain
+/// (a gap, an overlap, not the author, not a member): only fresh reads may
+/// refuse.
+fn refuses(judged: &[Answer]) -> bool {
+    judged.iter().any(|r| {
+        matches!(
+            r,
+            Ok(DraftReply::Gap { .. }
+                | DraftReply::Overlap { .. }
+                | DraftReply::Forbidden
+                | DraftReply::NotFound)
+        )
+    })
+}
+
+/// The same answer for each of a window's `n` appends: the window was
+/// refused or failed as a whole.
+fn each(n: usize, answer: &Answer) -> Vec<Answer> {
+    (0..n)
+        .map(|_| match answer {
+            Ok(r) => Ok(r.clone()),
+            Err(e) => Err(again(e)),
+        })
+        .collect()
+}
+
 /// A copy of `e` for each append of a window that failed with it.
 fn again(e: &StoreError) -> StoreError {
     match e {
@@ -561,6 +619,9 @@ impl Handler<EndDraft> for ConversationActor {
 }
 
 impl Window<'_> {
+    /// Ends draft `msg.message` as `msg.ending` says, in one store write
+    /// with the round step of a completion; redone while the roster or the
+    /// draft moves on under it, up to [`STALE_ATTEMPTS`] times.
     async fn end(&self, msg: EndDraft) -> Result<EndOutcome, StoreError> {
         let mut fresh = false;
         for _ in 0..STALE_ATTEMPTS {
@@ -587,78 +648,9 @@ impl Window<'_> {
             if !current.is_streaming() {
                 return Ok(EndOutcome::NotOpen(Box::new(current)));
             }
-            let mut next = current.clone();
-            next.version = current.version + 1;
-            let (change, round) = match &msg.ending {
-                Ending::Complete { content } => {
-                    if current.sender.id != msg.by.id {
-                        return Ok(EndOutcome::Forbidden);
-                    }
-                    if let Some(content) = content {
-                        next.content = content.clone();
-                    }
-                    if next.content.trim().is_empty() {
-                        return Ok(EndOutcome::Refused(
-                            ErrorCode::InvalidContent,
-                            "the draft is empty: complete it with content".into(),
-                        ));
-                    }
-                    let reply_sender = current
-                        .reply_to
-                        .as_ref()
-                        .map(|r| (r.sender_id.clone(), r.sender_type.kind()));
-                    let conversation = &snap.conversation;
-                    next.routing = route(&RouteInput {
-                        conversation_type: conversation.kind,
-                        policy: &conversation.policy,
-                        roster: &snap.roster,
-                        sender: &current.sender.id,
-                        sender_kind: current.sender.kind,
-                        content: &next.content,
-                        reply_to_sender: reply_sender.as_ref().map(|(p, k)| (p, *k)),
-                    });
-                    next.metadata = super::with_addressed_agents(next.metadata, &next.routing);
-                    next.state = MessageState::Complete;
-                    let round = RoundStep {
-                        sender: current.sender.kind,
-                        cap: (!conversation.kind.is_direct())
-                            .then_some(conversation.policy.max_agent_rounds),
-                    };
-                    (
-                        Change::Completed {
-                            message: next.clone(),
-                        },
-                        Some(round),
-                    )
-                }
-                Ending::Cancel => {
-                    next.state = MessageState::Cancelled;
-                    (
-                        Change::Cancelled {
-                            message: next.id.clone(),
-                            author: current.sender.id.clone(),
-                            by: msg.by.id.clone(),
-                            length: next.length(),
-                            version: next.version,
-                        },
-                        None,
-                    )
-                }
-                Ending::Fail { version, reason } => {
-                    if current.version != *version {
-                        return Ok(EndOutcome::NotOpen(Box::new(current)));
-                    }
-                    next.state = MessageState::Failed;
-                    (
-                        Change::Failed {
-                            message: next.id.clone(),
-                            reason: reason.clone(),
-                            length: next.length(),
-                            version: next.version,
-                        },
-                        None,
-                    )
-                }
+            let (next, change, round) = match closing(&msg, &snap, current) {
+                Ok(closing) => closing,
+                Err(outcome) => return Ok(outcome),
             };
             let outcome = self
                 .store
@@ -696,6 +688,98 @@ impl Window<'_> {
             ),
         })
     }
+}
+
+/// A draft's end as it is stored: the message after it, what to log, and
+/// the round step a completion takes (the store applies the round cap).
+type Closing = (StoredMessage, Change, Option<RoundStep>);
+
+/// The end `msg.ending` makes of the open draft `current` under `snap`, at
+/// the next version; or the answer when it cannot end so (see
+/// [`complete`]; a sweep whose version the draft has moved past finds it
+/// not open).
+fn closing(msg: &EndDraft, snap: &Snapshot, current: StoredMessage) -> Result<Closing, EndOutcome> {
+    let mut next = current.clone();
+    next.version = current.version + 1;
+    match &msg.ending {
+        Ending::Complete { content } => {
+            complete(&msg.by.id, content.as_deref(), snap, &current, next)
+        }
+        Ending::Cancel => {
+            next.state = MessageState::Cancelled;
+            let change = Change::Cancelled {
+                message: next.id.clone(),
+                author: current.sender.id.clone(),
+                by: msg.by.id.clone(),
+                length: next.length(),
+                version: next.version,
+            };
+            Ok((next, change, None))
+        }
+        Ending::Fail { version, reason } => {
+            if current.version != *version {
+                return Err(EndOutcome::NotOpen(Box::new(current)));
+            }
+            next.state = MessageState::Failed;
+            let change = Change::Failed {
+                message: next.id.clone(),
+                reason: reason.clone(),
+                length: next.length(),
+                version: next.version,
+            };
+            Ok((next, change, None))
+        }
+    }
+}
+
+/// Completes draft `next` (`current` at its next version) for `by`, who
+/// must be its author: `content` replaces the streamed text when given,
+/// and the final text must not be blank. Routed once, on the final text
+/// (protocol §4, §7: mentions, `shouldRespond`), and a round step outside
+/// direct conversations (the round cap).
+fn complete(
+    by: &ParticipantId,
+    content: Option<&str>,
+    snap: &Snapshot,
+    current: &StoredMessage,
+    mut next: StoredMessage,
+) -> Result<Closing, EndOutcome> {
+    if &current.sender.id != by {
+        return Err(EndOutcome::Forbidden);
+    }
+    if let Some(content) = content {
+        next.content = content.to_owned();
+    }
+    if next.content.trim().is_empty() {
+        return Err(EndOutcome::Refused(
+            ErrorCode::InvalidContent,
+            "the draft is empty: complete it with content".into(),
+        ));
+    }
+    let reply_sender = current
+        .reply_to
+        .as_ref()
+        .map(|r| (r.sender_id.clone(), r.sender_type.kind()));
+    let conversation = &snap.conversation;
+    next.routing = route(&RouteInput {
+        conversation_type: conversation.kind,
+        policy: &conversation.policy,
+        roster: &snap.roster,
+        sender: &current.sender.id,
+        sender_kind: current.sender.kind,
+        content: &next.content,
+        reply_to_sender: reply_sender.as_ref().map(|(p, k)| (p, *k)),
+    });
+    next.metadata = super::with_addressed_agents(next.metadata, &next.routing);
+    next.state = MessageState::Complete;
+    let round = RoundStep {
+        sender: current.sender.kind,
+        cap: (!conversation.kind.is_direct()).then_some(conversation.policy.max_agent_rounds),
+    };
+    let change = Change::Completed {
+        message: next.clone(),
+    };
+    Ok((next, change, Some(round)))
 }
 
 #[cfg(test)]

@@ -419,18 +419,7 @@ impl Change {
         match self {
             Change::Edited { message } => Event::MessageUpdated {
                 conversation_id,
-                message: UpdatedMessageView {
-                    id: message.id.clone(),
-                    sender_id: message.sender.id.clone(),
-                    sender_type: message.sender.kind.sender_type(),
-                    content: message.content.clone(),
-                    created_at: message.created_at_wire(),
-                    edited_at: message
-                        .edited_at
-                        .map(wire_time)
-                        .unwrap_or_else(|| message.created_at_wire()),
-                    mentions: message.routing.mentions.clone(),
-                },
+                message: updated_view(message),
                 conversation,
             },
             Change::Deleted { message, at, by } => Event::MessageDeleted {
@@ -446,27 +435,7 @@ impl Change {
                 participant,
                 count,
                 added,
-            } => {
-                let reaction = ReactionChange {
-                    message_id: message.clone(),
-                    emoji: emoji.clone(),
-                    participant_id: participant.clone(),
-                    count: *count,
-                };
-                if *added {
-                    Event::ReactionAdded {
-                        conversation_id,
-                        reaction,
-                        conversation,
-                    }
-                } else {
-                    Event::ReactionRemoved {
-                        conversation_id,
-                        reaction,
-                        conversation,
-                    }
-                }
-            }
+            } => reaction_event(conversation, message, emoji, participant, *count, *added),
             Change::Poll { message, poll } => Event::PollUpdated {
                 conversation_id,
                 message_id: message.clone(),
@@ -507,27 +476,14 @@ impl Change {
                 by,
                 length,
                 version,
-            } => {
-                if author == recipient {
-                    Event::MessageCancelRequested {
-                        conversation_id,
-                        message_id: message.clone(),
-                        requested_by: by.clone(),
-                        length: *length,
-                        version: *version,
-                        conversation,
-                    }
-                } else {
-                    Event::MessageCancelled {
-                        conversation_id,
-                        message_id: message.clone(),
-                        cancelled_by: by.clone(),
-                        length: *length,
-                        version: *version,
-                        conversation,
-                    }
-                }
-            }
+            } => cancel_event(
+                conversation,
+                message,
+                author == recipient,
+                by,
+                *length,
+                *version,
+            ),
             Change::Failed {
                 message,
                 reason,
@@ -541,6 +497,92 @@ impl Change {
                 version: *version,
                 conversation,
             },
+        }
+    }
+}
+
+/// The message a `message.updated` carries: the edited text with its
+/// mentions as sent (an edit never re-routes), and `editedAt` (the creation
+/// time for a message never edited).
+fn updated_view(message: &StoredMessage) -> UpdatedMessageView {
+    UpdatedMessageView {
+        id: message.id.clone(),
+        sender_id: message.sender.id.clone(),
+        sender_type: message.sender.kind.sender_type(),
+        content: message.content.clone(),
+        created_at: message.created_at_wire(),
+        edited_at: message
+            .edited_at
+            .map(wire_time)
+            .unwrap_or_else(|| message.created_at_wire()),
+        mentions: message.routing.mentions.clone(),
+    }
+}
+
+/// `reaction.added` (`added`) or `reaction.removed` in `conversation`:
+/// `participant`'s `emoji` on `message`, which `count` members hold after
+/// the change.
+fn reaction_event(
+    conversation: ConversationRef,
+    message: &MessageId,
+    emoji: &str,
+    participant: &ParticipantId,
+    count: u32,
+    added: bool,
+) -> Event {
+    let conversation_id = conversation.id.clone();
+    let reaction = ReactionChange {
+        message_id: message.clone(),
+        emoji: emoji.to_owned(),
+        participant_id: participant.clone(),
+        count,
+    };
+    if added {
+        Event::ReactionAdded {
+            conversation_id,
+            reaction,
+            conversation,
+        }
+    } else {
+        Event::ReactionRemoved {
+            conversation_id,
+            reaction,
+            conversation,
+        }
+    }
+}
+
+/// A cancelled draft as one recipient sees it: `message.cancel_requested`
+/// for its author (`to_author`), who stops producing text, and
+/// `message.cancelled` for everyone else; `by` cancelled it, `length`
+/// (Unicode scalar values) and `version` are the draft's final ones.
+fn cancel_event(
+    conversation: ConversationRef,
+    message: &MessageId,
+    to_author: bool,
+    by: &ParticipantId,
+    length: u64,
+    version: u64,
+) -> Event {
+    let conversation_id = conversation.id.clone();
+    let (message_id, by) = (message.clone(), by.clone());
+    if to_author {
+        Event::MessageCancelRequested {
+            conversation_id,
+            message_id,
+            requested_by: by,
+            length,
+            version,
+            conversation,
+        }
+    } else {
+        Event::MessageCancelled {
+            conversation_id,
+            message_id,
+            cancelled_by: by,
+            length,
+            version,
+            conversation,
         }
     }
 }

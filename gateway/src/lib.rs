@@ -14,11 +14,11 @@ pub mod auth;
 pub mod bootstrap;
 pub mod connections;
 pub mod error;
-pub mod health;
 pub mod method_not_allowed;
 pub mod metrics;
 pub mod middleware;
 pub mod openapi;
+pub mod ops;
 pub mod provision;
 pub mod ratelimit;
 pub mod realtime;
@@ -177,7 +177,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         bind: settings.bind.clone(),
         cause,
     })?;
-    metrics::install();
+    ops::exporter::install();
     let store: Arc<dyn Store> = Arc::new(Instrumented::new(open_store(&settings).await?));
     if let Some(path) = &settings.bootstrap {
         bootstrap_demo(&*store, path).await?;
@@ -389,8 +389,7 @@ fn app(
                 .configure(realtime::sse::routes),
         )
         .service(web::scope("/api/admin").configure(api::admin::routes))
-        .configure(health::routes)
-        .configure(metrics::routes)
+        .configure(ops::routes)
         .configure(openapi::routes)
         .default_service(web::to(method_not_allowed::fallback))
 }
@@ -405,7 +404,7 @@ fn spawn_housekeeping(state: &AppState) {
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;
-            metrics::install().run_upkeep();
+            ops::exporter::install().run_upkeep();
         }
     });
     let housekeeping = state.clone();
@@ -415,7 +414,7 @@ fn spawn_housekeeping(state: &AppState) {
             tick.tick().await;
             housekeeping.limits.shrink();
             housekeeping.registry.tokens().prune();
-            metrics::refresh(&housekeeping);
+            ops::exporter::refresh(&housekeeping);
         }
     });
 }

@@ -26,9 +26,9 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
     ),
     paths(
         openapi_json,
-        crate::health::healthz,
-        crate::health::readyz,
-        crate::metrics::render,
+        crate::ops::health::healthz,
+        crate::ops::health::readyz,
+        crate::ops::exporter::render,
     ),
     nest(
         (path = "/api/agent-api", api = AgentApi),

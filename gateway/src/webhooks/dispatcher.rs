@@ -32,7 +32,7 @@
 use super::body::{event_id, render};
 use super::destination::{check_url, resolve};
 use super::signing::{headers, SecretBox};
-use crate::realtime::open::project;
+use crate::metrics::{WEBHOOK_ATTEMPT_SECONDS, WEBHOOK_DELIVERIES};
 use parking_lot::Mutex;
 use rand::Rng;
 use std::collections::{HashMap, HashSet};
@@ -41,6 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_actors::feed::WatchHead;
 use switchboard_actors::model::Participant;
+use switchboard_actors::open::project;
 use switchboard_actors::registry::Registry;
 use switchboard_actors::replay::memberships_at;
 use switchboard_actors::store::log::{LogEvent, LogRecord};
@@ -49,15 +50,6 @@ use switchboard_config::WebhookSettings;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
 use tokio::sync::Semaphore;
-
-/// Deliveries by outcome (counter), label `outcome` = `delivered` |
-/// `failed` (one attempt) | `gave_up` | `disabled`.
-pub const WEBHOOK_DELIVERIES: &str = "switchboard_webhook_deliveries_total";
-/// Duration of one delivery attempt (histogram, seconds).
-pub const WEBHOOK_ATTEMPT_SECONDS: &str = "switchboard_webhook_attempt_duration_seconds";
-/// Age of the oldest record a worker on this node is still trying to
-/// deliver (gauge, seconds; 0 when nothing is pending).
-pub const WEBHOOK_OLDEST_PENDING: &str = "switchboard_webhook_oldest_undelivered_seconds";
 
 /// How often the dispatcher looks for webhooks to deliver.
 const SCAN_INTERVAL: Duration = Duration::from_secs(1);

@@ -8,7 +8,7 @@ use crate::listener::{Ctx, Ended};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::time::Duration;
-use switchboard_protocol::frame::close;
+use switchboard_protocol::error::close;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};

@@ -228,7 +228,7 @@ pub fn route(input: &RouteInput<'_>) -> Routing {
 /// must be the index of `input.roster`.
 pub fn route_with_names(input: &RouteInput<'_>, names: &NameIndex) -> Routing {
     let text = text::Folded::new(input.content);
-    let scan = mentions::scan_mentions(&text, names);
+    let scan = mentions::scan_mentions(&text, &names.mentions);
     let human = input.sender_kind == ParticipantKind::User;
     let is_agent_member = |id: &ParticipantId| {
         input

@@ -1,11 +1,29 @@
 //! Switchboard's HTTP and WebSocket front.
 //!
-//! This crate owns the wire: routes, authentication, the JSON error body,
-//! the agent API (protocol §11), `/updates` and `/ws`, the admin API,
-//! health checks and the server's lifecycle (start, drain, stop). It turns
-//! requests into store calls and actor messages; it does not decide routing
-//! (the `protocol` crate does) or how events are ordered and fanned out
-//! (the `actors` crate does).
+//! This crate owns the wire: it turns requests into store calls and actor
+//! messages. It does not decide routing (the `protocol` crate does) or how
+//! events are ordered and fanned out (the `actors` crate does). Its
+//! modules:
+//!
+//! - [`api`]: the REST routes, the agent API (protocol §11) and the admin
+//!   API; [`provision`] holds the rules for creating Bays, participants and
+//!   conversations that the admin API and [`bootstrap`] (`--bootstrap
+//!   FILE`) share;
+//! - [`realtime`]: `/updates`, `/ws` and `/events` (SSE), with one cursor
+//!   and one session per token, and WebSockets served on their own socket;
+//! - [`webhooks`]: push delivery to agents' webhooks, the third transport
+//!   (signing, destination checks, delivery workers under leases);
+//! - [`auth`]: bearer-token authentication; [`ratelimit`]: the per-token
+//!   request budgets (in this process or in Redis); [`connections`]: the
+//!   admission caps of realtime connections, per IP and per node;
+//! - [`error`]: the JSON error body and how a session's end reaches each
+//!   transport; [`method_not_allowed`]: 405 / 404 for unmatched requests;
+//!   [`middleware`]: request ids and access logs;
+//! - [`ops`]: `/healthz`, `/readyz` and `/metrics`; [`metrics`]: the
+//!   metric names; [`telemetry`]: logging set-up; [`openapi`]: the OpenAPI
+//!   document at `/openapi.json`;
+//! - [`state`]: the state every handler shares; this file: the server's
+//!   lifecycle (start, drain, stop).
 
 #![warn(missing_docs)]
 

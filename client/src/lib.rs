@@ -73,6 +73,20 @@
 //!
 //! The `switchboard-cli` binary of this crate (`listen`, `send`, `me`,
 //! `conversations`) is built on the same types.
+//!
+//! # Layout
+//!
+//! - `listener.rs`: [`Listener`], the stream and its session loop
+//!   (reconnects, fall-back to `/updates`, the `/ws` probe);
+//! - `transport/`: one session of `/ws`, `/updates` or `/events`, and the
+//!   contract they share with the listener (how a session ended; the
+//!   cursor, dedupe and watermarks every session feeds; the REST catch-up
+//!   after a reset);
+//! - `rest.rs`: [`Client`], the agent API calls; `error.rs`:
+//!   [`ClientError`]; `update.rs`: [`Update`] and [`Transport`];
+//! - `cursor_store.rs`: [`Checkpoint`] and where it is saved;
+//!   `dedupe.rs`: [`DedupeWindow`]; `backoff.rs`: [`Backoff`];
+//!   `config.rs`: [`ListenerConfig`].
 
 #![warn(missing_docs)]
 

@@ -1,11 +1,29 @@
 //! Switchboard's HTTP and WebSocket front.
 //!
-//! This crate owns the wire: routes, authentication, the JSON error body,
-//! the agent API (protocol §11), `/updates` and `/ws`, the admin API,
-//! health checks and the server's lifecycle (start, drain, stop). It turns
-//! requests into store calls and actor messages; it does not decide routing
-//! (the `protocol` crate does) or how events are ordered and fanned out
-//! (the `actors` crate does).
+//! This crate owns the wire: it turns requests into store calls and actor
+//! messages. It does not decide routing (the `protocol` crate does) or how
+//! events are ordered and fanned out (the `actors` crate does). Its
+//! modules:
+//!
+//! - [`api`]: the REST routes, the agent API (protocol §11) and the admin
+//!   API; [`provision`] holds the rules for creating Bays, participants and
+//!   conversations that the admin API and [`bootstrap`] (`--bootstrap
+//!   FILE`) share;
+//! - [`realtime`]: `/updates`, `/ws` and `/events` (SSE), with one cursor
+//!   and one session per token, and WebSockets served on their own socket;
+//! - [`webhooks`]: push delivery to agents' webhooks, the third transport
+//!   (signing, destination checks, delivery workers under leases);
+//! - [`auth`]: bearer-token authentication; [`ratelimit`]: the per-token
+//!   request budgets (in this process or in Redis); [`connections`]: the
+//!   admission caps of realtime connections, per IP and per node;
+//! - [`error`]: the JSON error body and how a session's end reaches each
+//!   transport; [`method_not_allowed`]: 405 / 404 for unmatched requests;
+//!   [`middleware`]: request ids and access logs;
+//! - [`ops`]: `/healthz`, `/readyz` and `/metrics`; [`metrics`]: the
+//!   metric names; [`telemetry`]: logging set-up; [`openapi`]: the OpenAPI
+//!   document at `/openapi.json`;
+//! - [`state`]: the state every handler shares; this file: the server's
+//!   lifecycle (start, drain, stop).
 
 #![warn(missing_docs)]
 
@@ -14,11 +32,11 @@ pub mod auth;
 pub mod bootstrap;
 pub mod connections;
 pub mod error;
-pub mod health;
 pub mod method_not_allowed;
 pub mod metrics;
 pub mod middleware;
 pub mod openapi;
+pub mod ops;
 pub mod provision;
 pub mod ratelimit;
 pub mod realtime;
@@ -177,7 +195,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         bind: settings.bind.clone(),
         cause,
     })?;
-    metrics::install();
+    ops::exporter::install();
     let store: Arc<dyn Store> = Arc::new(Instrumented::new(open_store(&settings).await?));
     if let Some(path) = &settings.bootstrap {
         bootstrap_demo(&*store, path).await?;
@@ -389,8 +407,7 @@ fn app(
                 .configure(realtime::sse::routes),
         )
         .service(web::scope("/api/admin").configure(api::admin::routes))
-        .configure(health::routes)
-        .configure(metrics::routes)
+        .configure(ops::routes)
         .configure(openapi::routes)
         .default_service(web::to(method_not_allowed::fallback))
 }
@@ -405,7 +422,7 @@ fn spawn_housekeeping(state: &AppState) {
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;
-            metrics::install().run_upkeep();
+            ops::exporter::install().run_upkeep();
         }
     });
     let housekeeping = state.clone();
@@ -415,7 +432,7 @@ fn spawn_housekeeping(state: &AppState) {
             tick.tick().await;
             housekeeping.limits.shrink();
             housekeeping.registry.tokens().prune();
-            metrics::refresh(&housekeeping);
+            ops::exporter::refresh(&housekeeping);
         }
     });
 }

@@ -1,15 +1,14 @@
-//! Prometheus metrics at `GET /metrics` (text exposition format), through
-//! the `metrics` facade and `metrics-exporter-prometheus`.
+//! The names of the gateway's Prometheus metrics, and what each measures.
+//!
+//! Names only: every metric is recorded where its event happens, through
+//! the `metrics` facade, and exported at `GET /metrics` by
+//! [`crate::ops::exporter`]. This file depends on nothing in the crate, so
+//! any module may record a metric without reaching the node's state.
 //!
 //! Names carry the `switchboard_` prefix and the standard unit suffixes;
 //! every label value comes from a fixed set (transport, op, bucket, reason,
 //! outcome, a standard method or `other`, a route pattern or `unmatched`),
 //! so no request can add a series.
-
-use crate::state::AppState;
-use actix_web::{get, web, HttpResponse};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::sync::OnceLock;
 
 /// Open realtime connections (gauge), label `transport` = `ws` | `updates`.
 pub const CONNECTIONS: &str = "switchboard_connections";
@@ -53,61 +52,11 @@ pub use switchboard_actors::store::redis::BLOCKING_CONNECTIONS;
 pub const TRACKED: &str = "switchboard_tracked_entries";
 /// Session openings that resumed from a cursor, by `source` (counter).
 pub use switchboard_actors::open::REPLAYS;
-
-const LATENCY_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-];
-
-static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-
-/// Installs the global recorder once and returns its handle.
-pub fn install() -> &'static PrometheusHandle {
-    HANDLE.get_or_init(|| {
-        let builder = PrometheusBuilder::new()
-            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
-            .unwrap_or_else(|_| PrometheusBuilder::new());
-        // Only fails when another recorder is installed (never in this binary).
-        builder
-            .install_recorder()
-            .expect("no other metrics recorder is installed")
-    })
-}
-
-/// `GET /metrics`.
-#[utoipa::path(
-    operation_id = "metrics",
-    tag = "operations",
-    summary = "Prometheus metrics",
-    description = "Text exposition format 0.0.4; metric names start with `switchboard_`.",
-    responses((status = 200, description = "The metrics", body = String, content_type = "text/plain; version=0.0.4")),
-)]
-#[get("/metrics")]
-async fn render(state: web::Data<AppState>) -> HttpResponse {
-    refresh(&state);
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4")
-        .body(install().render())
-}
-
-/// Sets the gauges read from the node's tables (and forgets stopped
-/// actors on the way): at every scrape, and periodically so the tables are
-/// pruned even when nobody scrapes.
-pub fn refresh(state: &AppState) {
-    let (feeds, conversations) = state.registry.actor_counts();
-    metrics::gauge!(ACTORS, "kind" => "feed").set(feeds as f64);
-    metrics::gauge!(ACTORS, "kind" => "conversation").set(conversations as f64);
-    metrics::gauge!(crate::webhooks::dispatcher::WEBHOOK_OLDEST_PENDING)
-        .set(state.webhooks.oldest_pending().as_secs_f64());
-    let (updates, agent) = state.limits.tracked_tokens().unwrap_or_default();
-    metrics::gauge!(TRACKED, "table" => "rate_limit_updates").set(updates as f64);
-    metrics::gauge!(TRACKED, "table" => "rate_limit_agent").set(agent as f64);
-    metrics::gauge!(TRACKED, "table" => "token_cache").set(state.registry.tokens().len() as f64);
-    let (ips, tokens) = state.connections.tracked();
-    metrics::gauge!(TRACKED, "table" => "admission_ips").set(ips as f64);
-    metrics::gauge!(TRACKED, "table" => "admission_tokens").set(tokens as f64);
-}
-
-/// Registers `/metrics` at the root.
-pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(render);
-}
+/// Webhook deliveries by outcome (counter), label `outcome` = `delivered`
+/// | `failed` (one attempt) | `gave_up` | `disabled`.
+pub const WEBHOOK_DELIVERIES: &str = "switchboard_webhook_deliveries_total";
+/// Duration of one webhook delivery attempt (histogram, seconds).
+pub const WEBHOOK_ATTEMPT_SECONDS: &str = "switchboard_webhook_attempt_duration_seconds";
+/// Age of the oldest record a webhook worker on this node is still trying
+/// to deliver (gauge, seconds; 0 when nothing is pending).
+pub const WEBHOOK_OLDEST_PENDING: &str = "switchboard_webhook_oldest_undelivered_seconds";

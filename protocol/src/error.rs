@@ -1,5 +1,8 @@
 //! The JSON error body and its codes. Every error the gateway returns is
 //! `{"error": "<snake_case>", "code": "<UPPER_CASE>", "message": "<human text>"}`.
+//!
+//! Also how a WebSocket ends, the error of that transport: [`WsClose`] (the
+//! `code` of the final `error` frame) and the [`close`] codes it maps to.
 
 use serde::{Deserialize, Serialize};
 
@@ -213,6 +216,27 @@ impl ErrorBody {
     }
 }
 
+/// WebSocket close codes (protocol §11). Which close uses which code is
+/// [`WsClose::close_code`].
+pub mod close {
+    /// Displaced by a newer connection for the same token. Do not reconnect.
+    pub const DISPLACED: u16 = 4000;
+    /// The credential expired or was revoked.
+    pub const CREDENTIAL_REVOKED: u16 = 4001;
+    /// The client broke the framing contract (non-JSON, binary, unknown frame or fields).
+    pub const FRAMING_VIOLATION: u16 = 4002;
+    /// The server is going away (drain); resume on another node.
+    pub const GOING_AWAY: u16 = 4003;
+    /// Standard close: the client broke the WebSocket protocol itself
+    /// (unmasked frame, bad opcode, bad length).
+    pub const PROTOCOL_ERROR: u16 = 1002;
+    /// Standard close: the client broke a server policy (here: it fell too
+    /// far behind reading).
+    pub const POLICY_VIOLATION: u16 = 1008;
+    /// Standard close: a message was larger than the server accepts.
+    pub const MESSAGE_TOO_BIG: u16 = 1009;
+}
+
 /// Why the server closes a WebSocket (protocol §11 close codes). Its wire
 /// string ([`WsClose::as_str`]) is the `code` of the `error` frame sent just
 /// before the close, and it decides the close code ([`WsClose::close_code`]).
@@ -269,7 +293,6 @@ impl WsClose {
     /// The WebSocket close code (protocol §11 for 4000–4003, RFC 6455 for
     /// the 1xxx codes).
     pub fn close_code(self) -> u16 {
-        use crate::frame::close;
         match self {
             WsClose::Displaced => close::DISPLACED,
             WsClose::CredentialRevoked => close::CREDENTIAL_REVOKED,

@@ -1,5 +1,6 @@
-//! WebSocket frames and close codes of `GET /api/agent-api/ws` (protocol §11).
-//! Every frame is a JSON text frame tagged by `t`.
+//! WebSocket frames of `GET /api/agent-api/ws` (protocol §11). Every frame
+//! is a JSON text frame tagged by `t`. The close codes are in
+//! [`crate::error::close`], beside [`WsClose`], which chooses them.
 
 use crate::error::WsClose;
 use crate::event::Event;
@@ -108,25 +109,4 @@ impl ServerFrame<'_> {
         // Serializing these plain structs cannot fail: no maps with non-string keys.
         serde_json::to_string(self).expect("server frames always serialize")
     }
-}
-
-/// WebSocket close codes (protocol §11). Which close uses which code is
-/// [`WsClose::close_code`].
-pub mod close {
-    /// Displaced by a newer connection for the same token. Do not reconnect.
-    pub const DISPLACED: u16 = 4000;
-    /// The credential expired or was revoked.
-    pub const CREDENTIAL_REVOKED: u16 = 4001;
-    /// The client broke the framing contract (non-JSON, binary, unknown frame or fields).
-    pub const FRAMING_VIOLATION: u16 = 4002;
-    /// The server is going away (drain); resume on another node.
-    pub const GOING_AWAY: u16 = 4003;
-    /// Standard close: the client broke the WebSocket protocol itself
-    /// (unmasked frame, bad opcode, bad length).
-    pub const PROTOCOL_ERROR: u16 = 1002;
-    /// Standard close: the client broke a server policy (here: it fell too
-    /// far behind reading).
-    pub const POLICY_VIOLATION: u16 = 1008;
-    /// Standard close: a message was larger than the server accepts.
-    pub const MESSAGE_TOO_BIG: u16 = 1009;
 }

@@ -1,9 +1,18 @@
 //! Wire types of the BayChat agent protocol (v1.12) as Switchboard speaks it.
 //!
-//! This crate owns everything a client can observe on the wire: ids, the
-//! `/updates` and `/ws` event shape, WebSocket frames and close codes, the
-//! opaque cursor codec, the JSON error body and its codes, the context
-//! envelope, and the pure routing rules that decide `shouldRespond`.
+//! This crate owns everything a client can observe on the wire:
+//!
+//! - [`ids`]: the ids and their syntax; [`model`]: conversation types,
+//!   roles, reply policies and roster members;
+//! - [`event`]: the event shape of `/updates`, `/ws` and `/events`;
+//!   [`presence`]: presence states; [`frame`]: the WebSocket frames;
+//! - [`cursor`]: the opaque cursor codec (a position in a Bay's log);
+//! - [`error`]: the JSON error body and its codes, and how a WebSocket
+//!   closes ([`error::WsClose`], the [`error::close`] codes);
+//! - [`context`]: the context envelope; [`card`] and [`poll`]: card
+//!   payloads and polls (validation, tallies);
+//! - [`routing`]: the pure rules that decide `shouldRespond` (mentions,
+//!   plain names, reply policies, the router).
 //!
 //! It must not know about actors, HTTP servers, async runtimes or storage:
 //! everything here is plain data and pure functions, so it can be tested

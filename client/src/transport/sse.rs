@@ -2,8 +2,8 @@
 //! then events whose `id:` is the cursor after them, `cursor`, `reset` and
 //! `close` control events, and comment heartbeats.
 
+use super::{http_refusal, Ctx, Ended};
 use crate::error::ClientError;
-use crate::listener::{http_refusal, Ctx, Ended};
 use futures_util::StreamExt;
 use serde_json::Value;
 

@@ -4,8 +4,8 @@
 //! ([`SESSION_END_HEADER`]) means a newer connection of the token took
 //! over: the listener stops, as on WebSocket close 4000.
 
+use super::{http_refusal, Ctx, Ended};
 use crate::error::ClientError;
-use crate::listener::{http_refusal, Ctx, Ended};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use switchboard_protocol::error::{WsClose, SESSION_END_HEADER};

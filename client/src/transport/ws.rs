@@ -2,13 +2,13 @@
 //! cursor, then `event` / `cursor` / `reset` frames until the close, whose
 //! code decides what comes next (the close-code table of docs/websocket.md).
 
+use super::{not_healing, Ctx, Ended};
 use crate::config::TransportChoice;
 use crate::error::ClientError;
-use crate::listener::{Ctx, Ended};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::time::Duration;
-use switchboard_protocol::frame::close;
+use switchboard_protocol::error::close;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
@@ -16,82 +16,26 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 /// Longest wait for the upgrade's answer.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// The socket of a session.
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The `error` frame that precedes the server's close: its `code` and
+/// `message`.
+type ErrorFrame = (String, String);
+
 /// Runs one WebSocket session.
 pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
-    let url = ctx
-        .client
-        .url("/ws")
-        .replacen("http://", "ws://", 1)
-        .replacen("https://", "wss://", 1);
-    let mut req = match url.into_client_request() {
-        Ok(r) => r,
-        Err(e) => return Ended::Fatal(ClientError::Config(format!("bad websocket url: {e}"))),
-    };
-    req.headers_mut()
-        .insert("Authorization", ctx.client.authorization().clone());
     let shown = ctx.client.url("/ws");
-    let connected =
-        tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::connect_async(req)).await;
-    let mut socket = match connected {
-        Err(_) => {
-            return Ended::broke(format!(
-                "GET {shown}: no answer to the upgrade within {CONNECT_TIMEOUT:?}"
-            ))
-        }
-        Ok(Ok((socket, _))) => socket,
-        Ok(Err(WsError::Http(res))) => {
-            let status = res.status().as_u16();
-            let retry_after = crate::rest::retry_after(res.headers());
-            let auto = ctx.config.transport == TransportChoice::Auto;
-            return match status {
-                401 => Ended::Fatal(ClientError::Unauthorized {
-                    message: "the upgrade was refused with 401".into(),
-                }),
-                429 | 503 => Ended::Retry {
-                    retry_after,
-                    abnormal: false,
-                    reason: format!("GET {shown}: the upgrade was answered {status}"),
-                },
-                // Not found, or forbidden, with no /updates to fall back
-                // to: retrying will not change it.
-                403 | 404 if !auto => Ended::Fatal(crate::listener::not_healing(
-                    &shown,
-                    status,
-                    if status == 404 {
-                        "NOT_FOUND"
-                    } else {
-                        "FORBIDDEN"
-                    }
-                    .into(),
-                    String::new(),
-                )),
-                // The server (or a proxy) gave up waiting for the request:
-                // a timeout, not a refusal of WebSockets.
-                408 => Ended::broke(format!(
-                    "GET {shown}: the upgrade was answered 408 (request timeout)"
-                )),
-                // A proxy that strips or refuses upgrades: the node then
-                // sees a plain GET (400), or the proxy answers itself.
-                400..=499 => Ended::Refused {
-                    reason: if auto {
-                        format!("GET {shown}: the upgrade was refused with {status}")
-                    } else {
-                        format!(
-                            "GET {shown}: the upgrade was refused with {status} (a proxy that does not pass WebSockets? --transport auto falls back to /updates)"
-                        )
-                    },
-                },
-                _ => Ended::broke(format!("GET {shown}: the upgrade was answered {status}")),
-            };
-        }
-        Ok(Err(e)) => return Ended::broke(format!("GET {shown}: {}", crate::error::chain(&e))),
+    let mut socket = match connect(ctx, &shown).await {
+        Ok(socket) => socket,
+        Err(ended) => return ended,
     };
     let hello = json!({ "t": "hello", "resume": ctx.cursor }).to_string();
     if let Err(e) = socket.send(Message::text(hello)).await {
         return Ended::broke(format!("{shown}: sending hello failed: {e}"));
     }
-    // The `error` frame that precedes the server's close.
-    let mut error: Option<(String, String)> = None;
+    let mut error: Option<ErrorFrame> = None;
     loop {
         let next = tokio::time::timeout(ctx.config.read_timeout, socket.next()).await;
         let msg = match next {
@@ -107,36 +51,7 @@ pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
         };
         match msg {
             Message::Text(text) => {
-                let frame: Value = match serde_json::from_str(text.as_str()) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        return Ended::Fatal(ClientError::Protocol(format!(
-                            "frame is not json: {e}"
-                        )))
-                    }
-                };
-                let step = match frame["t"].as_str() {
-                    Some("ready") => {
-                        ctx.connected = true;
-                        Ok(())
-                    }
-                    Some("event") => ctx.deliver(frame["event"].clone()).await,
-                    Some("cursor") => match frame["cursor"].as_str() {
-                        Some(c) => ctx.on_cursor(c.to_owned()).await,
-                        None => Ok(()),
-                    },
-                    Some("reset") => ctx.on_reset().await,
-                    Some("error") => {
-                        error = Some((
-                            frame["code"].as_str().unwrap_or_default().to_owned(),
-                            frame["message"].as_str().unwrap_or_default().to_owned(),
-                        ));
-                        Ok(())
-                    }
-                    // Frame types added later are ignored (protocol §11).
-                    _ => Ok(()),
-                };
-                if let Err(ended) = step {
+                if let Err(ended) = on_text(ctx, text.as_str(), &mut error).await {
                     return ended;
                 }
             }
@@ -151,8 +66,126 @@ pub(crate) async fn run(ctx: &mut Ctx) -> Ended {
     }
 }
 
+/// Opens the socket: the upgrade of `/ws` (shown as `shown` in reasons)
+/// with the token's `Authorization`, answered within [`CONNECT_TIMEOUT`].
+///
+/// # Errors
+/// How the session ends instead: a bad URL stops the listener; a refused
+/// upgrade as [`upgrade_refused`] says; no answer or a broken connection
+/// retries.
+async fn connect(ctx: &Ctx, shown: &str) -> Result<Socket, Ended> {
+    let url = ctx
+        .client
+        .url("/ws")
+        .replacen("http://", "ws://", 1)
+        .replacen("https://", "wss://", 1);
+    let mut req = url
+        .into_client_request()
+        .map_err(|e| Ended::Fatal(ClientError::Config(format!("bad websocket url: {e}"))))?;
+    req.headers_mut()
+        .insert("Authorization", ctx.client.authorization().clone());
+    let connected =
+        tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::connect_async(req)).await;
+    match connected {
+        Err(_) => Err(Ended::broke(format!(
+            "GET {shown}: no answer to the upgrade within {CONNECT_TIMEOUT:?}"
+        ))),
+        Ok(Ok((socket, _))) => Ok(socket),
+        Ok(Err(WsError::Http(res))) => {
+            let status = res.status().as_u16();
+            let retry_after = crate::rest::retry_after(res.headers());
+            let auto = ctx.config.transport == TransportChoice::Auto;
+            Err(upgrade_refused(shown, status, retry_after, auto))
+        }
+        Ok(Err(e)) => Err(Ended::broke(format!(
+            "GET {shown}: {}",
+            crate::error::chain(&e)
+        ))),
+    }
+}
+
+/// An HTTP answer `status` to the upgrade of `shown`, instead of `101`:
+/// 401 stops; 429 / 503 retry after `retry_after`; 403 / 404 stop unless
+/// `auto` (which falls back to `/updates`); other 4xx refuse WebSockets
+/// ([`Ended::Refused`]); the rest retry as a broken connection.
+fn upgrade_refused(shown: &str, status: u16, retry_after: Option<Duration>, auto: bool) -> Ended {
+    match status {
+        401 => Ended::Fatal(ClientError::Unauthorized {
+            message: "the upgrade was refused with 401".into(),
+        }),
+        429 | 503 => Ended::Retry {
+            retry_after,
+            abnormal: false,
+            reason: format!("GET {shown}: the upgrade was answered {status}"),
+        },
+        // Not found, or forbidden, with no /updates to fall back
+        // to: retrying will not change it.
+        403 | 404 if !auto => Ended::Fatal(not_healing(
+            shown,
+            status,
+            if status == 404 {
+                "NOT_FOUND"
+            } else {
+                "FORBIDDEN"
+            }
+            .into(),
+            String::new(),
+        )),
+        // The server (or a proxy) gave up waiting for the request:
+        // a timeout, not a refusal of WebSockets.
+        408 => Ended::broke(format!(
+            "GET {shown}: the upgrade was answered 408 (request timeout)"
+        )),
+        // A proxy that strips or refuses upgrades: the node then
+        // sees a plain GET (400), or the proxy answers itself.
+        400..=499 => Ended::Refused {
+            reason: if auto {
+                format!("GET {shown}: the upgrade was refused with {status}")
+            } else {
+                format!(
+                    "GET {shown}: the upgrade was refused with {status} (a proxy that does not pass WebSockets? --transport auto falls back to /updates)"
+                )
+            },
+        },
+        _ => Ended::broke(format!("GET {shown}: the upgrade was answered {status}")),
+    }
+}
+
+/// One text frame from the server: `ready`, `event`, `cursor` and `reset`
+/// go to `ctx`; an `error` frame is kept in `error` for the close that
+/// follows; frame types added later are ignored.
+///
+/// # Errors
+/// A frame that is not JSON stops the listener; otherwise whatever `ctx`
+/// ends the session with (the listener was dropped).
+async fn on_text(ctx: &mut Ctx, text: &str, error: &mut Option<ErrorFrame>) -> Result<(), Ended> {
+    let frame: Value = serde_json::from_str(text)
+        .map_err(|e| Ended::Fatal(ClientError::Protocol(format!("frame is not json: {e}"))))?;
+    match frame["t"].as_str() {
+        Some("ready") => {
+            ctx.connected = true;
+            Ok(())
+        }
+        Some("event") => ctx.deliver(frame["event"].clone()).await,
+        Some("cursor") => match frame["cursor"].as_str() {
+            Some(c) => ctx.on_cursor(c.to_owned()).await,
+            None => Ok(()),
+        },
+        Some("reset") => ctx.on_reset().await,
+        Some("error") => {
+            *error = Some((
+                frame["code"].as_str().unwrap_or_default().to_owned(),
+                frame["message"].as_str().unwrap_or_default().to_owned(),
+            ));
+            Ok(())
+        }
+        // Frame types added later are ignored (protocol §11).
+        _ => Ok(()),
+    }
+}
+
 /// The close-code table of docs/websocket.md.
-fn on_close(code: Option<u16>, error: Option<(String, String)>, reason: String) -> Ended {
+fn on_close(code: Option<u16>, error: Option<ErrorFrame>, reason: String) -> Ended {
     let (error_code, message) = error.unwrap_or_else(|| (String::new(), reason));
     match code {
         Some(close::DISPLACED) => Ended::Fatal(ClientError::Displaced),

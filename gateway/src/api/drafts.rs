@@ -189,7 +189,7 @@ async fn complete(
     let body: Option<CompleteBody> = optional_object(&body)?;
     let content = match body.and_then(|b| b.content) {
         None | Some(serde_json::Value::Null) => None,
-        Some(raw) => Some(super::messages::checked_content(
+        Some(raw) => Some(super::messages::send::checked_content(
             raw,
             state.settings.limits.max_content_chars,
         )?),

@@ -5,7 +5,7 @@
 //! A poll in a conversation the caller is not in answers `POLL_NOT_FOUND`,
 //! exactly like a poll that does not exist.
 
-use super::messages::{post_and_answer, Send};
+use super::messages::send::{post_and_answer, Send};
 use crate::api::body::Object;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -121,7 +121,7 @@ async fn create_poll(
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let body = body.into_inner();
-    let key = super::messages::idempotency_key(&req, body.client_id)?;
+    let key = super::messages::send::idempotency_key(&req, body.client_id)?;
     let (question, options) =
         validate_poll(&body.question, &body.options).map_err(|(c, m)| ApiError::new(c, m))?;
     let poll = PollState::new(

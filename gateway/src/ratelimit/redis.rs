@@ -15,10 +15,10 @@
 //! sends each bucket's script to the master serving its slot (following
 //! `MOVED` / `ASK` and retrying `TRYAGAIN` while a slot moves, within the
 //! call's bound). Every call is
-//! bounded (connect and reply within [`CALL_TIMEOUT`]). A failure fails
+//! bounded (connect and reply within `CALL_TIMEOUT`: 1 s). A failure fails
 //! open: the call is allowed, a warning is logged (at most once per
-//! [`WARN_EVERY`], counting the calls let through), and Redis is left alone
-//! for [`BACKOFF`] so an outage adds no latency to every request.
+//! `WARN_EVERY` (10 s), counting the calls let through), and Redis is left alone
+//! for `BACKOFF` (1 s), so an outage adds no latency to every request.
 
 use super::Bucket;
 use parking_lot::Mutex;

@@ -4,8 +4,9 @@
 //! The session encodes frames straight into its [`Outbox`]; the socket's task
 //! (`socket::serve`) takes everything in it as one write. A `cursor` frame
 //! closes each write that carries events: every delivery the session handled
-//! since the last write shares it (cursor rule 1: it names a position that
-//! covers every event before it), so a burst of events costs one cursor
+//! since the last write shares it (docs/architecture.md, "The cursor
+//! invariant", rule 1: it names a position that covers every event before
+//! it), so a burst of events costs one cursor
 //! frame and one write, not one per event.
 //!
 //! Backpressure: the session runs only while the socket's task polls it, and

@@ -25,9 +25,10 @@ use std::task::Poll;
 use std::time::Duration;
 use switchboard_actors::session::Backlog;
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
+use tokio::time::error::Elapsed;
 use tokio::time::timeout;
 
 /// A started session, ready to be driven: the actor (a future that ends when
@@ -102,21 +103,8 @@ pub async fn serve<F>(
         }
         let chunk = outbox.borrow_mut().take();
         if let Some(bytes) = chunk {
-            let written = {
-                let mut write_all = pin!(timeout(write_timeout, write.write_all(&bytes)));
-                tokio::select! {
-                    biased;
-                    res = &mut write_all => res,
-                    () = backlog.abandoned(), if session.is_some() => {
-                        // Blocked on a client that stopped reading: let go
-                        // of the session and its slot now. The write goes
-                        // on (cutting a frame short would corrupt the
-                        // stream) and the close follows it.
-                        drop(session.take());
-                        write_all.await
-                    }
-                }
-            };
+            let written =
+                write_chunk(&mut write, &bytes, write_timeout, &backlog, &mut session).await;
             match written {
                 Ok(Ok(())) => continue,
                 // The client is gone.
@@ -133,21 +121,61 @@ pub async fn serve<F>(
         let Some(running) = session.as_mut() else {
             break;
         };
-        let stopped = std::future::poll_fn(|cx| {
-            if Pin::new(&mut *running).poll(cx).is_ready() {
-                return Poll::Ready(true);
-            }
-            if outbox.borrow().has_output() || backlog.is_abandoned() {
-                Poll::Ready(false)
-            } else {
-                Poll::Pending
-            }
-        })
-        .await;
-        if stopped {
+        if drive(running, &outbox, &backlog).await {
             // Its last frames are written on the next turn, then the loop ends.
             session = None;
         }
     }
     let _ = write.shutdown().await;
+}
+
+/// Writes `bytes` to the client within `write_timeout`. When the feed
+/// abandons the session while the write waits on a client that stopped
+/// reading, lets go of the session (and its connection slot) at once and
+/// finishes the write.
+///
+/// # Errors
+/// The outer `Err`: the client took nothing for `write_timeout`; the inner
+/// one: the write failed (the client is gone).
+async fn write_chunk<F>(
+    write: &mut OwnedWriteHalf,
+    bytes: &[u8],
+    write_timeout: Duration,
+    backlog: &Backlog,
+    session: &mut Option<F>,
+) -> Result<std::io::Result<()>, Elapsed> {
+    let mut write_all = pin!(timeout(write_timeout, write.write_all(bytes)));
+    tokio::select! {
+        biased;
+        res = &mut write_all => res,
+        () = backlog.abandoned(), if session.is_some() => {
+            // Blocked on a client that stopped reading: let go
+            // of the session and its slot now. The write goes
+            // on (cutting a frame short would corrupt the
+            // stream) and the close follows it.
+            drop(session.take());
+            write_all.await
+        }
+    }
+}
+
+/// Runs the session actor until it stops (`true`), or until it has output
+/// for the socket or the feed abandoned it (`false`): the actor is polled
+/// only while the socket has taken everything before, which is the
+/// backpressure of `outbound`.
+async fn drive<F>(running: &mut F, outbox: &SharedOutbox, backlog: &Backlog) -> bool
+where
+    F: Future<Output = ()> + Unpin,
+{
+    std::future::poll_fn(|cx| {
+        if Pin::new(&mut *running).poll(cx).is_ready() {
+            return Poll::Ready(true);
+        }
+        if outbox.borrow().has_output() || backlog.is_abandoned() {
+            Poll::Ready(false)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }

@@ -32,7 +32,7 @@
 use super::body::{event_id, render};
 use super::destination::{check_url, resolve};
 use super::signing::{headers, SecretBox};
-use crate::realtime::open::project;
+use crate::metrics::{WEBHOOK_ATTEMPT_SECONDS, WEBHOOK_DELIVERIES};
 use parking_lot::Mutex;
 use rand::Rng;
 use std::collections::{HashMap, HashSet};
@@ -41,6 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_actors::feed::WatchHead;
 use switchboard_actors::model::Participant;
+use switchboard_actors::open::project;
 use switchboard_actors::registry::Registry;
 use switchboard_actors::replay::memberships_at;
 use switchboard_actors::store::log::{LogEvent, LogRecord};
@@ -49,15 +50,6 @@ use switchboard_config::WebhookSettings;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
 use tokio::sync::Semaphore;
-
-/// Deliveries by outcome (counter), label `outcome` = `delivered` |
-/// `failed` (one attempt) | `gave_up` | `disabled`.
-pub const WEBHOOK_DELIVERIES: &str = "switchboard_webhook_deliveries_total";
-/// Duration of one delivery attempt (histogram, seconds).
-pub const WEBHOOK_ATTEMPT_SECONDS: &str = "switchboard_webhook_attempt_duration_seconds";
-/// Age of the oldest record a worker on this node is still trying to
-/// deliver (gauge, seconds; 0 when nothing is pending).
-pub const WEBHOOK_OLDEST_PENDING: &str = "switchboard_webhook_oldest_undelivered_seconds";
 
 /// How often the dispatcher looks for webhooks to deliver.
 const SCAN_INTERVAL: Duration = Duration::from_secs(1);
@@ -307,32 +299,11 @@ impl Worker {
                     continue;
                 }
             };
-            for record in &records {
-                // No peers: presence is for live UIs, never pushed (docs/webhooks.md).
-                let event = project(record, &agent.id, &mut memberships, &HashSet::new());
-                let mut accepted = false;
-                if let Some(event) =
-                    event.filter(|_| !made_by(record, &agent.id) && !streaming(record))
-                {
-                    match self
-                        .deliver(&agent, &webhook, &position, record, &event)
-                        .await?
-                    {
-                        Delivered::Accepted => accepted = true,
-                        Delivered::Skipped => {}
-                        Delivered::Stop(stop) => return Ok(stop),
-                    }
-                }
-                // The position first: once the receiver accepted a record,
-                // nothing but a failed position write may send it again
-                // (at-least-once, never because of bookkeeping).
-                position.entry = record.id;
-                store
-                    .set_webhook_position(&self.bay, &self.agent, &webhook, &position)
-                    .await?;
-                if accepted {
-                    self.record_status(&webhook, None).await;
-                }
+            if let Some(stop) = self
+                .deliver_records(&agent, &webhook, &mut position, &mut memberships, &records)
+                .await?
+            {
+                return Ok(stop);
             }
             if through > position.entry {
                 position.entry = through;
@@ -341,18 +312,69 @@ impl Worker {
                     .await?;
             }
             if records.is_empty() {
-                // Caught up: wait until the Bay's feed reads past us.
-                match &mut head {
-                    Some(rx) => {
-                        if let Ok(Err(_)) = tokio::time::timeout(IDLE_WAIT, rx.changed()).await {
-                            head = self.watch_head().await;
-                        }
-                    }
-                    None => {
-                        tokio::time::sleep(IDLE_WAIT).await;
-                        head = self.watch_head().await;
-                    }
+                self.wait_for_more(&mut head).await;
+            }
+        }
+    }
+
+    /// Delivers `records` in order, each projected for `agent` as `/ws`
+    /// would (its own messages and open drafts skipped), moving `position`
+    /// past each one as it is done with it. `Some` when the worker must
+    /// stop.
+    ///
+    /// # Errors
+    /// The store failed (reading, or writing the position).
+    async fn deliver_records(
+        &mut self,
+        agent: &Participant,
+        webhook: &Webhook,
+        position: &mut LogPosition,
+        memberships: &mut HashSet<ConversationId>,
+        records: &[Arc<LogRecord>],
+    ) -> Result<Option<Stop>, StoreError> {
+        let store = self.shared.store.clone();
+        for record in records {
+            // No peers: presence is for live UIs, never pushed (docs/webhooks.md).
+            let event = project(record, &agent.id, memberships, &HashSet::new());
+            let mut accepted = false;
+            if let Some(event) = event.filter(|_| !made_by(record, &agent.id) && !streaming(record))
+            {
+                match self
+                    .deliver(agent, webhook, position, record, &event)
+                    .await?
+                {
+                    Delivered::Accepted => accepted = true,
+                    Delivered::Skipped => {}
+                    Delivered::Stop(stop) => return Ok(Some(stop)),
                 }
+            }
+            // The position first: once the receiver accepted a record,
+            // nothing but a failed position write may send it again
+            // (at-least-once, never because of bookkeeping).
+            position.entry = record.id;
+            store
+                .set_webhook_position(&self.bay, &self.agent, webhook, position)
+                .await?;
+            if accepted {
+                self.record_status(webhook, None).await;
+            }
+        }
+        Ok(None)
+    }
+
+    /// Caught up: waits until the Bay's feed reads past the position
+    /// (`head` moves), at most [`IDLE_WAIT`]; without a feed to watch, or
+    /// once it went away, sleeps [`IDLE_WAIT`] and looks for one again.
+    async fn wait_for_more(&self, head: &mut Option<tokio::sync::watch::Receiver<EntryId>>) {
+        match head {
+            Some(rx) => {
+                if let Ok(Err(_)) = tokio::time::timeout(IDLE_WAIT, rx.changed()).await {
+                    *head = self.watch_head().await;
+                }
+            }
+            None => {
+                tokio::time::sleep(IDLE_WAIT).await;
+                *head = self.watch_head().await;
             }
         }
     }

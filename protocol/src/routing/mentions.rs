@@ -1,10 +1,37 @@
 //! `@Name` mention parsing (protocol §7). The rules are documented on
 //! [`parse_mentions`].
 
-use super::names::NameIndex;
-use super::text::Folded;
+use super::text::{fold, Folded};
 use crate::ids::ParticipantId;
-use crate::model::RosterMember;
+use crate::model::{ParticipantKind, RosterMember};
+
+/// What `@mentions` resolve against: every agent's folded whole name,
+/// longest first (the sort is stable: equal lengths keep roster order), so
+/// the first name that fits at an `@` is the longest. Agents whose name
+/// folds to nothing are left out.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MentionNames(Vec<(Vec<char>, ParticipantId)>);
+
+impl MentionNames {
+    /// The names of `roster`'s agents (humans are ignored).
+    pub(crate) fn new(roster: &[RosterMember]) -> Self {
+        Self::from_folded(
+            roster
+                .iter()
+                .filter(|m| m.kind == ParticipantKind::Agent)
+                .map(|m| (fold(&m.name), m.id.clone())),
+        )
+    }
+
+    /// The names of agents already folded (each with its id, in roster
+    /// order), for a caller that folds them once for other uses too.
+    pub(crate) fn from_folded(agents: impl Iterator<Item = (Vec<char>, ParticipantId)>) -> Self {
+        let mut by_length: Vec<(Vec<char>, ParticipantId)> =
+            agents.filter(|(name, _)| !name.is_empty()).collect();
+        by_length.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
+        MentionNames(by_length)
+    }
+}
 
 /// The mentions found in a text: resolved ids plus the folded spans
 /// (`@` included) they occupy.
@@ -15,8 +42,8 @@ pub(crate) struct MentionScan {
 
 /// Scans an already-folded text for mentions (rules: [`parse_mentions`])
 /// with the agent names of `names`.
-pub(crate) fn scan_mentions(text: &Folded, names: &NameIndex) -> MentionScan {
-    let agents = &names.by_length;
+pub(crate) fn scan_mentions(text: &Folded, names: &MentionNames) -> MentionScan {
+    let agents = &names.0;
     let chars = text.chars();
     let mut scan = MentionScan {
         ids: Vec::new(),
@@ -85,5 +112,5 @@ pub(crate) fn scan_mentions(text: &Folded, names: &NameIndex) -> MentionScan {
 ///   duplicates. The mentioned text (`@` through the end of the name) is not
 ///   considered again by plain-name addressing.
 pub fn parse_mentions(content: &str, roster: &[RosterMember]) -> Vec<ParticipantId> {
-    scan_mentions(&Folded::new(content), &NameIndex::new(roster)).ids
+    scan_mentions(&Folded::new(content), &MentionNames::new(roster)).ids
 }

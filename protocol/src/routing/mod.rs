@@ -228,7 +228,7 @@ pub fn route(input: &RouteInput<'_>) -> Routing {
 /// must be the index of `input.roster`.
 pub fn route_with_names(input: &RouteInput<'_>, names: &NameIndex) -> Routing {
     let text = text::Folded::new(input.content);
-    let scan = mentions::scan_mentions(&text, names);
+    let scan = mentions::scan_mentions(&text, &names.mentions);
     let human = input.sender_kind == ParticipantKind::User;
     let is_agent_member = |id: &ParticipantId| {
         input
@@ -248,59 +248,90 @@ pub fn route_with_names(input: &RouteInput<'_>, names: &NameIndex) -> Routing {
         Some((id, ParticipantKind::Agent)) if human && is_agent_member(id) => Some(id.clone()),
         _ => None,
     };
-    let unaddressed =
-        scan.ids.is_empty() && addressed_agents.is_empty() && replied_to_agent.is_none();
 
     // @mentions win in every policy, for every sender (§4, §7).
     let mut chosen: Vec<ParticipantId> = scan.ids.clone();
     let mut picks = Vec::new();
     if human {
-        let all_agents = || {
-            input
-                .roster
-                .iter()
-                .filter(|m| m.kind == ParticipantKind::Agent)
-                .map(|m| m.id.clone())
-        };
-        let named_or_replied = addressed_agents
+        picks = chosen_by_policy(input, &addressed_agents, &replied_to_agent, &mut chosen);
+    }
+    let respondents = respondents(input, &chosen);
+
+    Routing {
+        mentions: scan.ids,
+        addressed_agents,
+        respondents,
+        suppressed: false,
+        router_picks: picks,
+        replied_to_agent,
+    }
+}
+
+/// What the conversation's policy adds to `chosen` for a **human**
+/// message (§3, §4 table): every agent (direct, open), the named and
+/// replied-to agents (`addressed_agents`, `replied_to_agent`), and for an
+/// unaddressed message the designated agent, the orchestrator or the
+/// router's picks. `chosen` holds the `@mentioned` agents on entry (a
+/// message with none of the three is unaddressed). Returns the router's
+/// picks (empty under other policies).
+fn chosen_by_policy(
+    input: &RouteInput<'_>,
+    addressed_agents: &[ParticipantId],
+    replied_to_agent: &Option<ParticipantId>,
+    chosen: &mut Vec<ParticipantId>,
+) -> Vec<ParticipantId> {
+    let unaddressed =
+        chosen.is_empty() && addressed_agents.is_empty() && replied_to_agent.is_none();
+    let mut picks = Vec::new();
+    let all_agents = || {
+        input
+            .roster
             .iter()
-            .cloned()
-            .chain(replied_to_agent.clone());
-        match effective(input.conversation_type, input.policy, input.roster) {
-            // §3: every agent answers every human message.
-            Effective::Direct | Effective::Open => chosen.extend(all_agents()),
-            Effective::Mentions => chosen.extend(named_or_replied),
-            Effective::Dedicated(designated) => {
-                chosen.extend(named_or_replied);
-                if unaddressed {
-                    chosen.push(designated.id.clone());
-                }
+            .filter(|m| m.kind == ParticipantKind::Agent)
+            .map(|m| m.id.clone())
+    };
+    let named_or_replied = addressed_agents
+        .iter()
+        .cloned()
+        .chain(replied_to_agent.clone());
+    match effective(input.conversation_type, input.policy, input.roster) {
+        // §3: every agent answers every human message.
+        Effective::Direct | Effective::Open => chosen.extend(all_agents()),
+        Effective::Mentions => chosen.extend(named_or_replied),
+        Effective::Dedicated(designated) => {
+            chosen.extend(named_or_replied);
+            if unaddressed {
+                chosen.push(designated.id.clone());
             }
-            Effective::Orchestrator(orchestrator) => {
-                // §4 table: a plain name "routes to the orchestrator, exactly
-                // as an unaddressed message does", also beside a mention or
-                // a reply; the names stay a hint in `addressed_agents`. A
-                // reply is a structured address (§11).
-                chosen.extend(replied_to_agent.clone());
-                if unaddressed || !addressed_agents.is_empty() {
-                    chosen.push(orchestrator.id.clone());
-                }
+        }
+        Effective::Orchestrator(orchestrator) => {
+            // §4 table: a plain name "routes to the orchestrator, exactly
+            // as an unaddressed message does", also beside a mention or
+            // a reply; the names stay a hint in `addressed_agents`. A
+            // reply is a structured address (§11).
+            chosen.extend(replied_to_agent.clone());
+            if unaddressed || !addressed_agents.is_empty() {
+                chosen.push(orchestrator.id.clone());
             }
-            Effective::Router(fallback) => {
-                chosen.extend(named_or_replied);
-                if unaddressed {
-                    picks = router_picks(input.content, input.roster, input.sender);
-                    if picks.is_empty() {
-                        chosen.extend(fallback.map(|m| m.id.clone()));
-                    } else {
-                        chosen.extend(picks.iter().cloned());
-                    }
+        }
+        Effective::Router(fallback) => {
+            chosen.extend(named_or_replied);
+            if unaddressed {
+                picks = router_picks(input.content, input.roster, input.sender);
+                if picks.is_empty() {
+                    chosen.extend(fallback.map(|m| m.id.clone()));
+                } else {
+                    chosen.extend(picks.iter().cloned());
                 }
             }
         }
     }
+    picks
+}
 
-    // Never yourself (§4); roster order; agents only; no duplicates.
+/// The agents that answer, out of `chosen`: in roster order, agents only,
+/// never the sender (§4), each once.
+fn respondents(input: &RouteInput<'_>, chosen: &[ParticipantId]) -> Vec<ParticipantId> {
     let mut respondents: Vec<ParticipantId> = Vec::new();
     for m in input.roster {
         if m.kind == ParticipantKind::Agent
@@ -311,15 +342,7 @@ pub fn route_with_names(input: &RouteInput<'_>, names: &NameIndex) -> Routing {
             respondents.push(m.id.clone());
         }
     }
-
-    Routing {
-        mentions: scan.ids,
-        addressed_agents,
-        respondents,
-        suppressed: false,
-        router_picks: picks,
-        replied_to_agent,
-    }
+    respondents
 }
 
 /// The values of [`PolicyView::effective_rule`] (protocol §3).

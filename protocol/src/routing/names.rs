@@ -2,7 +2,7 @@
 //! addressed"). The rules are documented on [`addressed_by_name`] and
 //! [`distinctive_words`].
 
-use super::mentions::scan_mentions;
+use super::mentions::{scan_mentions, MentionNames};
 use super::text::{fold, is_significant, Folded};
 use crate::ids::ParticipantId;
 use crate::model::{ParticipantKind, RosterMember};
@@ -196,9 +196,8 @@ fn whole_name_addresses(folded_name: &[char]) -> bool {
 /// [`super::route_with_names`].
 #[derive(Clone, Debug, Default)]
 pub struct NameIndex {
-    /// Every agent's folded whole name, longest first (the sort is
-    /// stable: equal lengths keep roster order), for `@mentions`.
-    pub(crate) by_length: Vec<(Vec<char>, ParticipantId)>,
+    /// Every agent's folded whole name, for `@mentions`.
+    pub(crate) mentions: MentionNames,
     /// The phrases that address an agent without `@`, in roster order.
     phrases: Vec<Phrase>,
 }
@@ -242,12 +241,9 @@ impl NameIndex {
                 }
             }
         }
-        let mut by_length: Vec<(Vec<char>, ParticipantId)> = agents
-            .into_iter()
-            .map(|(m, whole)| (whole, m.id.clone()))
-            .collect();
-        by_length.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
-        NameIndex { by_length, phrases }
+        let mentions =
+            MentionNames::from_folded(agents.into_iter().map(|(m, whole)| (whole, m.id.clone())));
+        NameIndex { mentions, phrases }
     }
 }
 
@@ -331,6 +327,6 @@ pub(crate) fn scan_plain_names(
 pub fn addressed_by_name(content: &str, roster: &[RosterMember]) -> Vec<ParticipantId> {
     let text = Folded::new(content);
     let names = NameIndex::new(roster);
-    let mentions = scan_mentions(&text, &names);
+    let mentions = scan_mentions(&text, &names.mentions);
     scan_plain_names(&text, &names, &mentions.spans)
 }

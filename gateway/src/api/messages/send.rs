@@ -1,0 +1,406 @@
+//! `POST /conversations/{id}/messages`: the checks of a send (content,
+//! card, metadata, attachments), its idempotency key and fingerprint, and
+//! `post_and_answer`, which polls post through too.
+
+use crate::api::body::Object;
+use crate::api::views::RestMessage;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+use actix_web::{post, web, HttpRequest, HttpResponse};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use switchboard_actors::conversation::{Post, PostOutcome};
+use switchboard_actors::feed::ActivityKind;
+use switchboard_actors::model::StoredMessage;
+use switchboard_actors::store::Idempotency;
+use switchboard_protocol::card::{validate_card, Card};
+use switchboard_protocol::error::{ErrorBody, ErrorCode};
+use switchboard_protocol::ids::{ConversationId, MessageId};
+use switchboard_protocol::poll::PollState;
+use utoipa::ToSchema;
+
+/// Longest idempotency key accepted, in characters.
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// Body of `POST …/messages`. `attachments` / `attachmentId` are refused
+/// with 400 INVALID_REQUEST (this gateway stores no files).
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(examples(json!({"content": "On it, @Ana.", "replyToMessageId": null, "metadata": {"runId": "r-42"}})))]
+pub(crate) struct SendBody {
+    /// The text, 1 to `limits.max_content_chars` (32,000 by default)
+    /// characters, not blank. `@Name` mentions route to agents (protocol §7).
+    /// With a `card`, the plain-text fallback shown where the card cannot
+    /// render (protocol v1.11).
+    #[schema(value_type = String, min_length = 1, max_length = 32000)]
+    #[serde(default, deserialize_with = "present")]
+    content: Option<serde_json::Value>,
+    /// Quote an earlier message of the same conversation.
+    #[schema(value_type = Option<MessageId>)]
+    reply_to_message_id: Option<String>,
+    /// Free-form object stored with the message (`addressedAgents` is
+    /// server-only and dropped; `type` is set by the server for cards).
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<serde_json::Value>,
+    /// `{type, payload}` with `type` `card.calendar` or `card.email`
+    /// (protocol v1.11); payloads are strict and refused field by field.
+    #[schema(value_type = Option<Card>)]
+    card: Option<serde_json::Value>,
+    /// The idempotency key, as an alternative to the `Idempotency-Key`
+    /// header (the same rules; when both are given they must be equal).
+    client_id: Option<String>,
+    /// Open a draft that you stream into with `…/append` and finalize with
+    /// `…/complete` (docs/websocket.md, "Streaming replies"). `content` is
+    /// then optional (the text to start with) and routing runs at completion.
+    stream: Option<bool>,
+    #[schema(ignore)]
+    attachments: Option<serde_json::Value>,
+    #[schema(ignore)]
+    attachment_id: Option<serde_json::Value>,
+}
+
+/// A field that is present, `null` included (`Some(Value::Null)`); with
+/// `#[serde(default)]` an absent one is `None`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde::Deserialize::deserialize(d).map(Some)
+}
+
+/// Checks the `content` a draft opens with: absent (or `null`) is `""`;
+/// else a string of at most `max` characters (Unicode scalar values).
+fn draft_start(content: serde_json::Value, max: usize) -> Result<String, ApiError> {
+    match content {
+        serde_json::Value::Null => Ok(String::new()),
+        serde_json::Value::String(s) if s.chars().count() <= max => Ok(s),
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidContent,
+            format!("content of a draft must be a string of at most {max} characters (unicode scalar values)"),
+        )),
+    }
+}
+
+/// Checks `content` of a send or an edit: a string of 1 to `max`
+/// characters (Unicode scalar values), not blank.
+pub(crate) fn checked_content(content: serde_json::Value, max: usize) -> Result<String, ApiError> {
+    let serde_json::Value::String(content) = content else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidContent,
+            "content must be a string",
+        ));
+    };
+    let chars = content.chars().count();
+    if chars == 0 || chars > max || content.trim().is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidContent,
+            format!("content must be 1 to {max} characters (unicode scalar values) and not blank"),
+        ));
+    }
+    Ok(content)
+}
+
+/// The send's idempotency key from the `Idempotency-Key` header (a plain
+/// token, or a structured-field string as the IETF httpapi draft defines
+/// it: `"..."` with `\"` and `\\` escapes, no parameters) or `clientId`:
+/// 1–255 printable ASCII characters. Two headers, or a header and a
+/// `clientId` that differ, are refused.
+pub(crate) fn idempotency_key(
+    req: &HttpRequest,
+    client_id: Option<String>,
+) -> Result<Option<String>, ApiError> {
+    let invalid = |why: &str| ApiError::new(ErrorCode::InvalidIdempotencyKey, why.to_owned());
+    let mut values = req.headers().get_all("idempotency-key");
+    let header = match (values.next(), values.next()) {
+        (None, _) => None,
+        (Some(_), Some(_)) => return Err(invalid("send one Idempotency-Key header, not several")),
+        (Some(v), None) => {
+            let raw = v
+                .to_str()
+                .map_err(|_| invalid("Idempotency-Key must be printable ascii"))?
+                .trim();
+            Some(if raw.starts_with('"') {
+                sf_string(raw).ok_or_else(|| {
+                    invalid("Idempotency-Key is a malformed quoted string (or has parameters)")
+                })?
+            } else {
+                raw.to_owned()
+            })
+        }
+    };
+    let key = match (header, client_id) {
+        (Some(h), Some(c)) if h != c => {
+            return Err(invalid(
+                "Idempotency-Key and clientId differ; send one, or the same value",
+            ))
+        }
+        (Some(k), _) | (None, Some(k)) => k,
+        (None, None) => return Ok(None),
+    };
+    let printable = key.bytes().all(|b| (0x20..0x7f).contains(&b));
+    if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY || !printable {
+        return Err(invalid(
+            "an idempotency key is 1 to 255 printable ascii characters",
+        ));
+    }
+    Ok(Some(key))
+}
+
+/// The value of a structured-field string (RFC 8941 §3.3.3): `raw` is
+/// `"` … `"`, with `\"` and `\\` as the only escapes and nothing after
+/// the closing quote.
+fn sf_string(raw: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut chars = raw.strip_prefix('"')?.chars();
+    loop {
+        match chars.next()? {
+            '\\' => match chars.next()? {
+                c @ ('"' | '\\') => out.push(c),
+                _ => return None,
+            },
+            '"' => return chars.next().is_none().then_some(out),
+            c => out.push(c),
+        }
+    }
+}
+
+/// SHA-256 (hex) of the parts, each length-prefixed so no two lists of
+/// parts hash alike.
+fn digest(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p);
+    }
+    hex::encode(h.finalize())
+}
+
+/// What a send asks for, as the idempotency fingerprint covers it.
+#[derive(Serialize)]
+struct Fingerprint<'a> {
+    conversation: &'a ConversationId,
+    content: &'a str,
+    reply_to: Option<&'a str>,
+    metadata: &'a Option<serde_json::Value>,
+    card: &'a Option<Card>,
+    poll: Option<(&'a str, &'a [String], bool)>,
+    stream: bool,
+}
+
+/// A validated send, ready for the conversation actor.
+pub(crate) struct Send {
+    pub conversation: ConversationId,
+    pub content: String,
+    pub reply_to: Option<String>,
+    pub metadata: Option<serde_json::Value>,
+    pub card: Option<Card>,
+    pub poll: Option<PollState>,
+    pub key: Option<String>,
+    /// Open a draft (`"stream": true`).
+    pub stream: bool,
+}
+
+/// Posts `send` for `caller` and answers as `POST …/messages` does:
+/// 201 with the message; a retried idempotent send gets its first answer
+/// again (201, `Idempotent-Replayed: true`), 409 when the key was used
+/// for another request, 410 when its message was deleted since.
+pub(crate) async fn post_and_answer(
+    state: &AppState,
+    caller: &Caller,
+    send: Send,
+) -> Result<HttpResponse, ApiError> {
+    let sender = &caller.principal.participant;
+    let idempotency = send.key.as_deref().map(|key| Idempotency {
+        key: digest(&[sender.id.as_str().as_bytes(), key.as_bytes()]),
+        fingerprint: digest(&[serde_json::to_string(&Fingerprint {
+            conversation: &send.conversation,
+            content: &send.content,
+            reply_to: send.reply_to.as_deref(),
+            metadata: &send.metadata,
+            card: &send.card,
+            poll: send
+                .poll
+                .as_ref()
+                .map(|p| (p.question.as_str(), p.options.as_slice(), p.allow_multiple)),
+            stream: send.stream,
+        })
+        .unwrap_or_default()
+        .as_bytes()]),
+    });
+    let outcome = state
+        .registry
+        .conversation(&caller.principal.bay, &send.conversation)
+        .send(Post {
+            sender: sender.clone(),
+            content: send.content,
+            reply_to: send.reply_to.map(MessageId),
+            metadata: send.metadata,
+            card: send.card,
+            poll: send.poll,
+            idempotency,
+            stream: send.stream,
+        })
+        .await??;
+    let reader = &sender.id;
+    let answer = |m: &StoredMessage| RestMessage::of(m, reader, m.sender.clone());
+    match outcome {
+        PostOutcome::Posted(message) => {
+            metrics::counter!(crate::metrics::MESSAGES_ACCEPTED).increment(1);
+            state.registry.note_activity(
+                &caller.principal.bay,
+                sender.id.clone(),
+                ActivityKind::Sent,
+            );
+            Ok(HttpResponse::Created().json(answer(&message)))
+        }
+        PostOutcome::Duplicate(first) if first.is_deleted() => Err(ApiError::new(
+            ErrorCode::MessageDeleted,
+            "the message this idempotency key created was deleted; it is not sent again",
+        )),
+        PostOutcome::Duplicate(first) => Ok(HttpResponse::Created()
+            .insert_header(("Idempotent-Replayed", "true"))
+            .json(answer(&first))),
+        PostOutcome::KeyReused => Err(ApiError::new(
+            ErrorCode::IdempotencyKeyReused,
+            "this idempotency key was used for a different request",
+        )),
+        PostOutcome::NotFound => Err(ApiError::not_found()),
+        PostOutcome::InvalidReplyTarget => Err(ApiError::new(
+            ErrorCode::InvalidReplyTarget,
+            "replyToMessageId is not a message of this conversation",
+        )),
+    }
+}
+
+/// `POST /conversations/{id}/messages` `{content, replyToMessageId?,
+/// metadata?, card?, clientId?}` → 201 with the stored message in the GET
+/// shape. Non-participants get 404 (protocol §7: never confirm the id exists).
+#[utoipa::path(
+    operation_id = "sendMessage",
+    tag = "agent",
+    summary = "Post a message",
+    description = "Stores the message and delivers it to every member over `/updates` and `/ws`; `@Name` mentions and the conversation's policy decide each agent's `shouldRespond`. Non-participants and unknown ids get 404 alike (protocol §7: never confirm an id exists). `attachments` / `attachmentId` are refused with 400 INVALID_REQUEST.\n\nIdempotent retries: send an `Idempotency-Key` header (or `clientId` in the body). Within the replay window (15 min by default) a retry with the same key and body, on any node, stores nothing and answers the first message again (201, `Idempotent-Replayed: true`); the same key with another body is 409 IDEMPOTENCY_KEY_REUSED; a retry whose message was deleted since is 410 MESSAGE_DELETED. Keys are scoped to their sender.",
+    params(
+        ("id" = String, Path, description = "Conversation id"),
+        ("Idempotency-Key" = Option<String>, Header, description = "1–255 printable ASCII characters; a plain token or a quoted structured-field string"),
+    ),
+    request_body = SendBody,
+    responses(
+        (status = 201, description = "The stored message (or, for a retried idempotent send, the first one), in the GET shape", body = RestMessage),
+        (status = 400, description = "INVALID_JSON, INVALID_CONTENT (`content` not a string, empty, blank or too long), INVALID_REPLY_TARGET, INVALID_IDEMPOTENCY_KEY, CARD_WITH_ATTACHMENTS, CARD_TYPE_NOT_SENDABLE, INVALID_CARD_PAYLOAD (names the field) or INVALID_REQUEST (`metadata` not an object, attachments)", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown conversation or not a member (never confirms the id exists)", body = ErrorBody),
+        (status = 409, description = "IDEMPOTENCY_KEY_REUSED: the key was used with a different body", body = ErrorBody),
+        (status = 410, description = "MESSAGE_DELETED: the key's message was deleted since; it is not sent again", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE: body above `limits.max_body_bytes`", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED: the agent request budget (60/min by default) is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE: the store or node cannot serve now; retry with the same Idempotency-Key", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("agent_token" = [])),
+)]
+#[post("/conversations/{id}/messages")]
+pub(super) async fn send_message(
+    state: web::Data<AppState>,
+    caller: Caller,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: Object<SendBody>,
+) -> Result<HttpResponse, ApiError> {
+    state.limits.check_agent(&caller.principal.token).await?;
+    let body = body.into_inner();
+    let has_attachments = body.attachments.is_some() || body.attachment_id.is_some();
+    // A card is judged first so its named refusals win (protocol v1.11).
+    let card = match &body.card {
+        None | Some(serde_json::Value::Null) => None,
+        Some(raw) => Some(
+            validate_card(raw, has_attachments).map_err(|e| ApiError::new(e.code, e.message))?,
+        ),
+    };
+    let stream = body.stream.unwrap_or(false);
+    let max = state.settings.limits.max_content_chars;
+    let content = match (stream, body.content) {
+        (true, content) => draft_start(content.unwrap_or_default(), max)?,
+        (false, Some(content)) => checked_content(content, max)?,
+        (false, None) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidJson,
+                "invalid json body: missing field `content`",
+            ))
+        }
+    };
+    if stream && card.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "a streamed message cannot carry a card",
+        ));
+    }
+    if !matches!(
+        body.metadata,
+        None | Some(serde_json::Value::Object(_)) | Some(serde_json::Value::Null)
+    ) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "metadata must be an object",
+        ));
+    }
+    if has_attachments {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "attachments are not supported by this gateway",
+        ));
+    }
+    let key = idempotency_key(&req, body.client_id)?;
+    let send = Send {
+        conversation: ConversationId(path.into_inner()),
+        content,
+        reply_to: body.reply_to_message_id,
+        metadata: body
+            .metadata
+            .filter(|m| !m.is_null())
+            .map(strip_server_fields),
+        card,
+        poll: None,
+        key,
+        stream,
+    };
+    post_and_answer(&state, &caller, send).await
+}
+
+/// Metadata keys only the server writes (protocol §4: `addressedAgents` is
+/// the server's resolution of plain-name addressing). A sender's own value
+/// is dropped, so no one can plant a routing hint.
+const SERVER_METADATA_FIELDS: [&str; 1] = ["addressedAgents"];
+
+/// Drops what only the server writes: [`SERVER_METADATA_FIELDS`], and a
+/// `type` naming a card (`card.…`), so no message passes itself off as a
+/// card or poll it does not carry. Other `type` values are the sender's.
+pub(crate) fn strip_server_fields(mut metadata: serde_json::Value) -> serde_json::Value {
+    if let Some(map) = metadata.as_object_mut() {
+        for key in SERVER_METADATA_FIELDS {
+            map.remove(key);
+        }
+        if map
+            .get("type")
+            .and_then(|t| t.as_str())
+            .is_some_and(|t| t.starts_with("card."))
+        {
+            map.remove("type");
+        }
+    }
+    metadata
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sf_string;
+
+    #[test]
+    fn structured_field_strings_are_parsed_strictly() {
+        assert_eq!(sf_string(r#""k-1""#).as_deref(), Some("k-1"));
+        assert_eq!(sf_string(r#""a\"b""#).as_deref(), Some("a\"b"));
+        assert_eq!(sf_string(r#""a\\b""#).as_deref(), Some("a\\b"));
+        for bad in [r#""unterminated"#, r#""x";param=1"#, r#""a\nb""#, r#""a" "#] {
+            assert_eq!(sf_string(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! The operations endpoints, served at the root without authentication:
+//! what load balancers, orchestrators and scrapers call (OpenAPI tag
+//! `operations`).
+//!
+//! - [`health`]: `/healthz` (alive) and `/readyz` (the store answers, the
+//!   node is not draining);
+//! - [`exporter`]: `/metrics`, the Prometheus recorder behind it and the
+//!   gauges read from the node's state at each scrape.
+//!
+//! They live apart from the wire API because they read the whole node's
+//! state ([`crate::state::AppState`]) rather than a caller's; the metric
+//! names themselves are in [`crate::metrics`], which every module records
+//! through.
+
+pub mod exporter;
+pub mod health;
+
+use actix_web::web;
+
+/// Registers every operations route at the root.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.configure(health::routes).configure(exporter::routes);
+}

@@ -23,8 +23,9 @@
 //! against the Bay's own record on every `authenticate` (see [`keys`]), so
 //! the order of its writes can never make a revoked token authenticate.
 //!
-//! Cursor expiry (DESIGN "cursor invariant"): a cursor is `EpochChanged`
-//! when its epoch is not the Bay's `sb:{bay}:epoch` (a missing epoch is
+//! Cursor expiry (docs/architecture.md, "The cursor invariant", rule 4): a
+//! cursor is `EpochChanged` when its epoch is not the Bay's
+//! `sb:{bay}:epoch` (a missing epoch is
 //! minted anew, so after a data loss every old cursor is refused, never
 //! silently re-based), and `Expired` when the stream's
 //! `max-deleted-entry-id` lies after it (entries it has not seen were

@@ -27,7 +27,8 @@
 //! older cursors rebuild the memberships of their own time from the store's
 //! roster changes, see [`crate::replay`], so they need no history here.)
 //! Control entries close sessions:
-//! `CredentialRevoked` (4001), whichever node wrote them; and a second
+//! `CredentialRevoked` (4001) and `Suspension` (4004), whichever node wrote
+//! them; and a second
 //! tail reads the Bay's displacement channel (see
 //! [`Opening`](crate::store::Opening)): a newer connection of a token, on
 //! any node, displaces the older ones (4000).
@@ -59,7 +60,7 @@ pub use waiters::WaitForMessage;
 use crate::presence::PresenceSettings;
 use crate::session::{estimate_bytes, Close, CloseReason, Deliver, SessionHandle, Watermark};
 use crate::store::log::{LogEvent, LogRecord};
-use crate::store::{Replay, Store, StoreError};
+use crate::store::{Replay, Store, StoreError, Suspension};
 use crate::token_cache::TokenCache;
 use actix::prelude::*;
 use presence::Presence;
@@ -125,7 +126,7 @@ pub struct BayFeed {
     store: Arc<dyn Store>,
     settings: FeedSettings,
     /// The node's token cache: live for this Bay while the tail reads, and
-    /// told of every `CredentialRevoked`.
+    /// told of every `CredentialRevoked` and `Suspension`.
     tokens: Arc<TokenCache>,
     /// The position the feed is past; `None` until the index is loaded.
     position: Option<LogPosition>,
@@ -377,6 +378,38 @@ impl BayFeed {
                 let revoked: Vec<SessionId> = self.by_token.get(token).cloned().unwrap_or_default();
                 for s in revoked {
                     self.close_session(&s, CloseReason::Revoked);
+                }
+            }
+            LogEvent::Suspension {
+                participant,
+                suspended,
+            } => {
+                // Either way the cached answers are stale: the next request
+                // asks the store, which knows the new standing.
+                match participant {
+                    Some(p) => self.tokens.revoke(&self.bay, p),
+                    None => self.tokens.forget_bay(&self.bay),
+                }
+                if !suspended {
+                    return;
+                }
+                let (reason, doomed): (_, Vec<SessionId>) = match participant {
+                    Some(p) => (
+                        CloseReason::Suspended(Suspension::Participant),
+                        self.by_token
+                            .values()
+                            .flatten()
+                            .filter(|s| self.sessions.get(s).is_some_and(|a| a.participant == *p))
+                            .cloned()
+                            .collect(),
+                    ),
+                    None => (
+                        CloseReason::Suspended(Suspension::Bay),
+                        self.by_token.values().flatten().cloned().collect(),
+                    ),
+                };
+                for s in doomed {
+                    self.close_session(&s, reason);
                 }
             }
             LogEvent::Message { .. } | LogEvent::Change { .. } | LogEvent::Presence { .. } => {}

@@ -43,9 +43,11 @@
 //! This file holds the actor, its log tail, [`Attach`] and the fan-out:
 //! everything the cursor rule rests on. The rest is one concern per file:
 //! `sessions` (the slot table of attached sessions), `presence`,
-//! `displacement` (the openings channel), `waiters` ([`WaitForMessage`])
-//! and `recent` (the records kept for replays).
+//! `control` (roster, revocation and suspension entries), `displacement`
+//! (the openings channel), `waiters` ([`WaitForMessage`]) and `recent`
+//! (the records kept for replays).
 
+mod control;
 mod displacement;
 mod presence;
 mod recent;
@@ -60,7 +62,7 @@ pub use waiters::WaitForMessage;
 use crate::presence::PresenceSettings;
 use crate::session::{estimate_bytes, Close, CloseReason, Deliver, SessionHandle, Watermark};
 use crate::store::log::{LogEvent, LogRecord};
-use crate::store::{Replay, Store, StoreError, Suspension};
+use crate::store::{Replay, Store, StoreError};
 use crate::token_cache::TokenCache;
 use actix::prelude::*;
 use presence::Presence;
@@ -362,58 +364,6 @@ impl BayFeed {
             .filter(|(_, m)| m.contains(participant))
             .map(|(c, _)| c.clone())
             .collect()
-    }
-
-    fn apply_control(&mut self, record: &LogRecord) {
-        match &record.event {
-            LogEvent::Roster {
-                conversation,
-                members,
-            } => {
-                self.members
-                    .insert(conversation.id.clone(), members.iter().cloned().collect());
-            }
-            LogEvent::CredentialRevoked { token, participant } => {
-                self.tokens.revoke(&self.bay, participant);
-                let revoked: Vec<SessionId> = self.by_token.get(token).cloned().unwrap_or_default();
-                for s in revoked {
-                    self.close_session(&s, CloseReason::Revoked);
-                }
-            }
-            LogEvent::Suspension {
-                participant,
-                suspended,
-            } => {
-                // Either way the cached answers are stale: the next request
-                // asks the store, which knows the new standing.
-                match participant {
-                    Some(p) => self.tokens.revoke(&self.bay, p),
-                    None => self.tokens.forget_bay(&self.bay),
-                }
-                if !suspended {
-                    return;
-                }
-                let (reason, doomed): (_, Vec<SessionId>) = match participant {
-                    Some(p) => (
-                        CloseReason::Suspended(Suspension::Participant),
-                        self.by_token
-                            .values()
-                            .flatten()
-                            .filter(|s| self.sessions.get(s).is_some_and(|a| a.participant == *p))
-                            .cloned()
-                            .collect(),
-                    ),
-                    None => (
-                        CloseReason::Suspended(Suspension::Bay),
-                        self.by_token.values().flatten().cloned().collect(),
-                    ),
-                };
-                for s in doomed {
-                    self.close_session(&s, reason);
-                }
-            }
-            LogEvent::Message { .. } | LogEvent::Change { .. } | LogEvent::Presence { .. } => {}
-        }
     }
 
     /// Sends a [`Watermark`] of the feed's position to every session sent

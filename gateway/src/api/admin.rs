@@ -338,13 +338,14 @@ async fn revoke_token(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (bay, pid) = path.into_inner();
-    match state
-        .store
-        .set_token(&BayId(bay), &ParticipantId(pid), None)
-        .await?
-    {
-        Updated::Updated(()) => Ok(HttpResponse::NoContent().finish()),
+    let (bay, pid) = (BayId(path.0.clone()), ParticipantId(path.1.clone()));
+    match state.store.set_token(&bay, &pid, None).await? {
+        Updated::Updated(()) => {
+            // This node forgets the token before answering, so the caller's
+            // next request here is refused; other nodes follow the log.
+            state.registry.tokens().revoke(&bay, &pid);
+            Ok(HttpResponse::NoContent().finish())
+        }
         Updated::NotFound => Err(ApiError::not_found()),
     }
 }
@@ -368,6 +369,9 @@ async fn set_participant_standing(
         .await?
     {
         Updated::Updated(_) => {
+            // The cached standing is stale at once on this node (other nodes
+            // follow the log's `Suspension` entry within the feed's lag).
+            state.registry.tokens().revoke(&bay, &pid);
             let mut body = json!(participant);
             body["suspended"] = json!(suspended);
             Ok(HttpResponse::Ok().json(body))
@@ -391,6 +395,7 @@ async fn set_bay_standing(
         .ok_or_else(ApiError::not_found)?;
     match state.store.set_suspended(&bay, None, suspended).await? {
         Updated::Updated(_) => {
+            state.registry.tokens().forget_bay(&bay);
             let mut body = json!(record);
             body["suspended"] = json!(suspended);
             Ok(HttpResponse::Ok().json(body))

@@ -488,3 +488,60 @@ async fn an_expired_cursor_is_recovered_over_rest_on_every_transport() {
         drop(second);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspension_stops_the_client_on_every_transport_instead_of_retrying() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    for transport in [
+        TransportChoice::Auto,
+        TransportChoice::Ws,
+        TransportChoice::Updates,
+        TransportChoice::Sse,
+    ] {
+        // Suspended while connected: the session's end stops it.
+        let l = Running::start(
+            &gw.url(""),
+            &w.rex,
+            Arc::new(MemoryCursorStore::new()),
+            fast(transport),
+        );
+        l.until("connected", |s| s.on().is_some()).await;
+        let (s, b) = gw
+            .admin(
+                reqwest::Method::POST,
+                "/bays/b1/participants/rex/suspend",
+                None,
+            )
+            .await;
+        assert_eq!(s, 200, "{b}");
+        l.until("stopped", |s| s.stopped.is_some()).await;
+        let stopped = l.seen().stopped.clone().unwrap();
+        assert!(
+            stopped.starts_with("Suspended") && stopped.contains("ACCOUNT_SUSPENDED"),
+            "{transport:?}: {stopped}"
+        );
+
+        // Started while the Bay is suspended: the refusal stops it too.
+        let (s, b) = gw
+            .admin(reqwest::Method::POST, "/bays/b1/suspend", None)
+            .await;
+        assert_eq!(s, 200, "{b}");
+        let l = Running::start(
+            &gw.url(""),
+            &w.brain,
+            Arc::new(MemoryCursorStore::new()),
+            fast(transport),
+        );
+        l.until("stopped", |s| s.stopped.is_some()).await;
+        let stopped = l.seen().stopped.clone().unwrap();
+        assert!(
+            stopped.starts_with("Suspended") && stopped.contains("BAY_SUSPENDED"),
+            "{transport:?}: {stopped}"
+        );
+        for path in ["/bays/b1/reinstate", "/bays/b1/participants/rex/reinstate"] {
+            let (s, b) = gw.admin(reqwest::Method::POST, path, None).await;
+            assert_eq!(s, 200, "{b}");
+        }
+    }
+}

@@ -66,6 +66,10 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/admin/bays/{bay}/participants"),
     ("POST", "/api/admin/bays/{bay}/participants/{pid}/token"),
     ("DELETE", "/api/admin/bays/{bay}/participants/{pid}/token"),
+    ("POST", "/api/admin/bays/{bay}/participants/{pid}/suspend"),
+    ("POST", "/api/admin/bays/{bay}/participants/{pid}/reinstate"),
+    ("POST", "/api/admin/bays/{bay}/suspend"),
+    ("POST", "/api/admin/bays/{bay}/reinstate"),
     ("POST", "/api/admin/bays/{bay}/conversations"),
     ("POST", "/api/admin/bays/{bay}/conversations/{cid}/members"),
     (
@@ -634,9 +638,49 @@ async fn real_answers_match_the_documented_schemas() {
     expect!(spec, 404, "POST" "/api/admin/bays/{bay}/participants/{pid}/token",
         admin(&gw, Method::POST, "/bays/b1/participants/nobody/token", None).await);
 
-    // ---- agent API ----
+    // ---- standing: suspension refuses every agent route with a documented 403 ----
     let (ana, rex, ben) = (&tokens["ana"], &tokens["rex"], &tokens["ben"]);
     let api = |p: &str| format!("/api/agent-api{p}");
+    expect!(spec, 200, "POST" "/api/admin/bays/{bay}/participants/{pid}/suspend",
+        admin(&gw, Method::POST, "/bays/b1/participants/ben/suspend", None).await);
+    expect!(spec, 404, "POST" "/api/admin/bays/{bay}/participants/{pid}/suspend",
+        admin(&gw, Method::POST, "/bays/b1/participants/nobody/suspend", None).await);
+    for (method, template, path) in [
+        ("GET", "/api/agent-api/me", "/me"),
+        (
+            "GET",
+            "/api/agent-api/conversations/{id}/context",
+            "/conversations/g/context",
+        ),
+        ("GET", "/api/agent-api/updates", "/updates?wait=1"),
+        ("GET", "/api/agent-api/ws", "/ws"),
+        ("GET", "/api/agent-api/events", "/events"),
+    ] {
+        let (status, headers, body) =
+            call(&gw, Method::GET, &api(path), Some(ben), Body::None).await;
+        assert_eq!(
+            (status, &body["code"]),
+            (403, &json!("ACCOUNT_SUSPENDED")),
+            "{path}: {body}"
+        );
+        spec.answer(method, template, status, &headers, &body);
+    }
+    expect!(spec, 200, "POST" "/api/admin/bays/{bay}/participants/{pid}/reinstate",
+        admin(&gw, Method::POST, "/bays/b1/participants/ben/reinstate", None).await);
+    expect!(spec, 404, "POST" "/api/admin/bays/{bay}/participants/{pid}/reinstate",
+        admin(&gw, Method::POST, "/bays/nope/participants/ben/reinstate", None).await);
+    expect!(spec, 200, "POST" "/api/admin/bays/{bay}/suspend",
+        admin(&gw, Method::POST, "/bays/b1/suspend", None).await);
+    expect!(spec, 404, "POST" "/api/admin/bays/{bay}/suspend",
+        admin(&gw, Method::POST, "/bays/nope/suspend", None).await);
+    expect!(spec, 403, "GET" "/api/agent-api/me",
+        call(&gw, Method::GET, &api("/me"), Some(ana), Body::None).await);
+    expect!(spec, 200, "POST" "/api/admin/bays/{bay}/reinstate",
+        admin(&gw, Method::POST, "/bays/b1/reinstate", None).await);
+    expect!(spec, 404, "POST" "/api/admin/bays/{bay}/reinstate",
+        admin(&gw, Method::POST, "/bays/nope/reinstate", None).await);
+
+    // ---- agent API ----
     for token in [ana, rex] {
         expect!(spec, 200, "GET" "/api/agent-api/me",
             call(&gw, Method::GET, &api("/me"), Some(token), Body::None).await);

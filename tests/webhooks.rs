@@ -590,3 +590,56 @@ async fn a_failing_status_write_neither_stops_delivery_nor_sends_twice() {
         "the status writes really failed"
     );
 }
+
+#[tokio::test]
+async fn a_suspended_agents_webhook_pauses_and_resumes_where_it_stopped() {
+    let (rex_hook, rex_url) = start_receiver(Vec::new(), None).await;
+    let (brain_hook, brain_url) = start_receiver(Vec::new(), None).await;
+    let gw = Gateway::spawn_with(opts()).await;
+    let w = World::create(&gw, "hooks").await;
+    set_webhook(&gw, &w.rex, &rex_url).await;
+    set_webhook(&gw, &w.brain, &brain_url).await;
+    let suspend = |what: &'static str| {
+        let gw = &gw;
+        async move {
+            let path = format!("/bays/hooks/participants/rex/{what}");
+            let (s, b) = gw.admin(reqwest::Method::POST, &path, None).await;
+            assert_eq!(s, 200, "{b}");
+        }
+    };
+
+    let (s, first) = gw.post_message(&w.ana, "group", "before").await;
+    assert_eq!(s, 201, "{first}");
+    let first = first["id"].as_str().unwrap().to_owned();
+    let both = common::eventually(Duration::from_secs(30), || async {
+        delivered_messages(&rex_hook) == [first.clone()]
+            && delivered_messages(&brain_hook) == [first.clone()]
+    })
+    .await;
+    assert!(both, "{:?}", delivered_messages(&rex_hook));
+
+    suspend("suspend").await;
+    let (s, during) = gw.post_message(&w.ana, "group", "during").await;
+    assert_eq!(s, 201, "{during}");
+    let during = during["id"].as_str().unwrap().to_owned();
+    // Brain's webhook, not suspended, delivers it; Rex's has not by then.
+    let brain_got = common::eventually(Duration::from_secs(30), || async {
+        delivered_messages(&brain_hook).contains(&during)
+    })
+    .await;
+    assert!(brain_got, "{:?}", delivered_messages(&brain_hook));
+    assert_eq!(
+        delivered_messages(&rex_hook),
+        std::slice::from_ref(&first),
+        "nothing is delivered while suspended"
+    );
+
+    // Reinstated: delivery resumes from where it paused, nothing skipped.
+    suspend("reinstate").await;
+    let resumed = common::eventually(Duration::from_secs(30), || async {
+        delivered_messages(&rex_hook).len() >= 2
+    })
+    .await;
+    assert!(resumed, "{:?}", delivered_messages(&rex_hook));
+    assert_eq!(delivered_messages(&rex_hook), [first, during]);
+}

@@ -19,7 +19,7 @@ use crate::registry::Registry;
 use crate::replay::memberships_at;
 use crate::session::{SessionCursor, SessionHandle};
 use crate::store::log::{LogEvent, LogRecord};
-use crate::store::{Principal, Replay, Store, StoreError};
+use crate::store::{Principal, Replay, Store, StoreError, Suspension};
 use crate::token::TokenHash;
 use actix::{Addr, MailboxError};
 use std::collections::HashSet;
@@ -177,6 +177,14 @@ pub enum OpenFailure {
         /// The feed the session attached to; the caller must detach it.
         feed: Addr<BayFeed>,
     },
+    /// An operator suspended the participant or its Bay while the session
+    /// opened (4004 / 403).
+    Suspended {
+        /// The feed the session attached to; the caller must detach it.
+        feed: Addr<BayFeed>,
+        /// What was suspended.
+        suspension: Suspension,
+    },
     /// Store or node trouble.
     Failed(OpenError),
 }
@@ -244,8 +252,10 @@ pub struct OpenRequest {
 /// credential revoked meanwhile, or store / feed trouble.
 pub async fn open_session(node: Node<'_>, req: OpenRequest) -> Result<Opened, OpenFailure> {
     let (feed, attached) = attach(node, &req).await?;
-    if !still_valid(node, &req).await? {
-        return Err(OpenFailure::Revoked { feed });
+    match still_valid(node, &req).await? {
+        Some(None) => {}
+        Some(Some(suspension)) => return Err(OpenFailure::Suspended { feed, suspension }),
+        None => return Err(OpenFailure::Revoked { feed }),
     }
     if req.resume.is_some() {
         let source = if attached.replay.is_some() {
@@ -341,19 +351,21 @@ async fn attach(
     }
 }
 
-/// A rotation that raced the attach: the feed may have applied it before
-/// this session registered, so look again now that it has. A cached entry
-/// still there means the feed applied no revocation of it so far.
-async fn still_valid(node: Node<'_>, req: &OpenRequest) -> Result<bool, OpenFailure> {
+/// A rotation or suspension that raced the attach: the feed may have
+/// applied it before this session registered, so look again now that it
+/// has. A cached entry still there means the feed applied no revocation or
+/// suspension of it so far. `None`: revoked; `Some(suspension)`: still
+/// valid, with its standing.
+async fn still_valid(
+    node: Node<'_>,
+    req: &OpenRequest,
+) -> Result<Option<Option<Suspension>>, OpenFailure> {
     let token = &req.principal.token;
-    Ok(match node.registry.tokens().get(&req.token_hash) {
-        Some(p) => p.token == *token,
-        None => node
-            .store
-            .authenticate(&req.token_hash)
-            .await?
-            .is_some_and(|p| p.token == *token),
-    })
+    let now = match node.registry.tokens().get(&req.token_hash) {
+        Some(p) => Some(p),
+        None => node.store.authenticate(&req.token_hash).await?,
+    };
+    Ok(now.filter(|p| p.token == *token).map(|p| p.suspended))
 }
 
 /// The participant's memberships to judge the replay's first records by.
@@ -616,7 +628,7 @@ pub fn project(
             }
             None
         }
-        LogEvent::CredentialRevoked { .. } => None,
+        LogEvent::CredentialRevoked { .. } | LogEvent::Suspension { .. } => None,
     }
 }
 

@@ -55,6 +55,9 @@ pub enum CloseReason {
     Displaced,
     /// The token was rotated or revoked (WS 4001; `/updates` 401).
     Revoked,
+    /// An operator suspended the participant or its Bay (WS 4004;
+    /// `/updates` 403 `ACCOUNT_SUSPENDED` / `BAY_SUSPENDED`).
+    Suspended(crate::store::Suspension),
     /// The Bay's log was lost or the feed fell out of it: the session's
     /// position is no longer addressable (WS `reset`; `/updates` 409).
     LogReset,

@@ -4,7 +4,9 @@
 //! The store stays the authority; the cache only answers while the Bay's
 //! feed on this node is tailing the log, because that is how rotations and
 //! revocations reach the node: every `CredentialRevoked` entry the feed
-//! applies drops the participant's entries at once (within the feed's lag,
+//! applies drops the participant's entries at once (a `Suspension` entry
+//! too, or all of the Bay's for a Bay-wide one, since each entry holds its
+//! caller's standing) (within the feed's lag,
 //! milliseconds; well under the 1 s the design allows). A feed that cannot
 //! read the log (store trouble, log lost) drops its Bay's entries and stops
 //! the cache from answering for that Bay until it reads again.
@@ -88,6 +90,15 @@ impl TokenCache {
             .retain(|_, (p, _)| !(p.bay == *bay && p.participant.id == *participant));
     }
 
+    /// A Bay-wide `Suspension` entry was applied: forget every entry of
+    /// the Bay (each holds its participant's standing, now stale). The Bay
+    /// stays live, so fresh store answers are cached again.
+    pub fn forget_bay(&self, bay: &BayId) {
+        let mut inner = self.inner.lock();
+        inner.generation += 1;
+        inner.entries.retain(|_, (p, _)| p.bay != *bay);
+    }
+
     /// The Bay's feed started (`true`) or stopped (`false`) reading the log.
     pub fn set_live(&self, bay: &BayId, live: bool) {
         let mut inner = self.inner.lock();
@@ -140,6 +151,7 @@ mod tests {
                 description: None,
             },
             token: TokenId(format!("t-{who}")),
+            suspended: None,
         }
     }
 

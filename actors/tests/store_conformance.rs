@@ -113,12 +113,16 @@ mod displacement;
 mod drafts;
 #[path = "store_conformance/idempotency.rs"]
 mod idempotency;
+#[path = "store_conformance/leases.rs"]
+mod leases;
 #[path = "store_conformance/log.rs"]
 mod log;
 #[path = "store_conformance/messages.rs"]
 mod messages;
 #[path = "store_conformance/presence.rs"]
 mod presence;
+#[path = "store_conformance/webhooks.rs"]
+mod webhooks;
 
 // ---- helpers shared by the areas ----
 

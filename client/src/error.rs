@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// An error of the client. A [`crate::Listener`] yields one as its last item
-/// when it stops for good (`Displaced`, `Unauthorized`, `MessageTooBig`,
+/// when it stops for good (`Displaced`, `Unauthorized`, `Suspended`, `MessageTooBig`,
 /// `Protocol`, `Store`, and `Api` for a 4xx that no retry changes, such as
 /// the 404 of a wrong base URL); transient trouble (a refused connection,
 /// a dropped socket, a 429, a 5xx) is retried inside the listener and
@@ -20,6 +20,20 @@ pub enum ClientError {
     /// close 4001). Reconnecting will not help; get a new token.
     #[error("unauthorized: {message}")]
     Unauthorized {
+        /// The server's phrase.
+        message: String,
+    },
+    /// An operator suspended this participant (`ACCOUNT_SUSPENDED`) or its
+    /// Bay (`BAY_SUSPENDED`): 403 on every route, WebSocket close 4004, SSE
+    /// `close`. A standing refusal, not a credential problem: the token is
+    /// still good and works again once reinstated, but nothing this client
+    /// does changes the answer, so it stops instead of retrying in a loop
+    /// (BayChat CLI 0.23.1's relay treats these codes the same way, as
+    /// refusals about standing that no new login fixes).
+    #[error("{code}: {message}")]
+    Suspended {
+        /// `ACCOUNT_SUSPENDED` or `BAY_SUSPENDED`.
+        code: String,
         /// The server's phrase.
         message: String,
     },
@@ -58,6 +72,9 @@ pub enum ClientError {
     #[error("invalid configuration: {0}")]
     Config(String),
 }
+
+/// The codes of [`ClientError::Suspended`].
+pub const SUSPENSION_CODES: [&str; 2] = ["ACCOUNT_SUSPENDED", "BAY_SUSPENDED"];
 
 impl ClientError {
     /// Whether the listener stops for good on this error (as opposed to

@@ -15,8 +15,10 @@
 //!   window of message ids (whole events for other kinds) drops repeats.
 //! - **Reconnects.** Exponential backoff with full jitter, never shorter
 //!   than `Retry-After`. Close codes as docs/websocket.md lists them:
-//!   4000 displaced and 4001 revoked stop the listener
-//!   ([`ClientError::Displaced`], [`ClientError::Unauthorized`]); 4003
+//!   4000 displaced, 4001 revoked and 4004 suspended stop the listener
+//!   ([`ClientError::Displaced`], [`ClientError::Unauthorized`],
+//!   [`ClientError::Suspended`], which a 403 `ACCOUNT_SUSPENDED` /
+//!   `BAY_SUSPENDED` on any transport also gives); 4003
 //!   (drain) reconnects at once; 1009 stops with
 //!   [`ClientError::MessageTooBig`].
 //! - **Reset.** On `reset` or 409 `CURSOR_EXPIRED` the listener catches up

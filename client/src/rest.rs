@@ -237,7 +237,8 @@ pub(crate) async fn json_of(res: Response) -> Result<Value, ClientError> {
     Err(api_error(res).await)
 }
 
-/// An error answer as [`ClientError`] (`Unauthorized` for 401).
+/// An error answer as [`ClientError`] (`Unauthorized` for 401,
+/// `Suspended` for a 403 `ACCOUNT_SUSPENDED` / `BAY_SUSPENDED`).
 pub(crate) async fn api_error(res: Response) -> ClientError {
     let status = res.status();
     let url = res.url().clone();
@@ -257,6 +258,9 @@ pub(crate) async fn api_error(res: Response) -> ClientError {
         Some(c) if !c.is_empty() => c.to_owned(),
         _ => reason.to_ascii_uppercase().replace([' ', '-'], "_"),
     };
+    if status == StatusCode::FORBIDDEN && crate::error::SUSPENSION_CODES.contains(&code.as_str()) {
+        return ClientError::Suspended { code, message };
+    }
     ClientError::Api {
         status: status.as_u16(),
         code,

@@ -1,6 +1,8 @@
 //! Bearer-token authentication (protocol §2): `Authorization: Bearer bay_…`
 //! on every agent API call; `/ws` and `/events` also accept `?token=` for clients that
-//! cannot set headers. Missing, unknown, rotated or revoked → 401.
+//! cannot set headers. Missing, unknown, rotated or revoked → 401; a valid
+//! token of a suspended participant or Bay → 403 `ACCOUNT_SUSPENDED` /
+//! `BAY_SUSPENDED`.
 //! Answers come from the node's token cache when it has them (kept exact by
 //! the Bay's feed, see `switchboard_actors::token_cache`), else from the store.
 //!
@@ -81,10 +83,7 @@ pub async fn authenticate_head(
     let token_hash = TokenHash::of(&token);
     let tokens = state.registry.tokens();
     if let Some(principal) = tokens.get(&token_hash) {
-        return Ok(Caller {
-            principal,
-            token_hash,
-        });
+        return admitted(principal, token_hash);
     }
     let seen = tokens.generation();
     let principal = state
@@ -96,6 +95,18 @@ pub async fn authenticate_head(
     // none yet (the entry is cached once it reads the log).
     state.registry.feed(&principal.bay);
     tokens.insert(token_hash.clone(), principal.clone(), seen);
+    admitted(principal, token_hash)
+}
+
+/// The caller of a valid token, unless an operator suspended it or its
+/// Bay: then 403 `ACCOUNT_SUSPENDED` / `BAY_SUSPENDED` on every agent route
+/// (REST, `/updates`, `/ws`, `/events`), the standing refusal BayChat CLI
+/// 0.23.1's relay waits out. Checked after the token, so a stranger still
+/// gets 401 and learns nothing.
+fn admitted(principal: Principal, token_hash: TokenHash) -> Result<Caller, ApiError> {
+    if let Some(suspension) = principal.suspended {
+        return Err(ApiError::suspended(suspension));
+    }
     Ok(Caller {
         principal,
         token_hash,

@@ -9,7 +9,7 @@ use actix_web::{HttpResponse, ResponseError};
 use std::fmt;
 use std::time::Duration;
 use switchboard_actors::session::CloseReason;
-use switchboard_actors::store::StoreError;
+use switchboard_actors::store::{StoreError, Suspension};
 use switchboard_protocol::error::{ErrorBody, ErrorCode, WsClose};
 
 /// An error answer. Build with [`ApiError::new`] or a `From` conversion.
@@ -58,6 +58,27 @@ impl ApiError {
     /// 401 for a missing, unknown or revoked token (protocol §2).
     pub fn unauthorized() -> Self {
         ApiError::new(ErrorCode::Unauthorized, "missing or invalid bearer token")
+    }
+
+    /// 403 `ACCOUNT_SUSPENDED` / `BAY_SUSPENDED`: a standing refusal. The
+    /// token stays valid and works again once an operator reinstates.
+    pub fn suspended(suspension: Suspension) -> Self {
+        let (code, message) = suspension_wire(suspension);
+        ApiError::new(code, message)
+    }
+}
+
+/// The code and message of a suspension's refusal, on every transport.
+fn suspension_wire(suspension: Suspension) -> (ErrorCode, &'static str) {
+    match suspension {
+        Suspension::Participant => (
+            ErrorCode::AccountSuspended,
+            "an operator suspended this participant; the token works again once reinstated",
+        ),
+        Suspension::Bay => (
+            ErrorCode::BaySuspended,
+            "an operator suspended this bay; its tokens work again once reinstated",
+        ),
     }
 }
 
@@ -192,6 +213,15 @@ impl SessionEnd {
                 Preamble::None,
                 Some(ApiError::unauthorized()),
                 "the credential was rotated or revoked",
+            ),
+            CloseReason::Suspended(suspension) => (
+                match suspension {
+                    Suspension::Participant => WsClose::AccountSuspended,
+                    Suspension::Bay => WsClose::BaySuspended,
+                },
+                Preamble::None,
+                Some(ApiError::suspended(suspension)),
+                suspension_wire(suspension).1,
             ),
             CloseReason::LogReset => {
                 let message =

@@ -34,7 +34,7 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
         (path = "/api/agent-api", api = AgentApi),
         (path = "/api/admin", api = AdminApi),
     ),
-    modifiers(&SecuritySchemes),
+    modifiers(&SecuritySchemes, &StandingRefusals),
     tags(
         (name = "agent", description = "Agent API (protocol §11): the same routes for agent (`bay_…`) and user (`bay_u_…`) tokens; each call draws on the caller's agent budget (60/min by default)."),
         (name = "realtime", description = "`/updates` (long-poll), `/ws` (WebSocket) and `/events` (Server-Sent Events): the same events and the same cursor."),
@@ -84,6 +84,10 @@ struct AgentApi;
     crate::api::admin::create_participant,
     crate::api::admin::rotate_token,
     crate::api::admin::revoke_token,
+    crate::api::admin::suspend_participant,
+    crate::api::admin::reinstate_participant,
+    crate::api::admin::suspend_bay,
+    crate::api::admin::reinstate_bay,
     crate::api::admin::create_conversation,
     crate::api::admin::add_member,
     crate::api::admin::remove_member,
@@ -92,6 +96,62 @@ struct AgentApi;
     crate::api::admin::remove_webhook,
 ))]
 struct AdminApi;
+
+/// Adds the standing refusals to every route an agent or user token
+/// authenticates: a suspended participant or Bay is answered 403
+/// `ACCOUNT_SUSPENDED` / `BAY_SUSPENDED` before the route runs (see
+/// `auth::admitted`), so each such route documents it, in one place. A
+/// route that already answers 403 for its own reasons gets the codes added
+/// to that description.
+struct StandingRefusals;
+
+/// What the standing refusals' 403 says.
+const STANDING_REFUSALS: &str = "ACCOUNT_SUSPENDED / BAY_SUSPENDED: an operator suspended the \
+     participant or its Bay; the token works again once reinstated";
+
+impl Modify for StandingRefusals {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{RefOr, Response};
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            if !path.starts_with("/api/agent-api") {
+                continue;
+            }
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.patch,
+                &mut item.delete,
+            ];
+            for op in operations.into_iter().flatten() {
+                let by_token =
+                    op.security.iter().flatten().any(|s| {
+                        serde_json::to_value(s).is_ok_and(|v| v.get("agent_token").is_some())
+                    });
+                if !by_token {
+                    continue;
+                }
+                let responses = &mut op.responses.responses;
+                // The refusal's body is the 401's: the JSON error body.
+                let content = match responses.get("401") {
+                    Some(RefOr::T(r)) => r.content.clone(),
+                    _ => Default::default(),
+                };
+                match responses.get_mut("403") {
+                    Some(RefOr::T(existing)) => {
+                        existing.description =
+                            format!("{}; or {STANDING_REFUSALS}", existing.description);
+                    }
+                    _ => {
+                        let mut refusal = Response::new(STANDING_REFUSALS);
+                        refusal.content = content;
+                        responses.insert("403".into(), RefOr::T(refusal));
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// Names of the security schemes the routes refer to.
 struct SecuritySchemes;

@@ -55,6 +55,13 @@ pub enum ErrorCode {
     /// 403: a member may see the object but not do this to it (edit another
     /// member's message, close another member's poll without being admin).
     Forbidden,
+    /// 403: an operator suspended this participant. A standing refusal, not
+    /// a credential problem: the same token works again once reinstated
+    /// (BayChat CLI 0.23.1 `relay/updates.js` waits it out).
+    AccountSuspended,
+    /// 403: an operator suspended the caller's whole Bay; as
+    /// [`ErrorCode::AccountSuspended`] for every participant of it.
+    BaySuspended,
     /// 404: unknown route or object (and non-participant sends, protocol §7).
     NotFound,
     /// 404: no such poll, or not in a room the caller is in; the two are
@@ -118,7 +125,7 @@ impl ErrorCode {
             | InvalidWebhookUrl
             | WebhookDestinationForbidden => 400,
             Unauthorized => 401,
-            NotParticipant | Forbidden => 403,
+            NotParticipant | Forbidden | AccountSuspended | BaySuspended => 403,
             NotFound | PollNotFound => 404,
             MethodNotAllowed => 405,
             AlreadyExists | CursorExpired | IdempotencyKeyReused | PollClosed | AppendGap
@@ -154,6 +161,8 @@ impl ErrorCode {
             Unauthorized => "UNAUTHORIZED",
             NotParticipant => "NOT_PARTICIPANT",
             Forbidden => "FORBIDDEN",
+            AccountSuspended => "ACCOUNT_SUSPENDED",
+            BaySuspended => "BAY_SUSPENDED",
             NotFound => "NOT_FOUND",
             PollNotFound => "POLL_NOT_FOUND",
             MethodNotAllowed => "METHOD_NOT_ALLOWED",
@@ -227,6 +236,9 @@ pub mod close {
     pub const FRAMING_VIOLATION: u16 = 4002;
     /// The server is going away (drain); resume on another node.
     pub const GOING_AWAY: u16 = 4003;
+    /// An operator suspended the participant or its Bay. Do not reconnect
+    /// in a loop: the upgrade answers 403 until an operator reinstates it.
+    pub const SUSPENDED: u16 = 4004;
     /// Standard close: the client broke the WebSocket protocol itself
     /// (unmasked frame, bad opcode, bad length).
     pub const PROTOCOL_ERROR: u16 = 1002;
@@ -248,6 +260,10 @@ pub enum WsClose {
     Displaced,
     /// 4001: the token was rotated or revoked; re-authenticate.
     CredentialRevoked,
+    /// 4004: an operator suspended the participant (`ACCOUNT_SUSPENDED`).
+    AccountSuspended,
+    /// 4004: an operator suspended the participant's Bay (`BAY_SUSPENDED`).
+    BaySuspended,
     /// 4002: the client broke the framing contract (non-JSON text, a binary
     /// or fragmented frame, an unknown `t` or field, a second `hello`).
     FramingViolation,
@@ -275,9 +291,11 @@ pub enum WsClose {
 impl WsClose {
     /// Every close the server initiates, with `Failed` once per code an
     /// opening can fail with.
-    pub const ALL: [WsClose; 12] = [
+    pub const ALL: [WsClose; 14] = [
         WsClose::Displaced,
         WsClose::CredentialRevoked,
+        WsClose::AccountSuspended,
+        WsClose::BaySuspended,
         WsClose::FramingViolation,
         WsClose::HelloTimeout,
         WsClose::GoingAway,
@@ -290,12 +308,13 @@ impl WsClose {
         WsClose::ProtocolError,
     ];
 
-    /// The WebSocket close code (protocol §11 for 4000–4003, RFC 6455 for
-    /// the 1xxx codes).
+    /// The WebSocket close code (protocol §11 for 4000–4003, this server's
+    /// 4004 for suspension, RFC 6455 for the 1xxx codes).
     pub fn close_code(self) -> u16 {
         match self {
             WsClose::Displaced => close::DISPLACED,
             WsClose::CredentialRevoked => close::CREDENTIAL_REVOKED,
+            WsClose::AccountSuspended | WsClose::BaySuspended => close::SUSPENDED,
             WsClose::FramingViolation | WsClose::HelloTimeout => close::FRAMING_VIOLATION,
             WsClose::GoingAway | WsClose::LogReset | WsClose::Failed(_) => close::GOING_AWAY,
             WsClose::SlowConsumer => close::POLICY_VIOLATION,
@@ -309,6 +328,8 @@ impl WsClose {
         match self {
             WsClose::Displaced => "DISPLACED",
             WsClose::CredentialRevoked => "CREDENTIAL_REVOKED",
+            WsClose::AccountSuspended => ErrorCode::AccountSuspended.as_str(),
+            WsClose::BaySuspended => ErrorCode::BaySuspended.as_str(),
             WsClose::FramingViolation => "FRAMING_VIOLATION",
             WsClose::HelloTimeout => "HELLO_TIMEOUT",
             WsClose::GoingAway => "GOING_AWAY",
@@ -355,7 +376,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 36, "{schema}");
+        assert_eq!(listed.len(), 38, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());
@@ -376,6 +397,8 @@ mod tests {
         assert_eq!(WsClose::FramingViolation.close_code(), 4002);
         assert_eq!(WsClose::HelloTimeout.close_code(), 4002);
         assert_eq!(WsClose::GoingAway.close_code(), 4003);
+        assert_eq!(WsClose::AccountSuspended.close_code(), 4004);
+        assert_eq!(WsClose::BaySuspended.as_str(), "BAY_SUSPENDED");
         assert_eq!(
             WsClose::Failed(ErrorCode::StoreUnavailable).as_str(),
             "STORE_UNAVAILABLE"

@@ -27,7 +27,8 @@
 //! older cursors rebuild the memberships of their own time from the store's
 //! roster changes, see [`crate::replay`], so they need no history here.)
 //! Control entries close sessions:
-//! `CredentialRevoked` (4001), whichever node wrote them; and a second
+//! `CredentialRevoked` (4001) and `Suspension` (4004), whichever node wrote
+//! them; and a second
 //! tail reads the Bay's displacement channel (see
 //! [`Opening`](crate::store::Opening)): a newer connection of a token, on
 //! any node, displaces the older ones (4000).
@@ -42,9 +43,11 @@
 //! This file holds the actor, its log tail, [`Attach`] and the fan-out:
 //! everything the cursor rule rests on. The rest is one concern per file:
 //! `sessions` (the slot table of attached sessions), `presence`,
-//! `displacement` (the openings channel), `waiters` ([`WaitForMessage`])
-//! and `recent` (the records kept for replays).
+//! `control` (roster, revocation and suspension entries), `displacement`
+//! (the openings channel), `waiters` ([`WaitForMessage`]) and `recent`
+//! (the records kept for replays).
 
+mod control;
 mod displacement;
 mod presence;
 mod recent;
@@ -125,7 +128,7 @@ pub struct BayFeed {
     store: Arc<dyn Store>,
     settings: FeedSettings,
     /// The node's token cache: live for this Bay while the tail reads, and
-    /// told of every `CredentialRevoked`.
+    /// told of every `CredentialRevoked` and `Suspension`.
     tokens: Arc<TokenCache>,
     /// The position the feed is past; `None` until the index is loaded.
     position: Option<LogPosition>,
@@ -361,26 +364,6 @@ impl BayFeed {
             .filter(|(_, m)| m.contains(participant))
             .map(|(c, _)| c.clone())
             .collect()
-    }
-
-    fn apply_control(&mut self, record: &LogRecord) {
-        match &record.event {
-            LogEvent::Roster {
-                conversation,
-                members,
-            } => {
-                self.members
-                    .insert(conversation.id.clone(), members.iter().cloned().collect());
-            }
-            LogEvent::CredentialRevoked { token, participant } => {
-                self.tokens.revoke(&self.bay, participant);
-                let revoked: Vec<SessionId> = self.by_token.get(token).cloned().unwrap_or_default();
-                for s in revoked {
-                    self.close_session(&s, CloseReason::Revoked);
-                }
-            }
-            LogEvent::Message { .. } | LogEvent::Change { .. } | LogEvent::Presence { .. } => {}
-        }
     }
 
     /// Sends a [`Watermark`] of the feed's position to every session sent

@@ -5,6 +5,7 @@ use super::{Created, Updated};
 use crate::model::{Bay, Participant};
 use crate::token::TokenHash;
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use switchboard_protocol::ids::{BayId, ParticipantId, TokenId};
 
 /// What `authenticate` returns for a valid token.
@@ -17,6 +18,37 @@ pub struct Principal {
     /// Public handle of the presented token (first 16 hex digits of its
     /// SHA-256); keys displacement and revocation, safe to log.
     pub token: TokenId,
+    /// Whether an operator suspended the participant or its Bay, as of the
+    /// answer; `None` when the caller is in good standing. While `Some`,
+    /// every agent API route answers 403 with the suspension's code.
+    pub suspended: Option<Suspension>,
+}
+
+/// What an operator suspended that refuses a caller (403
+/// `ACCOUNT_SUSPENDED` / `BAY_SUSPENDED`, the codes BayChat CLI 0.23.1's
+/// relay waits out as standing refusals). When both are, the Bay's wins:
+/// reinstating the participant alone would not let it in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Suspension {
+    /// The participant itself.
+    Participant,
+    /// The participant's whole Bay.
+    Bay,
+}
+
+impl Suspension {
+    /// The refusal of a caller suspended `participant`-wise (`true`) and/or
+    /// Bay-wise; the Bay's wins.
+    pub fn of(participant: bool, bay: bool) -> Option<Suspension> {
+        if bay {
+            Some(Suspension::Bay)
+        } else if participant {
+            Some(Suspension::Participant)
+        } else {
+            None
+        }
+    }
 }
 
 /// Bays, participants and their tokens: who exists and who a token is.
@@ -67,6 +99,29 @@ pub trait DirectoryStore: Send + Sync + 'static {
         participant: &ParticipantId,
         token: Option<TokenHash>,
     ) -> Result<Updated<()>, StoreError>;
-    /// Resolves a token hash to its Bay and participant.
+    /// Suspends (`suspended`) or reinstates a participant (`Some`) or the
+    /// whole Bay (`None`). Nothing else changes: tokens, memberships and
+    /// webhooks stay, so reinstating restores access with the same token.
+    /// When the state changes, a `Suspension` entry is appended to the Bay's
+    /// log in the same step, so every node's feed drops its cached tokens
+    /// and (on suspension) closes the sessions concerned. `Updated(true)`
+    /// when the state changed, `Updated(false)` when it already was so
+    /// (idempotent, nothing logged); `NotFound` for an unknown Bay or
+    /// participant.
+    async fn set_suspended(
+        &self,
+        bay: &BayId,
+        participant: Option<&ParticipantId>,
+        suspended: bool,
+    ) -> Result<Updated<bool>, StoreError>;
+    /// Whether the participant (`Some`) or the Bay itself (`None`) is
+    /// suspended; `false` for unknown ids.
+    async fn suspended(
+        &self,
+        bay: &BayId,
+        participant: Option<&ParticipantId>,
+    ) -> Result<bool, StoreError>;
+    /// Resolves a token hash to its Bay and participant, with its
+    /// suspension ([`Principal::suspended`]).
     async fn authenticate(&self, token: &TokenHash) -> Result<Option<Principal>, StoreError>;
 }

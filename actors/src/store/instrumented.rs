@@ -105,6 +105,25 @@ impl DirectoryStore for Instrumented {
     ) -> Result<Updated<()>, StoreError> {
         timed("set_token", self.inner.set_token(bay, participant, token)).await
     }
+    async fn set_suspended(
+        &self,
+        bay: &BayId,
+        participant: Option<&ParticipantId>,
+        suspended: bool,
+    ) -> Result<Updated<bool>, StoreError> {
+        timed(
+            "set_suspended",
+            self.inner.set_suspended(bay, participant, suspended),
+        )
+        .await
+    }
+    async fn suspended(
+        &self,
+        bay: &BayId,
+        participant: Option<&ParticipantId>,
+    ) -> Result<bool, StoreError> {
+        timed("suspended", self.inner.suspended(bay, participant)).await
+    }
     async fn authenticate(&self, token: &TokenHash) -> Result<Option<Principal>, StoreError> {
         timed("authenticate", self.inner.authenticate(token)).await
     }

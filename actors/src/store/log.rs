@@ -161,7 +161,9 @@ impl LogRecord {
                 state: *state,
                 at: wire_time(*at),
             }),
-            LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => None,
+            LogEvent::Roster { .. }
+            | LogEvent::CredentialRevoked { .. }
+            | LogEvent::Suspension { .. } => None,
         }
     }
 
@@ -202,7 +204,9 @@ impl LogRecord {
                 });
                 return Some(frames[0].clone());
             }
-            LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => return None,
+            LogEvent::Roster { .. }
+            | LogEvent::CredentialRevoked { .. }
+            | LogEvent::Suspension { .. } => return None,
         };
         let frames = self.frames.get_or_init(|| {
             // The sender's own view has shouldRespond false; flip it for the other.
@@ -273,6 +277,15 @@ pub enum LogEvent {
         participant: ParticipantId,
         /// Handle of the old token; only its sessions close.
         token: TokenId,
+    },
+    /// An operator suspended or reinstated a participant (`Some`) or the
+    /// whole Bay (`None`): every node forgets the cached tokens concerned,
+    /// and on suspension their sessions close (WS 4004; `/updates` 403).
+    Suspension {
+        /// Whose standing changed; `None`: the Bay's.
+        participant: Option<ParticipantId>,
+        /// `true`: suspended; `false`: reinstated.
+        suspended: bool,
     },
 }
 
@@ -604,6 +617,7 @@ impl LogEvent {
             }
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
+            | LogEvent::Suspension { .. }
             | LogEvent::Presence { .. } => None,
         }
     }
@@ -636,7 +650,9 @@ impl LogEvent {
             } => text.len() + 256,
             LogEvent::Change { .. } => 512,
             LogEvent::Presence { .. } => 160,
-            LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => 64,
+            LogEvent::Roster { .. }
+            | LogEvent::CredentialRevoked { .. }
+            | LogEvent::Suspension { .. } => 64,
         }
     }
 
@@ -654,7 +670,9 @@ impl LogEvent {
             LogEvent::Message { conversation, .. }
             | LogEvent::Change { conversation, .. }
             | LogEvent::Roster { conversation, .. } => Some(&conversation.id),
-            LogEvent::CredentialRevoked { .. } | LogEvent::Presence { .. } => None,
+            LogEvent::CredentialRevoked { .. }
+            | LogEvent::Suspension { .. }
+            | LogEvent::Presence { .. } => None,
         }
     }
 }

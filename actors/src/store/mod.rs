@@ -40,7 +40,7 @@ pub mod redis;
 pub mod webhooks;
 
 pub use conversations::{ConversationChange, ConversationStore};
-pub use directory::{DirectoryStore, Principal};
+pub use directory::{DirectoryStore, Principal, Suspension};
 pub use displacement::{DisplacementStore, Opening, OPENINGS_KEPT};
 pub use drafts::{DraftAppend, DraftAppended, DraftStore, OpenDraft, RoundStep};
 pub use leases::LeaseStore;

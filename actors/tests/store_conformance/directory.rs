@@ -4,12 +4,16 @@ use super::common::{new_bay, new_participant, participant, unique};
 use super::{at, head, read};
 use std::sync::Arc;
 use switchboard_actors::store::log::LogEvent;
-use switchboard_actors::store::{Created, Principal, Store, Updated};
+use switchboard_actors::store::{Created, Principal, Store, Suspension, Updated};
 use switchboard_actors::token::TokenHash;
 use switchboard_protocol::ids::{BayId, ParticipantId};
 use switchboard_protocol::model::ParticipantKind;
 
-conformance!(bays_and_participants, tokens_rotate_and_revoke);
+conformance!(
+    bays_and_participants,
+    tokens_rotate_and_revoke,
+    suspension_is_stored_logged_and_reversible
+);
 
 async fn bays_and_participants(store: Arc<dyn Store>) {
     let store = &*store;
@@ -108,6 +112,7 @@ async fn bays_and_participants(store: Arc<dyn Store>) {
             bay: bay.id.clone(),
             participant: bob,
             token: bob_token.id(),
+            suspended: None,
         })
     );
     assert_eq!(
@@ -227,4 +232,127 @@ async fn tokens_rotate_and_revoke(store: Arc<dyn Store>) {
             .map(|x| x.participant.id),
         Some(q.id)
     );
+}
+
+async fn suspension_is_stored_logged_and_reversible(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let other = new_bay(store).await;
+    let (p, t) = new_participant(store, &bay.id, "p_agent", ParticipantKind::Agent).await;
+    let (q, tq) = new_participant(store, &bay.id, "p_user", ParticipantKind::User).await;
+    let (_, to) = new_participant(store, &other.id, "p_agent", ParticipantKind::Agent).await;
+    let standing = |token: TokenHash| async move {
+        store
+            .authenticate(&token)
+            .await
+            .unwrap()
+            .expect("a suspended token still authenticates")
+            .suspended
+    };
+    let start = head(store, &bay.id).await;
+
+    // A participant: stored, logged once, idempotent.
+    assert_eq!(
+        store
+            .set_suspended(&bay.id, Some(&p.id), true)
+            .await
+            .unwrap(),
+        Updated::Updated(true)
+    );
+    assert_eq!(
+        store
+            .set_suspended(&bay.id, Some(&p.id), true)
+            .await
+            .unwrap(),
+        Updated::Updated(false),
+        "suspending twice changes nothing"
+    );
+    assert!(store.suspended(&bay.id, Some(&p.id)).await.unwrap());
+    assert!(!store.suspended(&bay.id, Some(&q.id)).await.unwrap());
+    assert!(!store.suspended(&bay.id, None).await.unwrap());
+    assert_eq!(standing(t.clone()).await, Some(Suspension::Participant));
+    assert_eq!(standing(tq.clone()).await, None);
+    let (records, through) = read(store, &bay.id, &start, 10).await;
+    assert_eq!(
+        records.iter().map(|r| r.event.clone()).collect::<Vec<_>>(),
+        vec![LogEvent::Suspension {
+            participant: Some(p.id.clone()),
+            suspended: true,
+        }]
+    );
+
+    // The Bay: every participant, no other Bay; the Bay's refusal wins.
+    assert_eq!(
+        store.set_suspended(&bay.id, None, true).await.unwrap(),
+        Updated::Updated(true)
+    );
+    assert!(store.suspended(&bay.id, None).await.unwrap());
+    assert_eq!(standing(t.clone()).await, Some(Suspension::Bay));
+    assert_eq!(standing(tq.clone()).await, Some(Suspension::Bay));
+    assert_eq!(standing(to.clone()).await, None, "other Bays are untouched");
+    assert!(!store.suspended(&other.id, None).await.unwrap());
+
+    // Reinstating: the same tokens, logged.
+    assert_eq!(
+        store.set_suspended(&bay.id, None, false).await.unwrap(),
+        Updated::Updated(true)
+    );
+    assert_eq!(
+        store
+            .set_suspended(&bay.id, Some(&p.id), false)
+            .await
+            .unwrap(),
+        Updated::Updated(true)
+    );
+    assert_eq!(
+        store
+            .set_suspended(&bay.id, Some(&p.id), false)
+            .await
+            .unwrap(),
+        Updated::Updated(false)
+    );
+    assert_eq!(standing(t.clone()).await, None);
+    assert_eq!(standing(tq).await, None);
+    let (records, _) = read(store, &bay.id, &at(&start, through), 10).await;
+    assert_eq!(
+        records.iter().map(|r| r.event.clone()).collect::<Vec<_>>(),
+        vec![
+            LogEvent::Suspension {
+                participant: None,
+                suspended: true,
+            },
+            LogEvent::Suspension {
+                participant: None,
+                suspended: false,
+            },
+            LogEvent::Suspension {
+                participant: Some(p.id.clone()),
+                suspended: false,
+            },
+        ]
+    );
+
+    // Unknown participant or Bay.
+    let ghost = ParticipantId("p_ghost".into());
+    assert_eq!(
+        store
+            .set_suspended(&bay.id, Some(&ghost), true)
+            .await
+            .unwrap(),
+        Updated::NotFound
+    );
+    let nobay = BayId(unique("nobay"));
+    assert_eq!(
+        store.set_suspended(&nobay, None, true).await.unwrap(),
+        Updated::NotFound
+    );
+    assert_eq!(
+        store
+            .set_suspended(&nobay, Some(&p.id), true)
+            .await
+            .unwrap(),
+        Updated::NotFound
+    );
+    assert!(!store.suspended(&bay.id, Some(&ghost)).await.unwrap());
+    assert!(!store.suspended(&nobay, None).await.unwrap());
 }

@@ -324,6 +324,7 @@ fn main() -> ExitCode {
             let code = match &e {
                 ClientError::Displaced => "DISPLACED",
                 ClientError::Unauthorized { .. } => "UNAUTHORIZED",
+                ClientError::Suspended { code, .. } => code.as_str(),
                 ClientError::Api { code, .. } => code.as_str(),
                 ClientError::MessageTooBig { .. } => "MESSAGE_TOO_BIG",
                 ClientError::Protocol(_) => "PROTOCOL_ERROR",

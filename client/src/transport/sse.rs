@@ -71,6 +71,12 @@ async fn handle(ctx: &mut Ctx, block: Block) -> Option<Ended> {
             return Some(match data["code"].as_str().unwrap_or_default() {
                 "DISPLACED" => Ended::Fatal(ClientError::Displaced),
                 "CREDENTIAL_REVOKED" => Ended::Fatal(ClientError::Unauthorized { message }),
+                code @ ("ACCOUNT_SUSPENDED" | "BAY_SUSPENDED") => {
+                    Ended::Fatal(ClientError::Suspended {
+                        code: code.to_owned(),
+                        message,
+                    })
+                }
                 code @ ("STORE_UNAVAILABLE" | "UNAVAILABLE" | "INTERNAL") => Ended::Retry {
                     retry_after: Some(std::time::Duration::from_secs(1)),
                     abnormal: false,

@@ -93,6 +93,9 @@ async fn connect(ctx: &Ctx, shown: &str) -> Result<Socket, Ended> {
         Ok(Ok((socket, _))) => Ok(socket),
         Ok(Err(WsError::Http(res))) => {
             let status = res.status().as_u16();
+            if let Some(suspended) = suspension(status, res.body().as_deref()) {
+                return Err(Ended::Fatal(suspended));
+            }
             let retry_after = crate::rest::retry_after(res.headers());
             let auto = ctx.config.transport == TransportChoice::Auto;
             Err(upgrade_refused(shown, status, retry_after, auto))
@@ -102,6 +105,18 @@ async fn connect(ctx: &Ctx, shown: &str) -> Result<Socket, Ended> {
             crate::error::chain(&e)
         ))),
     }
+}
+
+/// A 403 upgrade refusal whose body names a suspension, as its error.
+fn suspension(status: u16, body: Option<&[u8]>) -> Option<ClientError> {
+    let body: serde_json::Value = serde_json::from_slice(body?).ok()?;
+    let code = body["code"].as_str()?;
+    (status == 403 && crate::error::SUSPENSION_CODES.contains(&code)).then(|| {
+        ClientError::Suspended {
+            code: code.to_owned(),
+            message: body["message"].as_str().unwrap_or_default().to_owned(),
+        }
+    })
 }
 
 /// An HTTP answer `status` to the upgrade of `shown`, instead of `101`:
@@ -190,6 +205,14 @@ fn on_close(code: Option<u16>, error: Option<ErrorFrame>, reason: String) -> End
     match code {
         Some(close::DISPLACED) => Ended::Fatal(ClientError::Displaced),
         Some(close::CREDENTIAL_REVOKED) => Ended::Fatal(ClientError::Unauthorized { message }),
+        Some(close::SUSPENDED) => Ended::Fatal(ClientError::Suspended {
+            code: if error_code.is_empty() {
+                "ACCOUNT_SUSPENDED".into()
+            } else {
+                error_code
+            },
+            message,
+        }),
         Some(close::FRAMING_VIOLATION) | Some(close::PROTOCOL_ERROR) => {
             Ended::Fatal(ClientError::Protocol(format!("{error_code}: {message}")))
         }
@@ -234,6 +257,14 @@ mod tests {
         assert!(matches!(
             on_close(Some(4001), None, String::new()),
             Ended::Fatal(ClientError::Unauthorized { .. })
+        ));
+        assert!(matches!(
+            on_close(
+                Some(4004),
+                Some(("BAY_SUSPENDED".into(), "suspended".into())),
+                String::new()
+            ),
+            Ended::Fatal(ClientError::Suspended { code, .. }) if code == "BAY_SUSPENDED"
         ));
         assert!(matches!(
             on_close(

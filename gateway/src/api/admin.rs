@@ -37,6 +37,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(create_participant)
             .service(rotate_token)
             .service(revoke_token)
+            .service(suspend_participant)
+            .service(reinstate_participant)
+            .service(suspend_bay)
+            .service(reinstate_bay)
             .service(create_conversation)
             .service(add_member)
             .service(remove_member)
@@ -334,15 +338,186 @@ async fn revoke_token(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (bay, pid) = path.into_inner();
-    match state
-        .store
-        .set_token(&BayId(bay), &ParticipantId(pid), None)
-        .await?
-    {
-        Updated::Updated(()) => Ok(HttpResponse::NoContent().finish()),
+    let (bay, pid) = (BayId(path.0.clone()), ParticipantId(path.1.clone()));
+    match state.store.set_token(&bay, &pid, None).await? {
+        Updated::Updated(()) => {
+            // This node forgets the token before answering, so the caller's
+            // next request here is refused; other nodes follow the log.
+            state.registry.tokens().revoke(&bay, &pid);
+            Ok(HttpResponse::NoContent().finish())
+        }
         Updated::NotFound => Err(ApiError::not_found()),
     }
+}
+
+/// Suspends or reinstates `pid`, answering its record with `suspended`.
+async fn set_participant_standing(
+    state: &AppState,
+    bay: String,
+    pid: String,
+    suspended: bool,
+) -> Result<HttpResponse, ApiError> {
+    let (bay, pid) = (BayId(bay), ParticipantId(pid));
+    let participant = state
+        .store
+        .participant(&bay, &pid)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    match state
+        .store
+        .set_suspended(&bay, Some(&pid), suspended)
+        .await?
+    {
+        Updated::Updated(_) => {
+            // The cached standing is stale at once on this node (other nodes
+            // follow the log's `Suspension` entry within the feed's lag).
+            state.registry.tokens().revoke(&bay, &pid);
+            let mut body = json!(participant);
+            body["suspended"] = json!(suspended);
+            Ok(HttpResponse::Ok().json(body))
+        }
+        Updated::NotFound => Err(ApiError::not_found()),
+    }
+}
+
+/// Suspends or reinstates the whole of `bay`, answering its record with
+/// `suspended`.
+async fn set_bay_standing(
+    state: &AppState,
+    bay: String,
+    suspended: bool,
+) -> Result<HttpResponse, ApiError> {
+    let bay = BayId(bay);
+    let record = state
+        .store
+        .bay(&bay)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    match state.store.set_suspended(&bay, None, suspended).await? {
+        Updated::Updated(_) => {
+            state.registry.tokens().forget_bay(&bay);
+            let mut body = json!(record);
+            body["suspended"] = json!(suspended);
+            Ok(HttpResponse::Ok().json(body))
+        }
+        Updated::NotFound => Err(ApiError::not_found()),
+    }
+}
+
+/// `POST /bays/{bay}/participants/{pid}/suspend` → 200 with the participant
+/// and `suspended: true`. Idempotent. Its token stays valid but every agent
+/// route answers 403 `ACCOUNT_SUSPENDED`; its WebSocket closes with 4004,
+/// its held `/updates` and `/events` end with that 403, on every node; its
+/// webhook delivers nothing until reinstated.
+#[utoipa::path(
+    operation_id = "suspendParticipant",
+    tag = "admin",
+    summary = "Suspend a participant",
+    description = "Idempotent. Nothing is deleted: the token stays valid, but every agent API route answers 403 `ACCOUNT_SUSPENDED`, the participant's WebSocket closes with 4004 after an `error` frame, its held `/updates` and `/events` end with the same 403, on every node, and its webhook delivers nothing until it is reinstated.",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+        ("pid" = String, Path, description = "Participant id"),
+    ),
+    responses(
+        (status = 200, description = "The participant, `suspended: true`", body = crate::openapi::schemas::AdminParticipantStanding),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay or participant, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
+#[post("/bays/{bay}/participants/{pid}/suspend")]
+async fn suspend_participant(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (bay, pid) = path.into_inner();
+    set_participant_standing(&state, bay, pid, true).await
+}
+
+/// `POST /bays/{bay}/participants/{pid}/reinstate` → 200 with the
+/// participant and `suspended: false`. Idempotent; the same token works
+/// again at once, on every node.
+#[utoipa::path(
+    operation_id = "reinstateParticipant",
+    tag = "admin",
+    summary = "Reinstate a suspended participant",
+    description = "Idempotent. The same token works again at once, on every node (unless the Bay itself is suspended); its webhook resumes from where it paused (records that left the replay window meanwhile are given up).",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+        ("pid" = String, Path, description = "Participant id"),
+    ),
+    responses(
+        (status = 200, description = "The participant, `suspended: false`", body = crate::openapi::schemas::AdminParticipantStanding),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay or participant, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
+#[post("/bays/{bay}/participants/{pid}/reinstate")]
+async fn reinstate_participant(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (bay, pid) = path.into_inner();
+    set_participant_standing(&state, bay, pid, false).await
+}
+
+/// `POST /bays/{bay}/suspend` → 200 with the Bay and `suspended: true`.
+/// Idempotent. As a participant's suspension, for every participant of
+/// the Bay at once, with `BAY_SUSPENDED`.
+#[utoipa::path(
+    operation_id = "suspendBay",
+    tag = "admin",
+    summary = "Suspend a Bay",
+    description = "Idempotent. As suspending each participant of the Bay, with 403 `BAY_SUSPENDED`: every agent API route refuses its tokens, its WebSockets close with 4004 after an `error` frame, its held `/updates` and `/events` end with the same 403, on every node, and its webhooks deliver nothing until it is reinstated. Other Bays are untouched.",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+    ),
+    responses(
+        (status = 200, description = "The Bay, `suspended: true`", body = crate::openapi::schemas::AdminBayStanding),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
+#[post("/bays/{bay}/suspend")]
+async fn suspend_bay(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    set_bay_standing(&state, path.into_inner(), true).await
+}
+
+/// `POST /bays/{bay}/reinstate` → 200 with the Bay and `suspended: false`.
+#[utoipa::path(
+    operation_id = "reinstateBay",
+    tag = "admin",
+    summary = "Reinstate a suspended Bay",
+    description = "Idempotent. Every token of the Bay works again at once, on every node, except those of participants suspended on their own.",
+    params(
+        ("bay" = String, Path, description = "Bay id"),
+    ),
+    responses(
+        (status = 200, description = "The Bay, `suspended: false`", body = crate::openapi::schemas::AdminBayStanding),
+        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown bay, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("admin_token" = [])),
+)]
+#[post("/bays/{bay}/reinstate")]
+async fn reinstate_bay(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    set_bay_standing(&state, path.into_inner(), false).await
 }
 
 /// `POST /bays/{bay}/conversations` `{id?, type, title?, members:[pid], admins?, policy?}` → 201.

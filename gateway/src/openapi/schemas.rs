@@ -212,6 +212,28 @@ pub struct AdminParticipant {
     pub description: Option<String>,
 }
 
+/// A participant with its standing: the answer of `…/suspend` and
+/// `…/reinstate`.
+#[derive(Serialize, ToSchema)]
+pub struct AdminParticipantStanding {
+    /// The participant as stored.
+    #[serde(flatten)]
+    pub participant: AdminParticipant,
+    /// Whether an operator suspended it (403 `ACCOUNT_SUSPENDED` while so).
+    pub suspended: bool,
+}
+
+/// A Bay with its standing: the answer of `/bays/{bay}/suspend` and
+/// `/bays/{bay}/reinstate`.
+#[derive(Serialize, ToSchema)]
+pub struct AdminBayStanding {
+    /// The Bay as stored.
+    #[serde(flatten)]
+    pub bay: AdminBay,
+    /// Whether an operator suspended it (403 `BAY_SUSPENDED` while so).
+    pub suspended: bool,
+}
+
 /// `POST /bays/{bay}/participants`.
 #[derive(Serialize, ToSchema)]
 pub struct CreatedParticipant {

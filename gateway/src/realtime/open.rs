@@ -145,7 +145,9 @@ pub fn observe_live_delivery(
                 );
             }
             LogEvent::Change { .. } | LogEvent::Presence { .. } => delivered += 1,
-            LogEvent::Roster { .. } | LogEvent::CredentialRevoked { .. } => {}
+            LogEvent::Roster { .. }
+            | LogEvent::CredentialRevoked { .. }
+            | LogEvent::Suspension { .. } => {}
         }
     }
     if delivered == 0 {

@@ -423,6 +423,13 @@ impl SseSession {
                     .unwrap_or_else(ApiError::unauthorized)));
                 ctx.stop();
             }
+            Err(OpenFailure::Suspended { feed, suspension }) => {
+                feed.do_send(Detach {
+                    session: self.session.clone(),
+                });
+                self.opened(Err(ApiError::suspended(suspension)));
+                ctx.stop();
+            }
             Err(OpenFailure::Failed(err)) => {
                 self.opened(Err(err.into()));
                 ctx.stop();
@@ -502,7 +509,11 @@ impl SseSession {
             }
             // Only an opening is superseded or revoked; the feed ends a
             // live session for those with a `Close`.
-            Some(Err(OpenFailure::Superseded { .. } | OpenFailure::Revoked { .. })) => {}
+            Some(Err(
+                OpenFailure::Superseded { .. }
+                | OpenFailure::Revoked { .. }
+                | OpenFailure::Suspended { .. },
+            )) => {}
         }));
     }
 }

@@ -318,6 +318,12 @@ impl PollSession {
                 });
                 self.end(CloseReason::Revoked, None, ctx);
             }
+            Err(OpenFailure::Suspended { feed, suspension }) => {
+                feed.do_send(Detach {
+                    session: self.session.clone(),
+                });
+                self.end(CloseReason::Suspended(suspension), None, ctx);
+            }
             Err(OpenFailure::Failed(err)) => self.answer(Err(err.into()), ctx),
         }
     }

@@ -454,6 +454,10 @@ impl WsSession {
                 self.detach_from(&feed);
                 self.end(CloseReason::Revoked, ctx)
             }
+            OpenFailure::Suspended { feed, suspension } => {
+                self.detach_from(&feed);
+                self.end(CloseReason::Suspended(suspension), ctx)
+            }
             OpenFailure::Failed(err) => {
                 let err = ApiError::from(err);
                 self.close_with(err.ws_close(), &err.message, ctx)

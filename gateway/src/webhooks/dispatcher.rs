@@ -14,6 +14,10 @@
 //! one at a time, in log order — at-least-once, one request in flight per
 //! agent, so a slow receiver delays only its own agent:
 //!
+//! While an operator suspends the agent or its Bay the worker delivers
+//! nothing and keeps its position; it resumes from there once reinstated
+//! (records that left the replay window meanwhile are given up, as below).
+//!
 //! - 2xx: delivered; the position moves past the record.
 //! - 410: the receiver asked to stop; the webhook is removed and its status
 //!   says why.
@@ -281,6 +285,12 @@ impl Worker {
             if store.webhook(&self.bay, &self.agent).await?.as_ref() != Some(&webhook) {
                 return Ok(Stop::Removed);
             }
+            if self.suspended().await? {
+                // Paused, not skipped: the position stays, and delivery
+                // resumes from it once an operator reinstates.
+                tokio::time::sleep(IDLE_WAIT).await;
+                continue;
+            }
             let replay = store
                 .read_log(&self.bay, &position, READ_BATCH, None)
                 .await?;
@@ -360,6 +370,14 @@ impl Worker {
             }
         }
         Ok(None)
+    }
+
+    /// Whether an operator suspended the agent or its Bay: its webhook
+    /// delivers nothing meanwhile (docs/webhooks.md).
+    async fn suspended(&self) -> Result<bool, StoreError> {
+        let store = &self.shared.store;
+        Ok(store.suspended(&self.bay, Some(&self.agent)).await?
+            || store.suspended(&self.bay, None).await?)
     }
 
     /// Caught up: waits until the Bay's feed reads past the position

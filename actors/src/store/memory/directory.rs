@@ -4,16 +4,18 @@ use super::log::log_of;
 use super::{BayState, MemoryStore};
 use crate::model::{Bay, Participant};
 use crate::store::log::LogEvent;
-use crate::store::{Created, DirectoryStore, Principal, StoreError, Updated};
+use crate::store::{Created, DirectoryStore, Principal, StoreError, Suspension, Updated};
 use crate::token::TokenHash;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use switchboard_protocol::ids::{BayId, ParticipantId};
 
-/// A participant and its current token (`None` once revoked).
+/// A participant, its current token (`None` once revoked) and whether an
+/// operator suspended it.
 pub(super) struct ParticipantState {
     participant: Participant,
     token: Option<TokenHash>,
+    suspended: bool,
 }
 
 #[async_trait]
@@ -40,6 +42,7 @@ impl DirectoryStore for MemoryStore {
                 presence: HashMap::new(),
                 drafts: HashMap::new(),
                 published: HashMap::new(),
+                suspended: false,
             },
         );
         Ok(Created::Created(bay))
@@ -70,6 +73,7 @@ impl DirectoryStore for MemoryStore {
             ParticipantState {
                 participant: participant.clone(),
                 token: Some(token),
+                suspended: false,
             },
         );
         Ok(Created::Created(participant))
@@ -153,19 +157,65 @@ impl DirectoryStore for MemoryStore {
         Ok(Updated::Updated(()))
     }
 
+    async fn set_suspended(
+        &self,
+        bay: &BayId,
+        participant: Option<&ParticipantId>,
+        suspended: bool,
+    ) -> Result<Updated<bool>, StoreError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let Some(b) = st.bays.get_mut(bay) else {
+            return Ok(Updated::NotFound);
+        };
+        let flag = match participant {
+            None => &mut b.suspended,
+            Some(pid) => match b.participants.get_mut(pid) {
+                Some(p) => &mut p.suspended,
+                None => return Ok(Updated::NotFound),
+            },
+        };
+        if *flag == suspended {
+            return Ok(Updated::Updated(false));
+        }
+        *flag = suspended;
+        log_of(&mut st.logs, bay).append(
+            LogEvent::Suspension {
+                participant: participant.cloned(),
+                suspended,
+            },
+            &self.limits,
+        );
+        Ok(Updated::Updated(true))
+    }
+
+    async fn suspended(
+        &self,
+        bay: &BayId,
+        participant: Option<&ParticipantId>,
+    ) -> Result<bool, StoreError> {
+        let st = self.state.lock();
+        let Some(b) = st.bays.get(bay) else {
+            return Ok(false);
+        };
+        Ok(match participant {
+            None => b.suspended,
+            Some(pid) => b.participants.get(pid).is_some_and(|p| p.suspended),
+        })
+    }
+
     async fn authenticate(&self, token: &TokenHash) -> Result<Option<Principal>, StoreError> {
         let st = self.state.lock();
         let Some((bay, pid)) = st.tokens.get(token) else {
             return Ok(None);
         };
-        Ok(st
-            .bays
-            .get(bay)
-            .and_then(|b| b.participants.get(pid))
-            .map(|p| Principal {
+        Ok(st.bays.get(bay).and_then(|b| {
+            b.participants.get(pid).map(|p| Principal {
                 bay: bay.clone(),
                 participant: p.participant.clone(),
                 token: token.id(),
-            }))
+                suspended: Suspension::of(p.suspended, b.suspended),
+            })
+        }))
     }
 }

@@ -78,6 +78,8 @@ struct BayState {
     published: HashMap<ParticipantId, PresenceState>,
     /// Open drafts by message id: conversation, author, last activity.
     drafts: HashMap<MessageId, OpenDraft>,
+    /// Whether an operator suspended the whole Bay.
+    suspended: bool,
 }
 
 struct ConversationState {

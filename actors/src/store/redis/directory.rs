@@ -12,7 +12,7 @@ use super::lua::{lua_params, LuaScript, APPEND_LOG};
 use super::{RedisStore, CAS_ATTEMPTS};
 use crate::model::{Bay, Participant};
 use crate::store::log::LogEvent;
-use crate::store::{Created, DirectoryStore, Principal, StoreError, Updated};
+use crate::store::{Created, DirectoryStore, Principal, StoreError, Suspension, Updated};
 use crate::token::TokenHash;
 use ::redis::{cmd, Value};
 use async_trait::async_trait;
@@ -29,8 +29,17 @@ static CREATE_PARTICIPANT: LazyLock<LuaScript> =
 static SET_TOKEN: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(&[APPEND_LOG, include_str!("directory/set_token.lua")]));
 
+/// `set_suspended`'s script (KEYS: [`SetSuspendedKeys`]; ARGV:
+/// [`SetSuspendedArgs`]).
+static SET_SUSPENDED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[APPEND_LOG, include_str!("directory/set_suspended.lua")]));
+
+/// The member of the `suspended` set that stands for the Bay itself (no
+/// participant id can be `*`).
+const BAY_MEMBER: &str = "*";
+
 /// `authenticate`'s check against the Bay's record (KEYS:
-/// participant-tokens, participants; ARGV: participant id, token hash).
+/// participant-tokens, participants, suspended; ARGV: participant id, token hash).
 static AUTHENTICATE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::read_only(&[include_str!("directory/authenticate.lua")]));
 
@@ -68,6 +77,21 @@ lua_params! {
     /// `CredentialRevoked` JSON around the hole for the old token's id.
     struct SetTokenArgs<'a> of &'a str {
         participant_id, token_hash, epoch_candidate, window_ms, max_entries, revoked_0, revoked_1,
+    }
+}
+
+lua_params! {
+    /// KEYS of `directory/set_suspended.lua`, each the [`BayKeys`] key of
+    /// the same name.
+    struct SetSuspendedKeys of String { bay, participants, suspended, log, epoch, log_meta, rosters }
+}
+
+lua_params! {
+    /// ARGV of `directory/set_suspended.lua`: the participant id (`*` for
+    /// the Bay), `1` to suspend / `0` to reinstate, the log append's
+    /// arguments and the `Suspension` entry's JSON.
+    struct SetSuspendedArgs<'a> of &'a str {
+        member, flag, epoch_candidate, window_ms, max_entries, event,
     }
 }
 
@@ -293,22 +317,91 @@ impl DirectoryStore for RedisStore {
         let owner: TokenOwner = decode(doing, &tkey, &raw)?;
         let k = BayKeys::new(&owner.bay);
         let (ptokens, participants) = (k.participant_tokens(), k.participants());
-        let found: Option<Vec<u8>> = self
+        let found: Option<(Vec<u8>, i64, i64)> = self
             .invoke(
                 doing,
                 &AUTHENTICATE,
-                &[&ptokens, &participants],
+                &[&ptokens, &participants, &k.suspended()],
                 &[owner.participant.as_str(), &token.0],
             )
             .await?;
-        let Some(found) = found else {
+        let Some((found, participant_suspended, bay_suspended)) = found else {
             return Ok(None);
         };
         Ok(Some(Principal {
             bay: owner.bay,
             participant: decode(doing, &participants, &found)?,
             token: token.id(),
+            suspended: Suspension::of(participant_suspended == 1, bay_suspended == 1),
         }))
+    }
+
+    async fn set_suspended(
+        &self,
+        bay: &BayId,
+        participant: Option<&ParticipantId>,
+        suspended: bool,
+    ) -> Result<Updated<bool>, StoreError> {
+        let doing = "suspending or reinstating";
+        let k = BayKeys::new(bay);
+        let keys = SetSuspendedKeys {
+            bay: k.bay(),
+            participants: k.participants(),
+            suspended: k.suspended(),
+            log: k.log(),
+            epoch: k.epoch(),
+            log_meta: k.log_meta(),
+            rosters: k.rosters(),
+        };
+        let event = to_text(
+            doing,
+            &to_value(
+                doing,
+                &LogEvent::Suspension {
+                    participant: participant.cloned(),
+                    suspended,
+                },
+            )?,
+        )?;
+        let log = self.log_args();
+        let args = SetSuspendedArgs {
+            member: participant.map_or(BAY_MEMBER, |p| p.as_str()),
+            flag: if suspended { "1" } else { "0" },
+            epoch_candidate: &log.epoch_candidate,
+            window_ms: &log.window_ms,
+            max_entries: &log.max_entries,
+            event: &event,
+        };
+        let reply = self
+            .invoke_status(doing, &SET_SUSPENDED, &keys.in_order(), &args.in_order())
+            .await?;
+        match status(doing, &keys.suspended, &reply)? {
+            ScriptStatus::Ok => {}
+            ScriptStatus::Missing => return Ok(Updated::NotFound),
+            other => {
+                return Err(corrupt(
+                    doing,
+                    &keys.suspended,
+                    format!("script said {other:?}"),
+                ))
+            }
+        }
+        let changed = matches!(reply.get(1), Some(Value::Int(1)));
+        Ok(Updated::Updated(changed))
+    }
+
+    async fn suspended(
+        &self,
+        bay: &BayId,
+        participant: Option<&ParticipantId>,
+    ) -> Result<bool, StoreError> {
+        let doing = "reading a suspension";
+        let key = BayKeys::new(bay).suspended();
+        let member = participant.map_or(BAY_MEMBER, |p| p.as_str());
+        let found: i64 = self
+            .query(doing, &key, cmd("SISMEMBER").arg(&key).arg(member))
+            .await?;
+        Ok(found == 1)
     }
 }
 
@@ -429,5 +522,8 @@ mod tests {
         let set_token = include_str!("directory/set_token.lua");
         assert_eq!(bound(set_token, "KEYS"), SetTokenKeys::NAMES);
         assert_eq!(bound(set_token, "ARGV"), SetTokenArgs::NAMES);
+        let set_suspended = include_str!("directory/set_suspended.lua");
+        assert_eq!(bound(set_suspended, "KEYS"), SetSuspendedKeys::NAMES);
+        assert_eq!(bound(set_suspended, "ARGV"), SetSuspendedArgs::NAMES);
     }
 }

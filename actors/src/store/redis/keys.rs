@@ -16,6 +16,7 @@
 //! | `sb:{bay}:presence-states`        | hash   | participant id → published presence state          |
 //! | `sb:{bay}:participants`           | hash   | participant id → JSON `Participant`                |
 //! | `sb:{bay}:participant-tokens`     | hash   | participant id → SHA-256 of its current token      |
+//! | `sb:{bay}:suspended`              | set    | suspended participant ids; `*`: the Bay itself     |
 //! | `sb:{bay}:conversations`          | hash   | conversation id → JSON `Conversation` (+ members)  |
 //! | `sb:{bay}:revisions`              | hash   | conversation id → revision (random, new per change)|
 //! | `sb:{bay}:conv:<cid>:msgs`        | stream | history, id `<createdAt ms>-0`, field `m` = JSON   |
@@ -116,6 +117,12 @@ impl BayKeys {
     /// token index against.
     pub fn participant_tokens(&self) -> String {
         format!("{}:participant-tokens", self.base)
+    }
+
+    /// `sb:{bay}:suspended`: set, the ids of the participants an operator
+    /// suspended, and `*` (never a valid id) while the Bay itself is.
+    pub fn suspended(&self) -> String {
+        format!("{}:suspended", self.base)
     }
 
     /// `sb:{bay}:conversations`: hash, conversation id → JSON `Conversation`

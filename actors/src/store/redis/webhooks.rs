@@ -70,6 +70,37 @@ lua_params! {
     struct DisableWebhookArgs<'a> of &'a str { participant_id, webhook, status }
 }
 
+impl RedisStore {
+    /// Writes `value` under `participant` in the hash `target` (the
+    /// positions or the statuses) if the participant's webhook is still
+    /// `of`, in one script: a worker of a removed or replaced webhook never
+    /// moves its successor's position or status.
+    async fn set_if_webhook(
+        &self,
+        doing: &'static str,
+        bay: &BayId,
+        participant: &ParticipantId,
+        of: &Webhook,
+        target: &str,
+        value: &str,
+    ) -> Result<(), StoreError> {
+        let hooks = BayKeys::new(bay).webhooks();
+        let keys = SetIfWebhookKeys {
+            webhooks: &hooks,
+            target,
+        };
+        let args = SetIfWebhookArgs {
+            participant_id: participant.as_str(),
+            webhook: &encode(doing, &hooks, of)?,
+            value,
+        };
+        let _: i64 = self
+            .invoke(doing, &SET_IF_WEBHOOK, &keys.in_order(), &args.in_order())
+            .await?;
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl WebhookStore for RedisStore {
     async fn set_webhook(
@@ -152,21 +183,9 @@ impl WebhookStore for RedisStore {
         position: &LogPosition,
     ) -> Result<(), StoreError> {
         let doing = "moving a webhook position";
-        let k = BayKeys::new(bay);
-        let (hooks, positions) = (k.webhooks(), k.webhook_positions());
-        let keys = SetIfWebhookKeys {
-            webhooks: &hooks,
-            target: &positions,
-        };
-        let args = SetIfWebhookArgs {
-            participant_id: participant.as_str(),
-            webhook: &encode(doing, &hooks, of)?,
-            value: &position.encode(),
-        };
-        let _: i64 = self
-            .invoke(doing, &SET_IF_WEBHOOK, &keys.in_order(), &args.in_order())
-            .await?;
-        Ok(())
+        let target = BayKeys::new(bay).webhook_positions();
+        self.set_if_webhook(doing, bay, participant, of, &target, &position.encode())
+            .await
     }
 
     async fn webhook_status(
@@ -193,21 +212,10 @@ impl WebhookStore for RedisStore {
         status: &WebhookStatus,
     ) -> Result<(), StoreError> {
         let doing = "recording a webhook status";
-        let k = BayKeys::new(bay);
-        let (hooks, key) = (k.webhooks(), k.webhook_status());
-        let keys = SetIfWebhookKeys {
-            webhooks: &hooks,
-            target: &key,
-        };
-        let args = SetIfWebhookArgs {
-            participant_id: participant.as_str(),
-            webhook: &encode(doing, &hooks, of)?,
-            value: &encode(doing, &key, status)?,
-        };
-        let _: i64 = self
-            .invoke(doing, &SET_IF_WEBHOOK, &keys.in_order(), &args.in_order())
-            .await?;
-        Ok(())
+        let target = BayKeys::new(bay).webhook_status();
+        let value = encode(doing, &target, status)?;
+        self.set_if_webhook(doing, bay, participant, of, &target, &value)
+            .await
     }
 
     async fn disable_webhook(

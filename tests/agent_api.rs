@@ -160,7 +160,7 @@ async fn conversations_lists_exactly_the_callers_conversations() {
         async move {
             let (s, b) = gw.get(&token, "/conversations").await;
             assert_eq!(s, 200, "{b}");
-            let mut items = b["conversations"].as_array().unwrap().clone();
+            let mut items = b.as_array().unwrap().clone();
             items.sort_by_key(|c| c["id"].as_str().unwrap().to_owned());
             items
         }
@@ -846,7 +846,7 @@ async fn another_bays_conversations_behave_exactly_like_unknown_ids() {
     assert_error(s, &body, 400, "INVALID_REPLY_TARGET");
     // Each Bay lists only its own conversations.
     let (_, list) = gw.get(&one.ana, "/conversations").await;
-    assert_eq!(list["conversations"].as_array().unwrap().len(), 2, "{list}");
+    assert_eq!(list.as_array().unwrap().len(), 2, "{list}");
 }
 
 #[tokio::test]
@@ -1181,4 +1181,81 @@ async fn roster_changes_apply_to_sends_at_once_after_the_conversation_was_used()
     assert_error(s, &b, 404, "NOT_FOUND");
     // The members who stayed post as before.
     post_ok(&gw, &w.ana, "group", "still here").await;
+}
+
+/// `usage` on a send (protocol §11): validated, stored with the message,
+/// shown on REST, part of the idempotency fingerprint, and gone with the
+/// content when the message is deleted.
+#[tokio::test]
+async fn usage_is_validated_stored_and_shown() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "b1").await;
+    let usage = json!({"model": "deepseek-chat", "inputTokens": 812, "outputTokens": 64});
+    let send = |body: Value, key: Option<&'static str>| {
+        let (gw, token) = (&gw, w.rex.clone());
+        async move {
+            let mut req = gw
+                .http
+                .post(gw.url(&format!("{API}/conversations/group/messages")))
+                .bearer_auth(token)
+                .json(&body);
+            if let Some(key) = key {
+                req = req.header("Idempotency-Key", key);
+            }
+            let (s, _, b) = gw.send_raw(req).await;
+            (s, b)
+        }
+    };
+    let (s, sent) = send(json!({"content": "done", "usage": usage}), Some("k-1")).await;
+    assert_eq!(s, 201, "{sent}");
+    assert_eq!(sent["usage"], usage);
+    let (_, page) = gw.get(&w.ana, "/conversations/group/messages").await;
+    let shown = &page["messages"][0];
+    assert_eq!(
+        (&shown["id"], &shown["usage"]),
+        (&sent["id"], &usage),
+        "{page}"
+    );
+    // A message sent without it shows `null`.
+    let (s, plain) = send(json!({"content": "plain"}), None).await;
+    assert_eq!((s, &plain["usage"]), (201, &Value::Null), "{plain}");
+
+    // The fingerprint covers it: the same key with other usage is refused,
+    // with the same usage it replays the first message.
+    let other = json!({"model": "deepseek-chat", "inputTokens": 813, "outputTokens": 64});
+    let (s, body) = send(json!({"content": "done", "usage": other}), Some("k-1")).await;
+    assert_error(s, &body, 409, "IDEMPOTENCY_KEY_REUSED");
+    let (s, body) = send(json!({"content": "done"}), Some("k-1")).await;
+    assert_error(s, &body, 409, "IDEMPOTENCY_KEY_REUSED");
+    let (s, again) = send(json!({"content": "done", "usage": usage}), Some("k-1")).await;
+    assert_eq!((s, &again["id"]), (201, &sent["id"]), "{again}");
+
+    // Bad shapes: 400 naming the field, nothing stored.
+    for (bad, field) in [
+        (json!("812 tokens"), "usage"),
+        (json!([812]), "usage"),
+        (json!({"inputTokens": -1}), "usage.inputTokens"),
+        (json!({"outputTokens": "64"}), "usage.outputTokens"),
+        (json!({"inputTokens": 1.5}), "usage.inputTokens"),
+        (json!({"model": 4}), "usage.model"),
+    ] {
+        let (s, body) = send(json!({"content": "x", "usage": bad}), None).await;
+        assert_error(s, &body, 400, "INVALID_REQUEST");
+        assert!(body["message"].as_str().unwrap().contains(field), "{body}");
+    }
+    let (_, page) = gw.get(&w.ana, "/conversations/group/messages").await;
+    assert_eq!(page["messages"].as_array().unwrap().len(), 2, "{page}");
+
+    // Deleting removes it with the content.
+    let mid = sent["id"].as_str().unwrap();
+    let res = gw
+        .http
+        .delete(gw.url(&format!("{API}/conversations/group/messages/{mid}")))
+        .bearer_auth(&w.rex)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 204);
+    let (_, page) = gw.get(&w.ana, "/conversations/group/messages").await;
+    assert_eq!(page["messages"][0]["usage"], Value::Null, "{page}");
 }

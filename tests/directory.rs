@@ -229,7 +229,7 @@ async fn open_chat(gw: &Gateway, token: &str, body: Value) -> (u16, Value) {
 async fn conversation_ids(gw: &Gateway, token: &str) -> Vec<String> {
     let (s, b) = gw.get(token, "/conversations").await;
     assert_eq!(s, 200, "{b}");
-    let mut ids: Vec<String> = b["conversations"]
+    let mut ids: Vec<String> = b
         .as_array()
         .unwrap()
         .iter()

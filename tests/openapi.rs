@@ -33,6 +33,10 @@ const ROUTES: &[(&str, &str)] = &[
         "DELETE",
         "/api/agent-api/conversations/{id}/messages/{mid}/reactions/{emoji}",
     ),
+    (
+        "PUT",
+        "/api/agent-api/conversations/{id}/messages/{mid}/reaction",
+    ),
     ("POST", "/api/agent-api/conversations/{id}/read"),
     ("GET", "/api/agent-api/conversations/{id}/messages/wait"),
     (
@@ -208,6 +212,7 @@ async fn document_is_openapi_3_and_lists_exactly_the_served_routes() {
     flattened["poll"] = json!(null);
     flattened["state"] = json!("complete");
     flattened["version"] = json!(0);
+    flattened["usage"] = json!(null);
     let rest_ref = json!({"$ref": "#/components/schemas/RestMessage"});
     spec.check(&rest_ref, &flattened, "").unwrap();
     flattened["stray"] = json!(true);
@@ -686,7 +691,7 @@ async fn real_answers_match_the_documented_schemas() {
         call(&gw, Method::GET, &api("/me"), Some("bay_not_a_real_token_000"), Body::None).await);
     let list = expect!(spec, 200, "GET" "/api/agent-api/conversations",
         call(&gw, Method::GET, &api("/conversations"), Some(rex), Body::None).await);
-    assert_eq!(list["conversations"].as_array().unwrap().len(), 2);
+    assert_eq!(list.as_array().unwrap().len(), 2);
     expect!(spec, 200, "GET" "/api/agent-api/conversations/{id}/context",
         call(&gw, Method::GET, &api("/conversations/g/context"), Some(rex), Body::None).await);
     expect!(spec, 200, "GET" "/api/agent-api/conversations/{id}/context",
@@ -765,6 +770,33 @@ async fn real_answers_match_the_documented_schemas() {
         call(&gw, Method::POST, &api("/conversations/g/typing"), Some(rex), Body::None).await);
     expect!(spec, 404, "POST" "/api/agent-api/conversations/{id}/typing",
         call(&gw, Method::POST, &api("/conversations/nope/typing"), Some(rex), Body::None).await);
+
+    // `usage` on a send, shown on REST; the BayChat CLI's shapes.
+    let costed = expect!(spec, 201, "POST" "/api/agent-api/conversations/{id}/messages",
+        call(&gw, Method::POST, &api("/conversations/g/messages"), Some(rex),
+            Body::Json(json!({"content": "done", "usage": {"model": "m", "inputTokens": 9}}))).await);
+    assert_eq!(costed["usage"], json!({"model": "m", "inputTokens": 9}));
+    expect!(spec, 200, "GET" "/api/agent-api/conversations/{id}/messages",
+        call(&gw, Method::GET, &api("/conversations/g/messages"), Some(ana), Body::None).await);
+    expect!(spec, 400, "POST" "/api/agent-api/conversations/{id}/messages",
+        call(&gw, Method::POST, &api("/conversations/g/messages"), Some(rex),
+            Body::Json(json!({"content": "x", "usage": {"inputTokens": -1}}))).await);
+    let created = expect!(spec, 201, "POST" "/api/agent-api/polls",
+        call(&gw, Method::POST, &api("/polls"), Some(rex),
+            Body::Json(json!({"conversationId": "g", "question": "Q?", "options": ["A", "B"]}))).await);
+    let poll = created["pollId"].as_str().unwrap().to_owned();
+    expect!(spec, 200, "GET" "/api/agent-api/polls/{id}",
+        call(&gw, Method::GET, &api(&format!("/polls/{poll}")), Some(ana), Body::None).await);
+    expect!(spec, 200, "POST" "/api/agent-api/polls/{id}/vote",
+        call(&gw, Method::POST, &api(&format!("/polls/{poll}/vote")), Some(ana),
+            Body::Json(json!({"optionIndexes": [1]}))).await);
+    let mid = created["id"].as_str().unwrap().to_owned();
+    expect!(spec, 200, "PUT" "/api/agent-api/conversations/{id}/messages/{mid}/reaction",
+        call(&gw, Method::PUT, &api(&format!("/conversations/g/messages/{mid}/reaction")), Some(ana),
+            Body::Json(json!({"emoji": "👍"}))).await);
+    expect!(spec, 400, "PUT" "/api/agent-api/conversations/{id}/messages/{mid}/reaction",
+        call(&gw, Method::PUT, &api(&format!("/conversations/g/messages/{mid}/reaction")), Some(ana),
+            Body::Json(json!({"emoji": "no"}))).await);
 
     let got = expect!(spec, 200, "GET" "/api/agent-api/updates",
         call(&gw, Method::GET, &api(&format!("/updates?wait=5&cursor={cursor}")),

@@ -128,7 +128,7 @@ async fn the_demo_bootstrap_loads_and_prints_its_fixed_tokens() {
     assert_eq!((s, me["kind"].as_str()), (200, Some("user")));
 
     let (_, list) = gw.get(rex, "/conversations").await;
-    let mut ids: Vec<&str> = list["conversations"]
+    let mut ids: Vec<&str> = list
         .as_array()
         .unwrap()
         .iter()

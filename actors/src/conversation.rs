@@ -42,6 +42,7 @@ use switchboard_protocol::model::MessageState;
 use switchboard_protocol::model::{ParticipantKind, Role, RosterMember};
 use switchboard_protocol::poll::PollState;
 use switchboard_protocol::routing::{route_with_names, NameIndex, RouteInput, Routing};
+use switchboard_protocol::usage::Usage;
 
 /// Attempts of a post whose routing went stale before giving up as contended.
 const STALE_ATTEMPTS: usize = 8;
@@ -170,6 +171,9 @@ pub struct Post {
     /// A new poll (protocol v1.12): the message becomes its `card.poll`
     /// message, and `content` should be the poll's plain-text fallback.
     pub poll: Option<PollState>,
+    /// The sender's validated `usage` (token counts, model), stored with
+    /// the message as sent.
+    pub usage: Option<Usage>,
     /// The send's idempotency key, if the client gave one.
     pub idempotency: Option<Idempotency>,
     /// Open a draft (`"stream": true`): stored with state `streaming` and
@@ -428,6 +432,7 @@ fn compose(
     );
     message.card = msg.card.clone();
     message.poll = msg.poll.clone();
+    message.usage = msg.usage.clone();
     if msg.stream {
         message.state = MessageState::Streaming;
     }

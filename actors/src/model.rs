@@ -166,6 +166,11 @@ pub struct StoredMessage {
     /// `cancelled` or `failed`.
     #[serde(default, skip_serializing_if = "MessageState::is_complete")]
     pub state: MessageState,
+    /// What producing the message cost, as its sender reported it
+    /// (protocol §11 `usage`: token counts and `model`); `None` when not
+    /// sent, and removed with the content when the message is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<switchboard_protocol::usage::Usage>,
 }
 
 /// One emoji's reactions on a message: who reacted, in order.
@@ -206,6 +211,7 @@ impl StoredMessage {
             card: None,
             poll: None,
             state: MessageState::Complete,
+            usage: None,
         }
     }
 
@@ -234,6 +240,7 @@ impl StoredMessage {
         self.reactions.clear();
         self.card = None;
         self.poll = None;
+        self.usage = None;
     }
 
     /// The wire `metadata`: the sender's object, with `type` set to the

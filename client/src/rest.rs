@@ -92,7 +92,8 @@ impl Client {
         .await
     }
 
-    /// `GET /conversations`: `{conversations: [{id, type, title, role, …}]}`.
+    /// `GET /conversations`: a bare array `[{id, type, title, role,
+    /// unreadCount, lastReadMessageId}]`.
     ///
     /// # Errors
     /// As [`Client::me`].

@@ -130,7 +130,7 @@ fn me_and_conversations_print_json() {
     let me = json_out(cli(Some(REX)).arg("me"));
     assert_eq!(me["id"], "rex");
     let list = json_out(cli(Some(REX)).arg("conversations"));
-    let ids: Vec<&str> = list["conversations"]
+    let ids: Vec<&str> = list
         .as_array()
         .unwrap()
         .iter()

@@ -57,6 +57,7 @@ pub struct ApiDoc;
     crate::api::messages::edit::edit_message,
     crate::api::messages::edit::delete_message,
     crate::api::messages::reactions::add_reaction,
+    crate::api::messages::reactions::put_reaction,
     crate::api::messages::reactions::remove_reaction,
     crate::api::messages::read::mark_read,
     crate::api::messages::wait::wait_for_message,

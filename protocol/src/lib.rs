@@ -12,7 +12,9 @@
 //! - [`context`]: the context envelope; [`card`] and [`poll`]: card
 //!   payloads and polls (validation, tallies);
 //! - [`routing`]: the pure rules that decide `shouldRespond` (mentions,
-//!   plain names, reply policies, the router).
+//!   plain names, reply policies, the router);
+//! - [`usage`]: the `usage` a sender reports on a message (token counts,
+//!   model) and its validation.
 //!
 //! It must not know about actors, HTTP servers, async runtimes or storage:
 //! everything here is plain data and pure functions, so it can be tested
@@ -31,6 +33,7 @@ pub mod model;
 pub mod poll;
 pub mod presence;
 pub mod routing;
+pub mod usage;
 
 /// Protocol version advertised by `GET /api/agent-api/me` (protocol §2,
 /// `protocolVersion`, a `"major.minor"` string).

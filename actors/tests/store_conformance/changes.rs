@@ -391,6 +391,12 @@ async fn cards_polls_and_reactions_round_trip_through_changes(store: Arc<dyn Sto
             "notes": "line 1\nline 2 \\ backslash",
         }),
     });
+    // The sender's `usage` rides along through every change below.
+    carded.message.usage = switchboard_protocol::usage::validate_usage(&json!({
+        "model": "m \"__sb_hole_1__\"",
+        "inputTokens": 812,
+    }))
+    .unwrap();
     let carded_in = carded.message.clone();
     let carded = store
         .append(&bay.id, carded, rex.kind)

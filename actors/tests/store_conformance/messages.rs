@@ -293,6 +293,13 @@ async fn message_json_round_trips_exactly(store: Arc<dyn Store>) {
         "nested": {"list": [1, "two", null, true]},
     }));
     m.message.routing.mentions = vec![ParticipantId("p_x".into())];
+    // The sender's `usage`, with the largest count a client may send.
+    m.message.usage = switchboard_protocol::usage::validate_usage(&json!({
+        "model": "model \" ✓",
+        "inputTokens": switchboard_protocol::usage::MAX_USAGE_COUNT,
+        "outputTokens": 0,
+    }))
+    .unwrap();
     let appended = store.append(&bay.id, m.clone(), u.kind).await.unwrap();
     let mut expected = m.message.clone();
     expected.created_at = appended.message.created_at;

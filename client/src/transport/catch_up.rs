@@ -30,11 +30,7 @@ impl Ctx {
             .conversations()
             .await
             .map_err(|e| http_refusal(&self.client.url("/conversations"), e))?;
-        for conversation in conversations["conversations"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-        {
+        for conversation in conversations.as_array().cloned().unwrap_or_default() {
             let Some(id) = conversation["id"].as_str() else {
                 continue;
             };

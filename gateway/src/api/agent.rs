@@ -68,15 +68,17 @@ async fn me_route(state: web::Data<AppState>, caller: Caller) -> Result<HttpResp
     }))
 }
 
-/// `GET /conversations` → `{ conversations: [{ id, type, title, role,
-/// unreadCount, lastReadMessageId }] }`.
+/// `GET /conversations` → `[{ id, type, title, role, unreadCount,
+/// lastReadMessageId }]`: a bare array, because the shipped BayChat CLI
+/// (0.6.0 `handleListConversations`) reads `.length` and `.map` on the
+/// answer itself.
 #[utoipa::path(
     operation_id = "listConversations",
     tag = "agent",
     summary = "Conversations the caller is a member of",
-    description = "Every conversation of the caller's Bay that the caller is a member of, with the caller's role in it.",
+    description = "Every conversation of the caller's Bay that the caller is a member of, with the caller's role in it and read state. The answer is a bare JSON array (what shipped BayChat clients read).",
     responses(
-        (status = 200, description = "The caller's conversations", body = crate::openapi::schemas::ConversationList),
+        (status = 200, description = "The caller's conversations", body = Vec<crate::openapi::schemas::ConversationSummary>),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED: the agent request budget (60/min by default) is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 500, description = "INTERNAL", body = ErrorBody),
@@ -114,7 +116,7 @@ async fn conversations(
             })
         })
         .collect();
-    Ok(HttpResponse::Ok().json(json!({ "conversations": items })))
+    Ok(HttpResponse::Ok().json(items))
 }
 
 /// Loads a conversation the caller is a member of. Unknown ids, other Bays'

@@ -5,7 +5,7 @@
 //! A poll in a conversation the caller is not in answers `POLL_NOT_FOUND`,
 //! exactly like a poll that does not exist.
 
-use super::messages::send::{post_and_answer, Send};
+use super::messages::send::{created, post, Send};
 use crate::api::body::Object;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -56,29 +56,56 @@ pub(crate) struct VoteBody {
 }
 
 /// Answer of the poll routes: the poll as the caller sees it.
+///
+/// `pollId`, `question` and `options` repeat the card's fields at the top
+/// level because the shipped BayChat CLI (0.23.1 `handleVoteInPoll`) reads
+/// the labels as `view.options[i]` beside the tally in `view.poll`.
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PollAnswer {
+    /// The poll's id (`cardPayload.pollId`).
+    poll_id: String,
     /// The poll's conversation.
     conversation_id: ConversationId,
     /// Its `card.poll` message.
     message_id: MessageId,
+    /// The question, as the room reads it.
+    question: String,
+    /// The answers' labels in card order: `options[i]` is answer `i` of
+    /// `optionIndexes` and of `poll.options[].index` (counted from zero).
+    options: Vec<String>,
     /// `{pollId, question, options, askedBy, allowMultiple}`.
     #[schema(value_type = Object)]
     card_payload: serde_json::Value,
-    /// The tally, with the caller's `mine` and `canVote`.
+    /// The tally, with the caller's `mine` and `canVote` (protocol v1.12).
     poll: PollView,
 }
 
 impl PollAnswer {
     fn of(message: &StoredMessage, poll: &PollState, caller: &Caller) -> Self {
         PollAnswer {
+            poll_id: poll.id.clone(),
             conversation_id: message.conversation_id.clone(),
             message_id: message.id.clone(),
+            question: poll.question.clone(),
+            options: poll.options.clone(),
             card_payload: poll.card_payload(),
             poll: poll.view(&caller.principal.participant.id, true),
         }
     }
+}
+
+/// Answer of `POST /polls`: the `card.poll` message, and `pollId` beside
+/// it, because the shipped BayChat CLI (0.23.1 `handleCreatePoll`) reads
+/// `result.pollId` off the answer.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PollCreated {
+    /// The new poll's id, for `/polls/{id}` (also `cardPayload.pollId`).
+    poll_id: String,
+    /// The poll's message, in the `GET …/messages` shape.
+    #[serde(flatten)]
+    message: super::views::RestMessage,
 }
 
 fn poll_not_found() -> ApiError {
@@ -99,7 +126,7 @@ fn poll_not_found() -> ApiError {
     ),
     request_body = CreatePoll,
     responses(
-        (status = 201, description = "The poll's message", body = super::views::RestMessage),
+        (status = 201, description = "The poll's message, with `pollId` beside its fields", body = PollCreated),
         (status = 400, description = "INVALID_JSON, INVALID_IDEMPOTENCY_KEY, or INVALID_POLL (fewer than two answers, more than ten, two the same word, blank or too long)", body = ErrorBody),
         (status = 409, description = "IDEMPOTENCY_KEY_REUSED", body = ErrorBody),
         (status = 410, description = "MESSAGE_DELETED: the key's poll was deleted since", body = ErrorBody),
@@ -134,6 +161,7 @@ async fn create_poll(
         body.allow_multiple,
         caller.principal.participant.id.clone(),
     );
+    let poll_id = poll.id.clone();
     let send = Send {
         conversation: ConversationId(body.conversation_id),
         content: poll.fallback_content(),
@@ -141,10 +169,23 @@ async fn create_poll(
         metadata: None,
         card: None,
         poll: Some(poll),
+        usage: None,
         key,
         stream: false,
     };
-    post_and_answer(&state, &caller, send).await
+    let posted = post(&state, &caller, send).await?;
+    // A retry answers the first poll, whose id is on its card.
+    let poll_id = posted
+        .message
+        .card_payload
+        .as_ref()
+        .and_then(|c| c["pollId"].as_str())
+        .map_or(poll_id, str::to_owned);
+    let body = PollCreated {
+        poll_id,
+        message: posted.message,
+    };
+    Ok(created(posted.replayed, &body))
 }
 
 /// The poll `id` of the caller's Bay: its message, if the caller is a

@@ -131,6 +131,11 @@ pub struct RestMessage {
     /// Bumped by every change after the send (edit, delete, reaction, vote,
     /// a draft's flush of appends).
     pub version: u64,
+    /// The sender's `usage` as sent (protocol §11: `model` and token
+    /// counts under the sender's names), else `null`; kept off events
+    /// like `cardPayload`.
+    #[schema(required = true, value_type = Option<Object>)]
+    pub usage: Option<switchboard_protocol::usage::Usage>,
 }
 
 /// One emoji's reactions on a message, as `reader` sees them.
@@ -165,6 +170,7 @@ impl RestMessage {
             poll: message.poll.as_ref().map(|p| p.view(reader, true)),
             state: message.state,
             version: message.version,
+            usage: message.usage.clone(),
         }
     }
 }

@@ -77,14 +77,8 @@ pub enum MeStatus {
     Active,
 }
 
-/// `GET /conversations`.
-#[derive(Serialize, ToSchema)]
-pub struct ConversationList {
-    /// Every conversation the caller is a member of, in no promised order.
-    pub conversations: Vec<ConversationSummary>,
-}
-
-/// One conversation of the caller, with the caller's role in it.
+/// One element of `GET /conversations` (a bare array, in no promised
+/// order): a conversation of the caller, with the caller's role in it.
 #[derive(Serialize, ToSchema)]
 pub struct ConversationSummary {
     /// Conversation id, for `/conversations/{id}/…`.

@@ -3,7 +3,8 @@
 //! - [`send`]: `POST …/messages`, its validation and idempotent retries
 //!   (also the path polls are posted through);
 //! - [`edit`]: `PATCH` and `DELETE …/messages/{mid}`;
-//! - [`reactions`]: `POST …/reactions`, `DELETE …/reactions/{emoji}`;
+//! - [`reactions`]: `POST …/reactions` (alias `PUT …/reaction`),
+//!   `DELETE …/reactions/{emoji}`;
 //! - [`read`]: `POST …/read`, the read marker;
 //! - [`wait`]: `GET …/messages/wait`, held until someone else writes.
 //!
@@ -35,6 +36,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(edit::edit_message)
         .service(edit::delete_message)
         .service(reactions::add_reaction)
+        .service(reactions::put_reaction)
         .service(reactions::remove_reaction)
         .service(read::mark_read);
 }

@@ -1,5 +1,5 @@
-//! Reactions: `POST …/messages/{mid}/reactions` and
-//! `DELETE …/reactions/{emoji}`, one per (member, emoji), emoji compared
+//! Reactions: `POST …/messages/{mid}/reactions` (and its alias `PUT
+//! …/messages/{mid}/reaction`) and `DELETE …/reactions/{emoji}`, one per (member, emoji), emoji compared
 //! in their fully-qualified form. An agent's 👀 also starts its typing
 //! indicator (protocol v1.10).
 
@@ -9,7 +9,7 @@ use crate::api::views::{reactions_for, ReactionView};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use actix_web::{delete, post, web, HttpResponse};
+use actix_web::{delete, post, put, web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use switchboard_actors::conversation::{Action, AmendOutcome, Typing, TypingOutcome};
 use switchboard_actors::feed::ActivityKind;
@@ -90,19 +90,57 @@ pub(super) async fn add_reaction(
     path: web::Path<(String, String)>,
     body: Object<ReactionBody>,
 ) -> Result<HttpResponse, ApiError> {
+    react(&state, &caller, path.into_inner(), &body.emoji).await
+}
+
+/// `PUT /conversations/{id}/messages/{mid}/reaction` `{emoji}`: the same
+/// as `POST …/reactions`, under the path the shipped BayChat CLI calls
+/// (0.23.1 `react_to_message`). PUT fits: reacting twice holds one
+/// reaction, so a retry changes nothing.
+#[utoipa::path(
+    operation_id = "putReaction",
+    tag = "agent",
+    summary = "React to a message (the BayChat CLI's path)",
+    description = "An alias of `POST …/reactions` with the same body, answer, events and refusals: one reaction per (member, emoji), the same emoji again changes nothing. An agent's 👀 also starts its typing indicator (protocol v1.10).",
+    params(
+        ("id" = String, Path, description = "Conversation id"),
+        ("mid" = String, Path, description = "Message id"),
+    ),
+    request_body = ReactionBody,
+    responses(
+        (status = 200, description = "The message's reactions after the change", body = Reactions),
+        (status = 400, description = "INVALID_JSON or INVALID_REACTION (not exactly one emoji)", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: unknown conversation or message, or not a member", body = ErrorBody),
+        (status = 410, description = "MESSAGE_DELETED", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+    security(("agent_token" = [])),
+)]
+#[put("/conversations/{id}/messages/{mid}/reaction")]
+pub(super) async fn put_reaction(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    body: Object<ReactionBody>,
+) -> Result<HttpResponse, ApiError> {
+    react(&state, &caller, path.into_inner(), &body.emoji).await
+}
+
+/// Adds the caller's `emoji` to message `mid` of conversation `id`, and
+/// for an agent's 👀 starts its typing indicator.
+async fn react(
+    state: &AppState,
+    caller: &Caller,
+    (id, mid): (String, String),
+    emoji: &str,
+) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
-    let (id, mid) = path.into_inner();
-    let emoji = checked_emoji(&body.emoji)?;
+    let emoji = checked_emoji(emoji)?;
     let id = ConversationId(id);
     let pickup = emoji == PICKUP_EMOJI;
-    let outcome = amend(
-        &state,
-        &caller,
-        &id,
-        MessageId(mid),
-        Action::React { emoji },
-    )
-    .await?;
+    let outcome = amend(state, caller, &id, MessageId(mid), Action::React { emoji }).await?;
     let me = &caller.principal.participant;
     if pickup && me.kind == ParticipantKind::Agent {
         let started = state

@@ -1,6 +1,6 @@
 //! `POST /conversations/{id}/messages`: the checks of a send (content,
 //! card, metadata, attachments), its idempotency key and fingerprint, and
-//! `post_and_answer`, which polls post through too.
+//! `post` / `post_and_answer`, which polls post through too.
 
 use crate::api::body::Object;
 use crate::api::views::RestMessage;
@@ -18,6 +18,7 @@ use switchboard_protocol::card::{validate_card, Card};
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{ConversationId, MessageId};
 use switchboard_protocol::poll::PollState;
+use switchboard_protocol::usage::{validate_usage, Usage};
 use utoipa::ToSchema;
 
 /// Longest idempotency key accepted, in characters.
@@ -54,6 +55,13 @@ pub(crate) struct SendBody {
     /// `…/complete` (docs/websocket.md, "Streaming replies"). `content` is
     /// then optional (the text to start with) and routing runs at completion.
     stream: Option<bool>,
+    /// What producing the message cost (protocol §11 `usage`): `model` (a
+    /// string) and token counts (non-negative integers) under the sender's
+    /// own names, e.g. `{"model": "deepseek-chat", "inputTokens": 812,
+    /// "outputTokens": 64}`; at most 16 fields. Stored with the message
+    /// and shown on REST. A bad shape is 400 INVALID_REQUEST naming the field.
+    #[schema(value_type = Option<Object>)]
+    usage: Option<serde_json::Value>,
     #[schema(ignore)]
     attachments: Option<serde_json::Value>,
     #[schema(ignore)]
@@ -183,6 +191,7 @@ struct Fingerprint<'a> {
     card: &'a Option<Card>,
     poll: Option<(&'a str, &'a [String], bool)>,
     stream: bool,
+    usage: &'a Option<Usage>,
 }
 
 /// A validated send, ready for the conversation actor.
@@ -193,6 +202,8 @@ pub(crate) struct Send {
     pub metadata: Option<serde_json::Value>,
     pub card: Option<Card>,
     pub poll: Option<PollState>,
+    /// The validated `usage`, if sent.
+    pub usage: Option<Usage>,
     pub key: Option<String>,
     /// Open a draft (`"stream": true`).
     pub stream: bool,
@@ -207,6 +218,33 @@ pub(crate) async fn post_and_answer(
     caller: &Caller,
     send: Send,
 ) -> Result<HttpResponse, ApiError> {
+    let posted = post(state, caller, send).await?;
+    Ok(created(posted.replayed, &posted.message))
+}
+
+/// A send the conversation accepted: the message in the REST shape, and
+/// whether it is the first answer of an idempotent retry.
+pub(crate) struct Posted {
+    pub message: RestMessage,
+    pub replayed: bool,
+}
+
+/// 201 with `body`, marked `Idempotent-Replayed: true` for a retry.
+pub(crate) fn created(replayed: bool, body: &impl Serialize) -> HttpResponse {
+    let mut answer = HttpResponse::Created();
+    if replayed {
+        answer.insert_header(("Idempotent-Replayed", "true"));
+    }
+    answer.json(body)
+}
+
+/// Posts `send` for `caller`: the refusals of [`post_and_answer`], else
+/// the stored (or, for a retry, the first) message.
+pub(crate) async fn post(
+    state: &AppState,
+    caller: &Caller,
+    send: Send,
+) -> Result<Posted, ApiError> {
     let sender = &caller.principal.participant;
     let idempotency = send.key.as_deref().map(|key| Idempotency {
         key: digest(&[sender.id.as_str().as_bytes(), key.as_bytes()]),
@@ -221,6 +259,7 @@ pub(crate) async fn post_and_answer(
                 .as_ref()
                 .map(|p| (p.question.as_str(), p.options.as_slice(), p.allow_multiple)),
             stream: send.stream,
+            usage: &send.usage,
         })
         .unwrap_or_default()
         .as_bytes()]),
@@ -235,6 +274,7 @@ pub(crate) async fn post_and_answer(
             metadata: send.metadata,
             card: send.card,
             poll: send.poll,
+            usage: send.usage,
             idempotency,
             stream: send.stream,
         })
@@ -249,15 +289,19 @@ pub(crate) async fn post_and_answer(
                 sender.id.clone(),
                 ActivityKind::Sent,
             );
-            Ok(HttpResponse::Created().json(answer(&message)))
+            Ok(Posted {
+                message: answer(&message),
+                replayed: false,
+            })
         }
         PostOutcome::Duplicate(first) if first.is_deleted() => Err(ApiError::new(
             ErrorCode::MessageDeleted,
             "the message this idempotency key created was deleted; it is not sent again",
         )),
-        PostOutcome::Duplicate(first) => Ok(HttpResponse::Created()
-            .insert_header(("Idempotent-Replayed", "true"))
-            .json(answer(&first))),
+        PostOutcome::Duplicate(first) => Ok(Posted {
+            message: answer(&first),
+            replayed: true,
+        }),
         PostOutcome::KeyReused => Err(ApiError::new(
             ErrorCode::IdempotencyKeyReused,
             "this idempotency key was used for a different request",
@@ -271,7 +315,7 @@ pub(crate) async fn post_and_answer(
 }
 
 /// `POST /conversations/{id}/messages` `{content, replyToMessageId?,
-/// metadata?, card?, clientId?}` → 201 with the stored message in the GET
+/// metadata?, card?, usage?, clientId?}` → 201 with the stored message in the GET
 /// shape. Non-participants get 404 (protocol §7: never confirm the id exists).
 #[utoipa::path(
     operation_id = "sendMessage",
@@ -285,7 +329,7 @@ pub(crate) async fn post_and_answer(
     request_body = SendBody,
     responses(
         (status = 201, description = "The stored message (or, for a retried idempotent send, the first one), in the GET shape", body = RestMessage),
-        (status = 400, description = "INVALID_JSON, INVALID_CONTENT (`content` not a string, empty, blank or too long), INVALID_REPLY_TARGET, INVALID_IDEMPOTENCY_KEY, CARD_WITH_ATTACHMENTS, CARD_TYPE_NOT_SENDABLE, INVALID_CARD_PAYLOAD (names the field) or INVALID_REQUEST (`metadata` not an object, attachments)", body = ErrorBody),
+        (status = 400, description = "INVALID_JSON, INVALID_CONTENT (`content` not a string, empty, blank or too long), INVALID_REPLY_TARGET, INVALID_IDEMPOTENCY_KEY, CARD_WITH_ATTACHMENTS, CARD_TYPE_NOT_SENDABLE, INVALID_CARD_PAYLOAD (names the field) or INVALID_REQUEST (`metadata` not an object, a bad `usage` (names the field), attachments)", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown conversation or not a member (never confirms the id exists)", body = ErrorBody),
         (status = 409, description = "IDEMPOTENCY_KEY_REUSED: the key was used with a different body", body = ErrorBody),
@@ -349,6 +393,12 @@ pub(super) async fn send_message(
             "attachments are not supported by this gateway",
         ));
     }
+    let usage = match &body.usage {
+        None => None,
+        Some(raw) => {
+            validate_usage(raw).map_err(|m| ApiError::new(ErrorCode::InvalidRequest, m))?
+        }
+    };
     let key = idempotency_key(&req, body.client_id)?;
     let send = Send {
         conversation: ConversationId(path.into_inner()),
@@ -360,6 +410,7 @@ pub(super) async fn send_message(
             .map(strip_server_fields),
         card,
         poll: None,
+        usage,
         key,
         stream,
     };

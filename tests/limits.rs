@@ -204,7 +204,65 @@ async fn a_stalled_client_over_the_queue_limit_frees_its_slot_before_the_write_t
     drop(stalled);
 }
 
+#[tokio::test]
+async fn a_small_event_behind_one_bigger_than_the_queue_limit_does_not_drop_the_reader() {
+    // The limit is smaller than one message: each big event fills the
+    // backlog alone.
+    let gw = Gateway::spawn_with(
+        Opts::default().env("SWITCHBOARD_LIMITS__MAX_OUTBOUND_QUEUE_BYTES", "4096"),
+    )
+    .await;
+    let w = World::create(&gw, "bigsmall").await;
+    let mut first = gw.ws_ready(&w.rex, None).await;
+    let (_, cursor) = first.read_batch().await;
+    first.close().await;
+    // A replay larger than the socket buffers (32,000 four-byte
+    // characters per message, about 5 MB): the session stays in its
+    // replay, holding what the feed sends meanwhile, until the client reads.
+    let huge = "\u{1F600}".repeat(32_000);
+    let mut posted = Vec::new();
+    for _ in 0..40 {
+        let (s, m) = gw.post_message(&w.ana, "dm", &huge).await;
+        assert_eq!(s, 201, "{m}");
+        posted.push(m["id"].as_str().unwrap().to_owned());
+    }
+    let mut ws = small_buffer_socket(&gw, &w.rex).await;
+    ws.hello(Some(&cursor)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A big live event, then a small one behind it, while the replay waits.
+    for content in ["x".repeat(30_000), "small".to_owned()] {
+        let (s, m) = gw.post_message(&w.ana, "dm", &content).await;
+        assert_eq!(s, 201, "{m}");
+        posted.push(m["id"].as_str().unwrap().to_owned());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The client reads now, and gets everything in order.
+    let mut seen = Vec::new();
+    while seen.len() < posted.len() {
+        match ws.next_within(Duration::from_secs(10)).await {
+            WsNext::Json(f) if f["t"] == "event" && f["event"]["type"] == "message" => {
+                seen.push(f["event"]["message"]["id"].as_str().unwrap().to_owned());
+            }
+            WsNext::Json(_) => {}
+            other => panic!("dropped after {} messages: {other:?}", seen.len()),
+        }
+    }
+    assert_eq!(seen, posted);
+    assert_eq!(
+        metric(&gw, "switchboard_slow_consumer_disconnects_total").await,
+        0.0
+    );
+}
+
 async fn small_buffer_ws(gw: &Gateway, token: &str) -> Ws {
+    let mut ws = small_buffer_socket(gw, token).await;
+    ws.hello(None).await;
+    assert_eq!(ws.next_json().await["t"], "ready");
+    ws
+}
+
+/// A WebSocket with an 8 KiB receive buffer, before its `hello`.
+async fn small_buffer_socket(gw: &Gateway, token: &str) -> Ws {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(8 * 1024).unwrap();
@@ -218,10 +276,7 @@ async fn small_buffer_ws(gw: &Gateway, token: &str) -> Ws {
         tokio_tungstenite::client_async(req, tokio_tungstenite::MaybeTlsStream::Plain(tcp))
             .await
             .unwrap();
-    let mut ws = Ws { stream };
-    ws.hello(None).await;
-    assert_eq!(ws.next_json().await["t"], "ready");
-    ws
+    Ws { stream }
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@
 use crate::drafts::DraftVersions;
 use crate::store::log::LogRecord;
 use actix::prelude::*;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use switchboard_protocol::cursor::{EntryId, Epoch, LogPosition};
 
@@ -131,10 +131,20 @@ impl SessionHandle {
 /// detaches the session ([`CloseReason::TooSlow`]) instead of queueing
 /// without bound, and the transport ends the connection. Nothing is lost:
 /// the client's last cursor still resumes.
+///
+/// The limit counts what waits *behind* the oldest delivery not yet
+/// handled, the one the session is working through. So one delivery larger
+/// than the limit never detaches a reader, nor does the small one that
+/// follows it while the big one is still being written; a reader is too
+/// slow only once more than the limit waits behind what it is handling.
+/// What a session can hold is therefore bounded by the limit plus its
+/// largest delivery.
 #[derive(Debug)]
 pub struct Backlog {
-    /// Invariant: the sum of `bytes` of every `Deliver` sent and not yet handled.
-    queued: AtomicUsize,
+    /// Invariant: `queue` holds the still-unhandled bytes of every
+    /// `Deliver` charged and not yet fully handled, oldest first, and
+    /// `queued` their sum.
+    inner: parking_lot::Mutex<Queue>,
     /// Bytes; `usize::MAX` for sessions that answer once (`/updates`).
     limit: usize,
     abandoned: AtomicBool,
@@ -142,11 +152,17 @@ pub struct Backlog {
     on_abandon: tokio::sync::Notify,
 }
 
+#[derive(Debug, Default)]
+struct Queue {
+    queued: usize,
+    deliveries: std::collections::VecDeque<usize>,
+}
+
 impl Backlog {
     /// A backlog that abandons the session past `limit` bytes.
     pub fn bounded(limit: usize) -> Arc<Self> {
         Arc::new(Backlog {
-            queued: AtomicUsize::new(0),
+            inner: parking_lot::Mutex::new(Queue::default()),
             limit,
             abandoned: AtomicBool::new(false),
             on_abandon: tokio::sync::Notify::new(),
@@ -158,27 +174,48 @@ impl Backlog {
         Self::bounded(usize::MAX)
     }
 
-    /// Charges `bytes`. Returns false (and marks the session abandoned) when
-    /// the backlog would pass the limit. A delivery to an empty backlog
-    /// always fits, however large: a session is abandoned for falling
-    /// behind, never for one message bigger than the limit.
+    /// Charges one delivery of `bytes`. Returns false (and marks the
+    /// session abandoned) when more than the limit would wait behind the
+    /// oldest unhandled delivery (see the type's docs).
     pub fn charge(&self, bytes: usize) -> bool {
-        let before = self.queued.fetch_add(bytes, Ordering::AcqRel);
-        if before > 0 && before.saturating_add(bytes) > self.limit {
+        let mut q = self.inner.lock();
+        let front = q.deliveries.front().copied().unwrap_or(0);
+        let behind = (q.queued - front).saturating_add(bytes);
+        if !q.deliveries.is_empty() && behind > self.limit {
+            drop(q);
             self.abandoned.store(true, Ordering::Release);
             self.on_abandon.notify_waiters();
             return false;
         }
+        q.queued = q.queued.saturating_add(bytes);
+        q.deliveries.push_back(bytes);
         true
     }
 
-    /// Gives back what a handled `Deliver` was charged.
+    /// Gives back `bytes` of what was charged, oldest delivery first (a
+    /// delivery may be credited in parts).
     pub fn handled(&self, bytes: usize) {
-        let _ = self
-            .queued
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
-                Some(q.saturating_sub(bytes))
-            });
+        let mut q = self.inner.lock();
+        let mut left = bytes.min(q.queued);
+        q.queued -= left;
+        while left > 0 {
+            let Some(front) = q.deliveries.front_mut() else {
+                break;
+            };
+            if *front > left {
+                *front -= left;
+                break;
+            }
+            left -= *front;
+            q.deliveries.pop_front();
+        }
+        // Zero-byte deliveries at the front are done too.
+        while q.deliveries.front() == Some(&0) {
+            q.deliveries.pop_front();
+        }
+        if q.queued == 0 {
+            q.deliveries.clear();
+        }
     }
 
     /// Whether the feed gave up on this session.
@@ -203,7 +240,7 @@ impl Backlog {
 
     /// Bytes currently charged.
     pub fn queued(&self) -> usize {
-        self.queued.load(Ordering::Acquire)
+        self.inner.lock().queued
     }
 }
 
@@ -223,8 +260,9 @@ mod backlog_tests {
         assert!(b.charge(600));
         b.handled(600);
         assert!(b.charge(900));
+        assert!(b.charge(900), "900 bytes wait behind the one being handled");
         assert!(!b.is_abandoned());
-        assert!(!b.charge(200), "1100 bytes pending is past the limit");
+        assert!(!b.charge(200), "1100 bytes behind it is past the limit");
         assert!(b.is_abandoned());
         b.handled(5000);
         assert_eq!(b.queued(), 0);
@@ -240,6 +278,7 @@ mod backlog_tests {
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
         assert!(b.charge(10));
+        assert!(b.charge(10));
         assert!(!b.charge(1));
         tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
             .await
@@ -252,8 +291,23 @@ mod backlog_tests {
     fn one_delivery_larger_than_the_limit_fits_an_empty_backlog() {
         let b = Backlog::bounded(1000);
         assert!(b.charge(5000), "nothing was queued before it");
-        assert!(!b.charge(1), "but nothing fits behind it");
+        assert!(b.charge(100), "a small one behind it still fits");
+        assert!(!b.is_abandoned());
+        assert!(!b.charge(901), "but no more than the limit waits behind it");
         assert!(b.is_abandoned());
+    }
+
+    #[test]
+    fn credits_in_parts_retire_deliveries_oldest_first() {
+        let b = Backlog::bounded(1000);
+        assert!(b.charge(5000));
+        assert!(b.charge(800));
+        b.handled(3000);
+        b.handled(2000);
+        // The big one is handled; the 800 is now the one being handled.
+        assert!(b.charge(1000));
+        assert!(!b.charge(1), "1001 bytes wait behind the 800");
+        assert_eq!(b.queued(), 1800);
     }
 }
 

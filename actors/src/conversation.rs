@@ -36,7 +36,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_protocol::card::Card;
-use switchboard_protocol::event::{ReplyToView, SenderView, REPLY_PREVIEW_CHARS};
+use switchboard_protocol::event::{ConversationRef, ReplyToView, SenderView, REPLY_PREVIEW_CHARS};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 use switchboard_protocol::model::MessageState;
 use switchboard_protocol::model::{ParticipantKind, Role, RosterMember};
@@ -483,6 +483,16 @@ pub enum TypingOutcome {
     Started {
         /// How long the indicator lasts (`timing.typing_ttl`, 5 s by default).
         ttl: Duration,
+        /// Whether the room should be told (`typing.started`): the
+        /// participant had no live indicator here, or it had less than half
+        /// its TTL left. A client renewing every second is announced about
+        /// once per half TTL, not once per call.
+        announce: bool,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+        /// How many members it has (rooms above
+        /// `limits.presence_max_members` are not told).
+        members: usize,
     },
     /// No such conversation or not a member (404, protocol §11).
     NotFound,
@@ -497,23 +507,32 @@ impl Handler<Typing> for ConversationActor {
         let participant = msg.participant.clone();
         Box::pin(
             async move {
-                let member = store
+                let room = store
                     .conversation(&bay, &id)
                     .await?
-                    .is_some_and(|c| c.member(&participant).is_some());
-                Ok(member)
+                    .filter(|c| c.member(&participant).is_some())
+                    .map(|c| (c.reference(), c.members.len()));
+                Ok(room)
             }
             .into_actor(self)
-            .map(move |res: Result<bool, StoreError>, act, _| {
-                if !res? {
-                    return Ok(TypingOutcome::NotFound);
-                }
-                act.typing
-                    .insert(msg.participant, Instant::now() + act.typing_ttl);
-                Ok(TypingOutcome::Started {
-                    ttl: act.typing_ttl,
-                })
-            }),
+            .map(
+                move |res: Result<Option<(ConversationRef, usize)>, StoreError>, act, _| {
+                    let Some((conversation, members)) = res? else {
+                        return Ok(TypingOutcome::NotFound);
+                    };
+                    let now = Instant::now();
+                    let announce = act.typing.get(&msg.participant).is_none_or(|until| {
+                        until.saturating_duration_since(now) < act.typing_ttl / 2
+                    });
+                    act.typing.insert(msg.participant, now + act.typing_ttl);
+                    Ok(TypingOutcome::Started {
+                        ttl: act.typing_ttl,
+                        announce,
+                        conversation,
+                        members,
+                    })
+                },
+            ),
         )
     }
 }

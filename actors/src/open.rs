@@ -610,6 +610,10 @@ pub fn project(
                 None
             }
         }
+        // Addressed to the summarizer alone, member or not.
+        LogEvent::SummaryRequested { summarizer, .. } => {
+            (summarizer == participant).then(|| record.event_for(participant))?
+        }
         LogEvent::Message { conversation, .. } | LogEvent::Change { conversation, .. } => {
             if conversations.contains(&conversation.id) {
                 record.event_for(participant)

@@ -121,6 +121,8 @@ mod log;
 mod messages;
 #[path = "store_conformance/presence.rs"]
 mod presence;
+#[path = "store_conformance/summaries.rs"]
+mod summaries;
 #[path = "store_conformance/webhooks.rs"]
 mod webhooks;
 

@@ -168,6 +168,14 @@ pub struct Limits {
     /// deliveries while it connects, so larger rooms carry none (their
     /// members still see `presence` in `GET /agents`).
     pub presence_max_members: usize,
+    /// `GET …/summary?refresh=1` calls allowed per conversation within
+    /// [`Limits::summary_refresh_window`], counted across nodes; more answer
+    /// 429 `SUMMARY_REFRESH_LIMITED` with Retry-After (BayChat CLI 0.6.0
+    /// tells its users "3 per 5 minutes").
+    pub summary_refresh_max: u32,
+    /// The sliding window of [`Limits::summary_refresh_max`].
+    #[serde(with = "humantime_serde")]
+    pub summary_refresh_window: Duration,
 }
 
 /// Timeouts and intervals. Every duration is non-zero unless it says otherwise.

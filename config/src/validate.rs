@@ -106,7 +106,15 @@ fn check_limits(limits: &Limits) -> Result<(), ConfigError> {
         "limits.max_outbound_queue_bytes",
         limits.max_outbound_queue_bytes,
     )?;
-    at_least_one("limits.presence_max_members", limits.presence_max_members)
+    at_least_one("limits.presence_max_members", limits.presence_max_members)?;
+    at_least_one(
+        "limits.summary_refresh_max",
+        limits.summary_refresh_max as usize,
+    )?;
+    non_zero(
+        "limits.summary_refresh_window",
+        limits.summary_refresh_window,
+    )
 }
 
 /// The `[timing]` section: the `/updates` wait clamp (see

@@ -44,6 +44,8 @@ fn defaults_equal_the_protocol_values() {
             max_connections: 100_000,
             max_outbound_queue_bytes: 1_048_576,
             presence_max_members: 100,
+            summary_refresh_max: 3, // BayChat CLI 0.6.0: "3 per 5 minutes"
+            summary_refresh_window: secs(5 * 60),
         },
         timing: Timing {
             updates_wait_default: secs(25), // protocol §11: absent wait → 25

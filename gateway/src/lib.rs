@@ -402,6 +402,8 @@ fn app(
                 .configure(api::drafts::routes)
                 .configure(api::webhook::routes)
                 .configure(api::polls::routes)
+                .configure(api::summary::routes)
+                .configure(api::typing::routes)
                 .configure(realtime::updates::routes)
                 .configure(realtime::ws::routes)
                 .configure(realtime::sse::routes),

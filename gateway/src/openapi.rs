@@ -68,7 +68,9 @@ pub struct ApiDoc;
     crate::api::polls::get_poll,
     crate::api::polls::vote,
     crate::api::polls::close_poll,
-    crate::api::agent::typing,
+    crate::api::typing::typing,
+    crate::api::summary::get_summary,
+    crate::api::summary::put_summary,
     crate::api::webhook::set_webhook,
     crate::api::webhook::remove_webhook,
     crate::realtime::updates::updates,
@@ -94,6 +96,9 @@ struct AgentApi;
     crate::api::admin::patch_conversation,
     crate::api::admin::set_webhook,
     crate::api::admin::remove_webhook,
+    crate::api::summarizer::get_summarizer,
+    crate::api::summarizer::set_summarizer,
+    crate::api::summarizer::clear_summarizer,
 ))]
 struct AdminApi;
 

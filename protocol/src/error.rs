@@ -48,6 +48,14 @@ pub enum ErrorCode {
     /// link-local, CGNAT, multicast, documentation or cloud-metadata address
     /// (protocol §11, `POST /webhook`; SSRF defence).
     WebhookDestinationForbidden,
+    /// 400: a summary's `throughMessageId` is not a message of the
+    /// conversation, or `throughCreatedAt` is not that message's time
+    /// (docs/summary.md).
+    InvalidSummaryBoundary,
+    /// 400: a summary item cites a source message id that is not a message
+    /// of the conversation, or one after the summary's boundary
+    /// (docs/summary.md).
+    InvalidSummarySource,
     /// 401: missing, unknown, rotated or revoked token (protocol §2).
     Unauthorized,
     /// 403: not a participant of that conversation (context / messages GET).
@@ -62,6 +70,9 @@ pub enum ErrorCode {
     /// 403: an operator suspended the caller's whole Bay; as
     /// [`ErrorCode::AccountSuspended`] for every participant of it.
     BaySuspended,
+    /// 403: only the Bay's designated summarizer agent may write a
+    /// conversation's summary (docs/summary.md).
+    NotSummarizer,
     /// 404: unknown route or object (and non-participant sends, protocol §7).
     NotFound,
     /// 404: no such poll, or not in a room the caller is in; the two are
@@ -85,6 +96,9 @@ pub enum ErrorCode {
     /// 409: the message is not an open draft (never streamed, or already
     /// completed, cancelled or failed).
     DraftClosed,
+    /// 409: a summary whose boundary lies before the stored summary's:
+    /// the stored one covers more and stays (docs/summary.md).
+    SummaryStale,
     /// 410: the message was deleted (an edit of it, or a retried send whose
     /// message has since been deleted: it is never recreated).
     MessageDeleted,
@@ -96,6 +110,10 @@ pub enum ErrorCode {
     UpdatesRateLimited,
     /// 429: the 60/min agent budget is spent.
     RateLimited,
+    /// 429: `?refresh=1` was asked too often for this conversation
+    /// (`limits.summary_refresh_max` per `limits.summary_refresh_window`,
+    /// 3 per 5 minutes by default; docs/summary.md).
+    SummaryRefreshLimited,
     /// 500.
     Internal,
     /// 503: the store cannot be reached; retry after `Retry-After`.
@@ -123,17 +141,19 @@ impl ErrorCode {
             | PollSingleChoice
             | InvalidOptionIndex
             | InvalidWebhookUrl
-            | WebhookDestinationForbidden => 400,
+            | WebhookDestinationForbidden
+            | InvalidSummaryBoundary
+            | InvalidSummarySource => 400,
             Unauthorized => 401,
-            NotParticipant | Forbidden | AccountSuspended | BaySuspended => 403,
+            NotParticipant | Forbidden | AccountSuspended | BaySuspended | NotSummarizer => 403,
             NotFound | PollNotFound => 404,
             MethodNotAllowed => 405,
             AlreadyExists | CursorExpired | IdempotencyKeyReused | PollClosed | AppendGap
-            | AppendConflict | DraftClosed => 409,
+            | AppendConflict | DraftClosed | SummaryStale => 409,
             MessageDeleted => 410,
             PayloadTooLarge => 413,
             UnsupportedMediaType => 415,
-            UpdatesRateLimited | RateLimited => 429,
+            UpdatesRateLimited | RateLimited | SummaryRefreshLimited => 429,
             Internal => 500,
             StoreUnavailable | Unavailable => 503,
         }
@@ -158,11 +178,14 @@ impl ErrorCode {
             InvalidOptionIndex => "INVALID_OPTION_INDEX",
             InvalidWebhookUrl => "INVALID_WEBHOOK_URL",
             WebhookDestinationForbidden => "WEBHOOK_DESTINATION_FORBIDDEN",
+            InvalidSummaryBoundary => "INVALID_SUMMARY_BOUNDARY",
+            InvalidSummarySource => "INVALID_SUMMARY_SOURCE",
             Unauthorized => "UNAUTHORIZED",
             NotParticipant => "NOT_PARTICIPANT",
             Forbidden => "FORBIDDEN",
             AccountSuspended => "ACCOUNT_SUSPENDED",
             BaySuspended => "BAY_SUSPENDED",
+            NotSummarizer => "NOT_SUMMARIZER",
             NotFound => "NOT_FOUND",
             PollNotFound => "POLL_NOT_FOUND",
             MethodNotAllowed => "METHOD_NOT_ALLOWED",
@@ -173,11 +196,13 @@ impl ErrorCode {
             AppendGap => "APPEND_GAP",
             AppendConflict => "APPEND_CONFLICT",
             DraftClosed => "DRAFT_CLOSED",
+            SummaryStale => "SUMMARY_STALE",
             MessageDeleted => "MESSAGE_DELETED",
             PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             UpdatesRateLimited => "UPDATES_RATE_LIMITED",
             RateLimited => "RATE_LIMITED",
+            SummaryRefreshLimited => "SUMMARY_REFRESH_LIMITED",
             Internal => "INTERNAL",
             StoreUnavailable => "STORE_UNAVAILABLE",
             Unavailable => "UNAVAILABLE",
@@ -376,7 +401,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 38, "{schema}");
+        assert_eq!(listed.len(), 43, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

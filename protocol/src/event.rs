@@ -218,6 +218,44 @@ pub enum Event {
         /// `{ id, type, title }` of the conversation.
         conversation: ConversationRef,
     },
+    /// `typing.started`: a member of the conversation is typing
+    /// (`POST …/typing`, or an agent's 👀). Never sent to the typer. There
+    /// is no stop event: the indicator ends at `expiresAt`, or earlier when
+    /// a message from the same participant arrives (docs/summary.md).
+    #[serde(rename = "typing.started", rename_all = "camelCase")]
+    TypingStarted {
+        /// The conversation typed in.
+        conversation_id: ConversationId,
+        /// Who is typing.
+        participant_id: ParticipantId,
+        /// When the indicator ends unless renewed, RFC 3339 UTC with
+        /// milliseconds (`timing.typing_ttl`, 5 s, after the call).
+        #[schema(format = DateTime)]
+        expires_at: String,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
+    /// `summary.requested`: sent only to the Bay's summarizer agent when a
+    /// member asked `GET …/summary?refresh=1`: write a fresh summary of the
+    /// conversation with `PUT …/summary` (docs/summary.md).
+    #[serde(rename = "summary.requested", rename_all = "camelCase")]
+    SummaryRequested {
+        /// The conversation to summarize.
+        conversation_id: ConversationId,
+        /// The member who asked.
+        requested_by: ParticipantId,
+        /// The stored summary's boundary, `null` when it has none yet: the
+        /// messages after it are what the new summary must take in.
+        #[schema(required = true)]
+        through_message_id: Option<MessageId>,
+        /// The stored summary's version, 0 when it has none yet.
+        version: u64,
+        /// When it was asked, RFC 3339 UTC with milliseconds.
+        #[schema(format = DateTime)]
+        requested_at: String,
+        /// `{ id, type, title }` of the conversation.
+        conversation: ConversationRef,
+    },
     /// `presence.updated`: a participant who shares at least one
     /// conversation with the recipient changed its activity presence
     /// (never sent about the recipient itself). Not tied to one
@@ -276,6 +314,12 @@ impl Event {
                 conversation_id, ..
             }
             | Event::MessageFailed {
+                conversation_id, ..
+            }
+            | Event::TypingStarted {
+                conversation_id, ..
+            }
+            | Event::SummaryRequested {
                 conversation_id, ..
             } => conversation_id,
             Event::PresenceUpdated { .. } => return None,

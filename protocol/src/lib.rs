@@ -10,7 +10,8 @@
 //! - [`error`]: the JSON error body and its codes, and how a WebSocket
 //!   closes ([`error::WsClose`], the [`error::close`] codes);
 //! - [`context`]: the context envelope; [`card`] and [`poll`]: card
-//!   payloads and polls (validation, tallies);
+//!   payloads and polls (validation, tallies); [`summary`]: the rolling
+//!   conversation summary (its shape and bounds);
 //! - [`routing`]: the pure rules that decide `shouldRespond` (mentions,
 //!   plain names, reply policies, the router);
 //! - [`usage`]: the `usage` a sender reports on a message (token counts,
@@ -33,6 +34,7 @@ pub mod model;
 pub mod poll;
 pub mod presence;
 pub mod routing;
+pub mod summary;
 pub mod usage;
 
 /// Protocol version advertised by `GET /api/agent-api/me` (protocol §2,

@@ -62,7 +62,10 @@ impl BayFeed {
                     self.close_session(&s, reason);
                 }
             }
-            LogEvent::Message { .. } | LogEvent::Change { .. } | LogEvent::Presence { .. } => {}
+            LogEvent::Message { .. }
+            | LogEvent::Change { .. }
+            | LogEvent::Presence { .. }
+            | LogEvent::SummaryRequested { .. } => {}
         }
     }
 }

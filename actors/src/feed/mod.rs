@@ -601,6 +601,11 @@ impl Handler<Batch> for BayFeed {
                         }
                     }
                 }
+                LogEvent::SummaryRequested { summarizer, .. } => {
+                    for &slot in self.by_participant.get(summarizer).into_iter().flatten() {
+                        stage(&mut self.sessions, &mut self.outgoing, slot, record);
+                    }
+                }
                 LogEvent::Presence { participant, .. } => {
                     for peer in self.peers_of(participant) {
                         for &slot in self.by_participant.get(&peer).into_iter().flatten() {

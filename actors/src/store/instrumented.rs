@@ -12,6 +12,7 @@ use super::{
     PresenceStore, Principal, Published, ReadState, Replay, Revisioned, RosterChange, RoundStep,
     Store, StoreError, Updated, Webhook, WebhookStatus, WebhookStore,
 };
+use super::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
 use async_trait::async_trait;
@@ -502,6 +503,57 @@ impl PresenceStore for Instrumented {
         timed(
             "publish_presence",
             self.inner.publish_presence(bay, changes),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl SummaryStore for Instrumented {
+    async fn summary(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+    ) -> Result<Option<StoredSummary>, StoreError> {
+        timed("summary", self.inner.summary(bay, conversation)).await
+    }
+    async fn put_summary(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        summary: StoredSummary,
+    ) -> Result<SummaryWritten, StoreError> {
+        timed(
+            "put_summary",
+            self.inner.put_summary(bay, conversation, summary),
+        )
+        .await
+    }
+    async fn summarizer(&self, bay: &BayId) -> Result<Option<ParticipantId>, StoreError> {
+        timed("summarizer", self.inner.summarizer(bay)).await
+    }
+    async fn set_summarizer(
+        &self,
+        bay: &BayId,
+        participant: Option<&ParticipantId>,
+    ) -> Result<(), StoreError> {
+        timed(
+            "set_summarizer",
+            self.inner.set_summarizer(bay, participant),
+        )
+        .await
+    }
+    async fn take_summary_refresh(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        max: u32,
+        window: Duration,
+    ) -> Result<RefreshSlot, StoreError> {
+        timed(
+            "take_summary_refresh",
+            self.inner
+                .take_summary_refresh(bay, conversation, max, window),
         )
         .await
     }

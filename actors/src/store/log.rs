@@ -143,6 +143,9 @@ impl LogRecord {
     /// The event this record gives `recipient` (a member of its
     /// conversation), or `None` for control entries.
     pub fn event_for(&self, recipient: &ParticipantId) -> Option<Event> {
+        if self.event.hidden_from(recipient) {
+            return None;
+        }
         match &self.event {
             LogEvent::Message {
                 conversation,
@@ -161,6 +164,21 @@ impl LogRecord {
                 state: *state,
                 at: wire_time(*at),
             }),
+            LogEvent::SummaryRequested {
+                conversation,
+                requested_by,
+                through,
+                version,
+                at,
+                ..
+            } => Some(Event::SummaryRequested {
+                conversation_id: conversation.id.clone(),
+                requested_by: requested_by.clone(),
+                through_message_id: through.clone(),
+                version: *version,
+                requested_at: wire_time(*at),
+                conversation: conversation.clone(),
+            }),
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. } => None,
@@ -171,6 +189,9 @@ impl LogRecord {
     /// `None` for control entries. Identical to serializing
     /// `ServerFrame::Event` with [`LogRecord::event_for`]'s event.
     pub fn ws_event_frame(&self, recipient: &ParticipantId) -> Option<ByteString> {
+        if self.event.hidden_from(recipient) {
+            return None;
+        }
         let (conversation, message) = match &self.event {
             LogEvent::Message {
                 conversation,
@@ -192,7 +213,7 @@ impl LogRecord {
                 });
                 return Some(frames[0].clone());
             }
-            LogEvent::Presence { .. } => {
+            LogEvent::Presence { .. } | LogEvent::SummaryRequested { .. } => {
                 // The same frame for every recipient: render once, share.
                 let frames = self.frames.get_or_init(|| {
                     let frame: ByteString = self
@@ -269,6 +290,23 @@ pub enum LogEvent {
         /// The new state.
         state: PresenceState,
         /// When the publisher noticed the change.
+        at: DateTime<Utc>,
+    },
+    /// A member asked for a fresh summary (`GET …/summary?refresh=1`):
+    /// `summary.requested`, delivered to the Bay's summarizer alone, over
+    /// every transport, whether or not it is a member (docs/summary.md).
+    SummaryRequested {
+        /// `{ id, type, title }` of the conversation to summarize.
+        conversation: ConversationRef,
+        /// The summarizer designated when it was asked: the one recipient.
+        summarizer: ParticipantId,
+        /// The member who asked.
+        requested_by: ParticipantId,
+        /// The stored summary's boundary, if there is one.
+        through: Option<MessageId>,
+        /// The stored summary's version (0: none yet).
+        version: u64,
+        /// When it was asked.
         at: DateTime<Utc>,
     },
     /// A token was rotated or revoked: its sessions close (4001 / 401).
@@ -367,6 +405,14 @@ pub enum Change {
         /// Its version after the cancel.
         version: u64,
     },
+    /// `typing.started`: a member is typing; shown to the other members
+    /// (never to the typer) until `until`.
+    Typing {
+        /// Who is typing.
+        participant: ParticipantId,
+        /// When the indicator ends unless renewed.
+        until: DateTime<Utc>,
+    },
     /// `message.failed`: the draft was abandoned.
     Failed {
         /// The draft.
@@ -407,6 +453,7 @@ impl Change {
             }
             Change::Completed { message } => Some(&message.sender.id),
             Change::Cancelled { by, .. } => Some(by),
+            Change::Typing { participant, .. } => Some(participant),
             Change::Poll { .. } | Change::Delta { .. } | Change::Failed { .. } => None,
         }
     }
@@ -421,7 +468,7 @@ impl Change {
             | Change::Delta { message, .. }
             | Change::Cancelled { message, .. }
             | Change::Failed { message, .. } => Some(message),
-            Change::Read { .. } => None,
+            Change::Read { .. } | Change::Typing { .. } => None,
         }
     }
 
@@ -497,6 +544,12 @@ impl Change {
                 *length,
                 *version,
             ),
+            Change::Typing { participant, until } => Event::TypingStarted {
+                conversation_id,
+                participant_id: participant.clone(),
+                expires_at: wire_time(*until),
+                conversation,
+            },
             Change::Failed {
                 message,
                 reason,
@@ -618,16 +671,33 @@ impl LogEvent {
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
-            | LogEvent::Presence { .. } => None,
+            | LogEvent::Presence { .. }
+            | LogEvent::SummaryRequested { .. } => None,
         }
     }
 
     /// Whether the entry becomes an event for some recipients (messages,
-    /// changes, presence), as opposed to a control entry.
+    /// changes, presence, summary requests), as opposed to a control entry.
     pub fn is_event(&self) -> bool {
         matches!(
             self,
-            LogEvent::Message { .. } | LogEvent::Change { .. } | LogEvent::Presence { .. }
+            LogEvent::Message { .. }
+                | LogEvent::Change { .. }
+                | LogEvent::Presence { .. }
+                | LogEvent::SummaryRequested { .. }
+        )
+    }
+
+    /// Whether `recipient` is shown nothing of this entry although it is
+    /// addressed to it: its own typing indicator, which only the other
+    /// members see.
+    pub fn hidden_from(&self, recipient: &ParticipantId) -> bool {
+        matches!(
+            self,
+            LogEvent::Change {
+                change: Change::Typing { participant, .. },
+                ..
+            } if participant == recipient
         )
     }
 
@@ -650,6 +720,7 @@ impl LogEvent {
             } => text.len() + 256,
             LogEvent::Change { .. } => 512,
             LogEvent::Presence { .. } => 160,
+            LogEvent::SummaryRequested { .. } => 320,
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. } => 64,
@@ -670,6 +741,7 @@ impl LogEvent {
             LogEvent::Message { conversation, .. }
             | LogEvent::Change { conversation, .. }
             | LogEvent::Roster { conversation, .. } => Some(&conversation.id),
+            LogEvent::SummaryRequested { conversation, .. } => Some(&conversation.id),
             LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
             | LogEvent::Presence { .. } => None,

@@ -12,6 +12,7 @@
 //! | [`webhooks`] | [`WebhookStore`] | webhook URLs, positions, statuses |
 //! | [`leases`] | [`LeaseStore`] | named leases with a TTL |
 //! | [`presence`] | [`PresenceStore`] | node presence records, published states |
+//! | [`summaries`] | [`SummaryStore`] | conversation summaries, the summarizer, refresh budget |
 //!
 //! [`Store`] is all of them together, implemented for every type that
 //! implements each area, so `Arc<dyn Store>` is what nodes pass around;
@@ -37,6 +38,7 @@ pub mod memory;
 pub mod messages;
 pub mod presence;
 pub mod redis;
+pub mod summaries;
 pub mod webhooks;
 
 pub use conversations::{ConversationChange, ConversationStore};
@@ -50,11 +52,13 @@ pub use messages::{
     NewMessage, ReadState,
 };
 pub use presence::{ParticipantPresence, PresenceChange, PresenceStore, Published};
+pub use summaries::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
 pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 
 /// The store traits, for `use switchboard_actors::store::prelude::*`:
 /// calling a method on an `Arc<dyn Store>` needs its area's trait in scope.
 pub mod prelude {
+    pub use super::SummaryStore;
     pub use super::{
         ConversationStore, DirectoryStore, DisplacementStore, DraftStore, LeaseStore, LogStore,
         MessageStore, PresenceStore, Store, WebhookStore,
@@ -145,6 +149,7 @@ pub trait Store:
     + WebhookStore
     + LeaseStore
     + PresenceStore
+    + SummaryStore
 {
 }
 
@@ -158,6 +163,7 @@ impl<T> Store for T where
         + WebhookStore
         + LeaseStore
         + PresenceStore
+        + SummaryStore
         + ?Sized
 {
 }

@@ -46,7 +46,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(remove_member)
             .service(patch_conversation)
             .service(set_webhook)
-            .service(remove_webhook),
+            .service(remove_webhook)
+            .configure(super::summarizer::routes),
     );
 }
 

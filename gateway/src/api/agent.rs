@@ -7,12 +7,10 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::openapi::schemas::{Me, MeStatus, WebhookStatusView};
 use crate::state::AppState;
-use actix_web::{get, post, web, HttpResponse};
+use actix_web::{get, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::json;
-use switchboard_actors::conversation::{Typing, TypingOutcome};
-use switchboard_actors::feed::ActivityKind;
 use switchboard_protocol::context::ContextEnvelope;
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{ConversationId, MessageId};
@@ -29,8 +27,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(me_route)
         .service(conversations)
         .service(context)
-        .service(list_messages)
-        .service(typing);
+        .service(list_messages);
 }
 
 /// `GET /me` → `{ id, name, kind, status, webhookUrl, webhookStatus,
@@ -286,55 +283,4 @@ async fn list_messages(
         "context": room.envelope(reader),
         "nextCursor": next_cursor,
     })))
-}
-
-/// `POST /conversations/{id}/typing` → `{ ok: true, ttlMs }` (protocol §11:
-/// 5 s TTL, self-expiring). Non-participants get 404.
-#[utoipa::path(
-    operation_id = "startTyping",
-    tag = "agent",
-    summary = "Show the caller as typing (5 s TTL)",
-    description = "The indicator expires by itself after `ttlMs` (`timing.typing_ttl`, 5 s by default); call again to keep it. Non-participants and unknown ids get 404 alike.",
-    params(
-        ("id" = String, Path, description = "Conversation id"),
-    ),
-    responses(
-        (status = 200, description = "Typing indicator set; it expires by itself", body = crate::openapi::schemas::TypingAck),
-        (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
-        (status = 404, description = "NOT_FOUND: unknown conversation or not a member (never confirms the id exists)", body = ErrorBody),
-        (status = 429, description = "RATE_LIMITED: the agent request budget (60/min by default) is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 500, description = "INTERNAL", body = ErrorBody),
-        (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE: the store or node cannot serve now", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
-    ),
-    security(("agent_token" = [])),
-)]
-#[post("/conversations/{id}/typing")]
-async fn typing(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
-    let id = ConversationId(path.into_inner());
-    let outcome = state
-        .registry
-        .conversation(&caller.principal.bay, &id)
-        .send(Typing {
-            participant: caller.principal.participant.id.clone(),
-        })
-        .await??;
-    match outcome {
-        TypingOutcome::Started { ttl } => {
-            state.registry.note_activity(
-                &caller.principal.bay,
-                caller.principal.participant.id.clone(),
-                ActivityKind::Typing { ttl },
-            );
-            Ok(HttpResponse::Ok().json(json!({
-            "ok": true,
-            "ttlMs": ttl.as_millis() as u64,
-            })))
-        }
-        TypingOutcome::NotFound => Err(ApiError::not_found()),
-    }
 }

@@ -7,5 +7,8 @@ pub mod directory;
 pub mod drafts;
 pub mod messages;
 pub mod polls;
+pub mod summarizer;
+pub mod summary;
+pub mod typing;
 pub mod views;
 pub mod webhook;

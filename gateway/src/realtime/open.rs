@@ -144,7 +144,9 @@ pub fn observe_live_delivery(
                     }),
                 );
             }
-            LogEvent::Change { .. } | LogEvent::Presence { .. } => delivered += 1,
+            LogEvent::Change { .. }
+            | LogEvent::Presence { .. }
+            | LogEvent::SummaryRequested { .. } => delivered += 1,
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. } => {}

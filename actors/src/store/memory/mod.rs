@@ -18,6 +18,7 @@ mod leases;
 mod log;
 mod messages;
 mod presence;
+mod summaries;
 mod webhooks;
 
 use super::{OpenDraft, ParticipantPresence, WebhookStatus};
@@ -58,6 +59,8 @@ struct State {
     logs: HashMap<BayId, Log>,
     /// Lease name → (holder, expiry in Unix ms).
     leases: HashMap<String, (String, u64)>,
+    /// Summaries, summarizers and refresh budgets of every Bay.
+    summaries: summaries::SummaryState,
 }
 
 struct BayState {

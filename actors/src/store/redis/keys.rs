@@ -25,6 +25,9 @@
 //! | `sb:{bay}:conv:<cid>:draft:<mid>` | string | an open draft's text so far                        |
 //! | `sb:{bay}:drafts`                 | zset   | open draft id → last activity ms                   |
 //! | `sb:{bay}:draft-info`             | hash   | open draft id → `"<cid> <author>"`                 |
+//! | `sb:{bay}:conv:<cid>:summary`     | hash   | `body` (JSON summary), `seq` (its boundary), `version` |
+//! | `sb:{bay}:conv:<cid>:summary-refreshes` | zset | refresh requests in the window → their ms   |
+//! | `sb:{bay}:summarizer`             | string | the Bay's summarizer agent id                      |
 //! | `sb:draft-bays`                   | set    | Bays that may hold open drafts (sweep index)       |
 //! | `sb:{tok:<4 hex>}:<token hash>`   | string | token index: JSON `{bay, participant}`             |
 //!
@@ -228,6 +231,26 @@ impl BayKeys {
         format!("{}:draft-info", self.base)
     }
 
+    /// `sb:{bay}:conv:<cid>:summary`: hash, the conversation's summary:
+    /// `body` = JSON `StoredSummary`, `seq` = its boundary's `seq`,
+    /// `version` = its version (authoritative over the body's).
+    pub fn summary(&self, conversation: &ConversationId) -> String {
+        format!("{}:conv:{conversation}:summary", self.base)
+    }
+
+    /// `sb:{bay}:conv:<cid>:summary-refreshes`: sorted set, the
+    /// `?refresh=1` requests counted in the current window, scored by
+    /// their Unix ms; expires with the window.
+    pub fn summary_refreshes(&self, conversation: &ConversationId) -> String {
+        format!("{}:conv:{conversation}:summary-refreshes", self.base)
+    }
+
+    /// `sb:{bay}:summarizer`: string, the Bay's designated summarizer
+    /// agent's id (absent: none).
+    pub fn summarizer(&self) -> String {
+        format!("{}:summarizer", self.base)
+    }
+
     /// `sb:{bay}:conv:<cid>:draft:<mid>`: string, an open draft's text so
     /// far (appends are `APPEND`s; the body keeps the text at opening).
     pub fn draft_text(&self, conversation: &ConversationId, message: &str) -> String {
@@ -298,6 +321,9 @@ mod tests {
             k.idempotency("ab12"),
             k.presence(),
             k.presence_states(),
+            k.summary(&c),
+            k.summary_refreshes(&c),
+            k.summarizer(),
         ] {
             assert_eq!(hash_tag(&key), "acme", "{key}");
         }

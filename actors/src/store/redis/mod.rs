@@ -74,6 +74,7 @@ mod leases;
 mod log;
 mod messages;
 mod presence;
+mod summaries;
 mod webhooks;
 
 pub use blocking::BLOCKING_CONNECTIONS;

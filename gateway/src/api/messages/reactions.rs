@@ -11,8 +11,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use actix_web::{delete, post, put, web, HttpResponse};
 use serde::{Deserialize, Serialize};
-use switchboard_actors::conversation::{Action, AmendOutcome, Typing, TypingOutcome};
-use switchboard_actors::feed::ActivityKind;
+use switchboard_actors::conversation::{Action, AmendOutcome};
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{ConversationId, MessageId, ParticipantId};
 use switchboard_protocol::model::ParticipantKind;
@@ -143,20 +142,7 @@ async fn react(
     let outcome = amend(state, caller, &id, MessageId(mid), Action::React { emoji }).await?;
     let me = &caller.principal.participant;
     if pickup && me.kind == ParticipantKind::Agent {
-        let started = state
-            .registry
-            .conversation(&caller.principal.bay, &id)
-            .send(Typing {
-                participant: me.id.clone(),
-            })
-            .await??;
-        if let TypingOutcome::Started { ttl } = started {
-            state.registry.note_activity(
-                &caller.principal.bay,
-                me.id.clone(),
-                ActivityKind::Typing { ttl },
-            );
-        }
+        crate::api::typing::start_typing(&state, &caller.principal.bay, &id, &me.id).await?;
     }
     reactions_answer(outcome, &me.id)
 }

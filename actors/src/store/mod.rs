@@ -12,6 +12,7 @@
 //! | [`webhooks`] | [`WebhookStore`] | webhook URLs, positions, statuses |
 //! | [`leases`] | [`LeaseStore`] | named leases with a TTL |
 //! | [`presence`] | [`PresenceStore`] | node presence records, published states |
+//! | [`pairing`] | [`PairingStore`] | pairing codes and link requests (hashed, with a TTL) |
 //!
 //! [`Store`] is all of them together, implemented for every type that
 //! implements each area, so `Arc<dyn Store>` is what nodes pass around;
@@ -35,6 +36,7 @@ pub mod leases;
 pub mod log;
 pub mod memory;
 pub mod messages;
+pub mod pairing;
 pub mod presence;
 pub mod redis;
 pub mod webhooks;
@@ -49,12 +51,14 @@ pub use messages::{
     next_round, AppendOutcome, Appended, Changed, Idempotency, MessageChange, MessageStore,
     NewMessage, ReadState,
 };
+pub use pairing::{Approval, LinkRequest, PairingStore, PairingTarget, SecretHash};
 pub use presence::{ParticipantPresence, PresenceChange, PresenceStore, Published};
 pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 
 /// The store traits, for `use switchboard_actors::store::prelude::*`:
 /// calling a method on an `Arc<dyn Store>` needs its area's trait in scope.
 pub mod prelude {
+    pub use super::PairingStore;
     pub use super::{
         ConversationStore, DirectoryStore, DisplacementStore, DraftStore, LeaseStore, LogStore,
         MessageStore, PresenceStore, Store, WebhookStore,
@@ -145,6 +149,7 @@ pub trait Store:
     + WebhookStore
     + LeaseStore
     + PresenceStore
+    + PairingStore
 {
 }
 
@@ -158,6 +163,7 @@ impl<T> Store for T where
         + WebhookStore
         + LeaseStore
         + PresenceStore
+        + PairingStore
         + ?Sized
 {
 }

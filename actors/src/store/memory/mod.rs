@@ -17,6 +17,7 @@ mod drafts;
 mod leases;
 mod log;
 mod messages;
+mod pairing;
 mod presence;
 mod webhooks;
 
@@ -58,6 +59,8 @@ struct State {
     logs: HashMap<BayId, Log>,
     /// Lease name → (holder, expiry in Unix ms).
     leases: HashMap<String, (String, u64)>,
+    /// Pairing codes and link requests.
+    pairing: pairing::PairingState,
 }
 
 struct BayState {

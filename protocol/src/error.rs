@@ -48,6 +48,10 @@ pub enum ErrorCode {
     /// link-local, CGNAT, multicast, documentation or cloud-metadata address
     /// (protocol §11, `POST /webhook`; SSRF defence).
     WebhookDestinationForbidden,
+    /// 400: a pairing code that does not redeem: unknown, expired or
+    /// already used, one answer for all three so it is no oracle (protocol
+    /// §2, `POST /pair`).
+    InvalidPairingCode,
     /// 401: missing, unknown, rotated or revoked token (protocol §2).
     Unauthorized,
     /// 403: not a participant of that conversation (context / messages GET).
@@ -123,7 +127,8 @@ impl ErrorCode {
             | PollSingleChoice
             | InvalidOptionIndex
             | InvalidWebhookUrl
-            | WebhookDestinationForbidden => 400,
+            | WebhookDestinationForbidden
+            | InvalidPairingCode => 400,
             Unauthorized => 401,
             NotParticipant | Forbidden | AccountSuspended | BaySuspended => 403,
             NotFound | PollNotFound => 404,
@@ -158,6 +163,7 @@ impl ErrorCode {
             InvalidOptionIndex => "INVALID_OPTION_INDEX",
             InvalidWebhookUrl => "INVALID_WEBHOOK_URL",
             WebhookDestinationForbidden => "WEBHOOK_DESTINATION_FORBIDDEN",
+            InvalidPairingCode => "INVALID_PAIRING_CODE",
             Unauthorized => "UNAUTHORIZED",
             NotParticipant => "NOT_PARTICIPANT",
             Forbidden => "FORBIDDEN",
@@ -376,7 +382,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 38, "{schema}");
+        assert_eq!(listed.len(), 39, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());
@@ -413,6 +419,7 @@ mod tests {
             ErrorCode::InvalidJson,
             ErrorCode::InvalidWebhookUrl,
             ErrorCode::WebhookDestinationForbidden,
+            ErrorCode::InvalidPairingCode,
         ] {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }

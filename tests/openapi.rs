@@ -12,6 +12,15 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+/// The routes under `/api/` that need no credential (protocol §2:
+/// pairing and linking come before an agent has a token).
+const PUBLIC: &[&str] = &[
+    "/api/agent-api/pair",
+    "/api/agent-api/link-requests",
+    "/api/agent-api/link-requests/{id}/info",
+    "/api/agent-api/link-requests/{id}",
+];
+
 /// Every route the server serves: (method, path template). Adding a route
 /// means adding it here and documenting it with `#[utoipa::path]`.
 const ROUTES: &[(&str, &str)] = &[
@@ -82,6 +91,15 @@ const ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/api/admin/bays/{bay}/summarizer"),
     ("GET", "/api/agent-api/conversations/{id}/summary"),
     ("PUT", "/api/agent-api/conversations/{id}/summary"),
+    ("POST", "/api/agent-api/pair"),
+    ("POST", "/api/agent-api/link-requests"),
+    ("GET", "/api/agent-api/link-requests/{id}/info"),
+    ("GET", "/api/agent-api/link-requests/{id}"),
+    (
+        "POST",
+        "/api/admin/bays/{bay}/participants/{pid}/pairing-codes",
+    ),
+    ("POST", "/api/admin/link-requests/{id}/approve"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
@@ -152,8 +170,11 @@ async fn document_is_openapi_3_and_lists_exactly_the_served_routes() {
                 );
             }
         }
-        // Authenticated routes name their scheme.
-        if path.starts_with("/api/") {
+        // Authenticated routes name their scheme; the pairing routes say
+        // they need none (one empty requirement).
+        if PUBLIC.contains(&path.as_str()) {
+            assert_eq!(op["security"], json!([{}]), "{method} {path}");
+        } else if path.starts_with("/api/") {
             let want = if path.starts_with("/api/admin") {
                 "admin_token"
             } else {
@@ -861,6 +882,48 @@ async fn real_answers_match_the_documented_schemas() {
         &Value::Null,
     );
     drop(res);
+
+    // ---- pairing and linking (no credential) ----
+    let minted = expect!(spec, 201, "POST" "/api/admin/bays/{bay}/participants/{pid}/pairing-codes",
+        admin(&gw, Method::POST, "/bays/b1/participants/rex/pairing-codes", None).await);
+    expect!(spec, 400, "POST" "/api/admin/bays/{bay}/participants/{pid}/pairing-codes",
+        admin(&gw, Method::POST, "/bays/b1/participants/ana/pairing-codes", None).await);
+    expect!(spec, 404, "POST" "/api/admin/bays/{bay}/participants/{pid}/pairing-codes",
+        admin(&gw, Method::POST, "/bays/b1/participants/nope/pairing-codes", None).await);
+    let pair = "/api/agent-api/pair";
+    expect!(spec, 200, "POST" "/api/agent-api/pair",
+        call(&gw, Method::POST, pair, None, Body::Json(json!({"code": minted["code"]}))).await);
+    expect!(spec, 400, "POST" "/api/agent-api/pair",
+        call(&gw, Method::POST, pair, None, Body::Json(json!({"code": minted["code"]}))).await);
+    let links = "/api/agent-api/link-requests";
+    let link = expect!(spec, 201, "POST" "/api/agent-api/link-requests",
+        call(&gw, Method::POST, links, None, Body::Json(json!({"name": "Laptop"}))).await);
+    expect!(spec, 400, "POST" "/api/agent-api/link-requests",
+        call(&gw, Method::POST, links, None, Body::Json(json!({"name": ""}))).await);
+    let id = link["id"].as_str().unwrap();
+    let secret = link["pollSecret"].as_str().unwrap();
+    expect!(spec, 200, "GET" "/api/agent-api/link-requests/{id}/info",
+        call(&gw, Method::GET, &format!("{links}/{id}/info"), None, Body::None).await);
+    expect!(spec, 404, "GET" "/api/agent-api/link-requests/{id}/info",
+        call(&gw, Method::GET, &format!("{links}/lr_nope/info"), None, Body::None).await);
+    let poll = format!("{links}/{id}?secret={secret}");
+    expect!(spec, 200, "GET" "/api/agent-api/link-requests/{id}",
+        call(&gw, Method::GET, &poll, None, Body::None).await);
+    expect!(spec, 200, "POST" "/api/admin/link-requests/{id}/approve",
+        admin(&gw, Method::POST, &format!("/link-requests/{id}/approve"),
+            Some(json!({"bay": "b1", "participantId": "rex"}))).await);
+    expect!(spec, 409, "POST" "/api/admin/link-requests/{id}/approve",
+        admin(&gw, Method::POST, &format!("/link-requests/{id}/approve"),
+            Some(json!({"bay": "b1", "participantId": "rex"}))).await);
+    expect!(spec, 404, "POST" "/api/admin/link-requests/{id}/approve",
+        admin(&gw, Method::POST, "/link-requests/lr_nope/approve", Some(json!({"bay": "b1"}))).await);
+    let collected = expect!(spec, 200, "GET" "/api/agent-api/link-requests/{id}",
+        call(&gw, Method::GET, &poll, None, Body::None).await);
+    expect!(spec, 404, "GET" "/api/agent-api/link-requests/{id}",
+        call(&gw, Method::GET, &poll, None, Body::None).await);
+    assert!(collected["token"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("bay_")));
 
     // ---- operations ----
     expect!(spec, 200, "GET" "/healthz",

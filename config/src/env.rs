@@ -37,7 +37,7 @@ use figment::{Error, Metadata, Profile, Provider};
 pub const ENV_PREFIX: &str = "SWITCHBOARD_";
 
 /// The top-level keys of [`crate::Settings`] (a test keeps this in step).
-pub(crate) const TOP_LEVEL_KEYS: [&str; 13] = [
+pub(crate) const TOP_LEVEL_KEYS: [&str; 15] = [
     "bind",
     "store",
     "redis",
@@ -51,10 +51,12 @@ pub(crate) const TOP_LEVEL_KEYS: [&str; 13] = [
     "limits",
     "timing",
     "webhooks",
+    "public_url",
+    "pairing",
 ];
 
 /// The top-level keys that are tables.
-const SECTIONS: [&str; 4] = ["redis", "limits", "timing", "webhooks"];
+const SECTIONS: [&str; 5] = ["redis", "limits", "timing", "webhooks", "pairing"];
 
 /// A snapshot of the `SWITCHBOARD_*` variables that are settings.
 #[derive(Clone, Debug)]
@@ -234,6 +236,7 @@ mod tests {
             bootstrap: Some("b".into()),
             admin_token: Some("t".into()),
             workers: Some(1),
+            public_url: Some("https://chat.example".into()),
             ..crate::Settings::default()
         };
         let table: toml::Table = toml::from_str(&full.to_toml()).expect("to_toml parses");

@@ -58,6 +58,15 @@ pub struct Settings {
     pub timing: Timing,
     /// Push delivery to agents' webhooks (protocol §11, "Webhook contract v2").
     pub webhooks: WebhookSettings,
+    /// The URL clients reach this deployment at, `http(s)://host[:port]`
+    /// with an optional path prefix and no trailing slash: the `baseUrl`
+    /// pairing hands out and the root of link-request approve URLs.
+    /// `None` = taken from each request (its scheme and `Host`).
+    /// Invariant (validated): `http://` or `https://`, no query or fragment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
+    /// Pairing codes and reverse linking (protocol §2).
+    pub pairing: PairingSettings,
 }
 
 /// Storage engine of the node.
@@ -267,6 +276,23 @@ pub struct Timing {
     pub draft_orphan_timeout: Duration,
 }
 
+/// Pairing codes and link requests (protocol §2, "The two ways to
+/// connect"). Every field is non-zero.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PairingSettings {
+    /// Lifetime of a pairing code (protocol §2: 10 minutes).
+    #[serde(with = "humantime_serde")]
+    pub code_ttl: Duration,
+    /// Lifetime of a link request, approved or not.
+    #[serde(with = "humantime_serde")]
+    pub link_ttl: Duration,
+    /// `POST /pair` attempts per client IP per minute (guessing codes).
+    pub redeem_per_minute: u32,
+    /// `POST /link-requests` per client IP per minute.
+    pub link_requests_per_minute: u32,
+}
+
 /// Push delivery to agents' webhooks (protocol §11, "Webhook contract v2";
 /// deliveries are signed as the Standard Webhooks spec says).
 ///
@@ -342,6 +368,13 @@ impl Default for Timing {
     }
 }
 
+impl Default for PairingSettings {
+    /// `[pairing]` of the embedded `default.toml`.
+    fn default() -> Self {
+        Settings::default().pairing
+    }
+}
+
 impl Default for WebhookSettings {
     /// `[webhooks]` of the embedded `default.toml`.
     fn default() -> Self {
@@ -392,6 +425,8 @@ impl fmt::Debug for Settings {
             .field("limits", &self.limits)
             .field("timing", &self.timing)
             .field("webhooks", &self.webhooks)
+            .field("public_url", &self.public_url)
+            .field("pairing", &self.pairing)
             .finish()
     }
 }

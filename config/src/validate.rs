@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use base64::Engine;
 
-use crate::{ConfigError, Limits, RedisSettings, Settings, Timing, WebhookSettings};
+use crate::{
+    ConfigError, Limits, PairingSettings, RedisSettings, Settings, Timing, WebhookSettings,
+};
 
 /// Most threads `workers` or `actor_threads` may ask for: each is an OS
 /// thread with its own runtime, and more than this is a typo, not a
@@ -43,7 +45,11 @@ impl Settings {
         at_least_one("replay_max_entries", self.replay_max_entries)?;
         check_limits(&self.limits)?;
         check_timing(&self.timing)?;
-        check_webhooks(&self.webhooks)
+        check_webhooks(&self.webhooks)?;
+        if let Some(url) = &self.public_url {
+            check_public_url(url)?;
+        }
+        check_pairing(&self.pairing)
     }
 
     /// The node's own top-level keys: `admin_token`, `workers` and
@@ -183,6 +189,43 @@ fn check_updates_wait(timing: &Timing) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
+}
+
+/// `public_url`: an absolute `http(s)://` URL with a host, no query,
+/// fragment or trailing slash (clients append `/api/agent-api/…` to it).
+fn check_public_url(url: &str) -> Result<(), ConfigError> {
+    let bad = |why: &str| Err(ConfigError::invalid("public_url", why.to_owned()));
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return bad("must start with http:// or https://");
+    };
+    if scheme != "http" && scheme != "https" {
+        return bad("must start with http:// or https://");
+    }
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() || host.contains('@') {
+        return bad("must name a host (and no user or password)");
+    }
+    if rest.contains(['?', '#', ' ']) {
+        return bad("must not have a query, a fragment or spaces");
+    }
+    if url.ends_with('/') {
+        return bad("must not end with '/' (clients append /api/agent-api/... to it)");
+    }
+    Ok(())
+}
+
+/// The `[pairing]` section: lifetimes not zero, rates at least 1.
+fn check_pairing(pairing: &PairingSettings) -> Result<(), ConfigError> {
+    non_zero("pairing.code_ttl", pairing.code_ttl)?;
+    non_zero("pairing.link_ttl", pairing.link_ttl)?;
+    at_least_one(
+        "pairing.redeem_per_minute",
+        pairing.redeem_per_minute as usize,
+    )?;
+    at_least_one(
+        "pairing.link_requests_per_minute",
+        pairing.link_requests_per_minute as usize,
+    )
 }
 
 /// The `[webhooks]` section: timeouts and the retry backoff not zero,

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use switchboard_config::{
-    mask_url_password, ConfigError, Limits, LogFormat, RedisSettings, Settings, StoreKind, Timing,
-    WebhookSettings, DEFAULT_TOML, MASK,
+    mask_url_password, ConfigError, Limits, LogFormat, PairingSettings, RedisSettings, Settings,
+    StoreKind, Timing, WebhookSettings, DEFAULT_TOML, MASK,
 };
 
 /// A valid `webhooks.secret_key`: 32 bytes in standard base64.
@@ -80,6 +80,13 @@ fn defaults_equal_the_protocol_values() {
             lease_ttl: secs(8),
             max_response_bytes: 65_536,
             secret_key: None,
+        },
+        public_url: None, // taken from each request
+        pairing: PairingSettings {
+            code_ttl: secs(10 * 60), // protocol §2: 10-minute codes
+            link_ttl: secs(10 * 60),
+            redeem_per_minute: 10,
+            link_requests_per_minute: 10,
         },
     };
     assert_eq!(Settings::default(), expected);

@@ -392,6 +392,8 @@ fn app(
         .app_data(web::QueryConfig::default().error_handler(query_error))
         .app_data(web::PathConfig::default().error_handler(path_error))
         .app_data(web::PayloadConfig::default().limit(max_body))
+        // Pairing needs no token: served before the agent scope's gate.
+        .configure(api::pairing::routes)
         .service(
             web::scope("/api/agent-api")
                 // Authentication before any extractor reads the body.

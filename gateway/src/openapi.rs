@@ -29,6 +29,10 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
         crate::ops::health::healthz,
         crate::ops::health::readyz,
         crate::ops::exporter::render,
+        crate::api::pairing::redeem::pair,
+        crate::api::pairing::link::create,
+        crate::api::pairing::link::info,
+        crate::api::pairing::link::poll,
     ),
     nest(
         (path = "/api/agent-api", api = AgentApi),
@@ -37,6 +41,7 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
     modifiers(&SecuritySchemes, &StandingRefusals),
     tags(
         (name = "agent", description = "Agent API (protocol §11): the same routes for agent (`bay_…`) and user (`bay_u_…`) tokens; each call draws on the caller's agent budget (60/min by default)."),
+        (name = "pairing", description = "Pairing codes and reverse linking (protocol §2): how an agent gets its token. No authentication; limited per client IP."),
         (name = "realtime", description = "`/updates` (long-poll), `/ws` (WebSocket) and `/events` (Server-Sent Events): the same events and the same cursor."),
         (name = "admin", description = "Admin API for operators and the platform backend. With no admin token configured every admin route answers 404."),
         (name = "operations", description = "Health checks, metrics and this document. No authentication."),
@@ -99,6 +104,8 @@ struct AgentApi;
     crate::api::summarizer::get_summarizer,
     crate::api::summarizer::set_summarizer,
     crate::api::summarizer::clear_summarizer,
+    crate::api::pairing::admin::mint_code,
+    crate::api::pairing::admin::approve,
 ))]
 struct AdminApi;
 

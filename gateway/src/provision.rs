@@ -4,7 +4,7 @@
 use crate::error::ApiError;
 use serde::Deserialize;
 use switchboard_actors::model::{Bay, Conversation, Member, Participant};
-use switchboard_actors::store::{Created, Store};
+use switchboard_actors::store::{Created, Store, Updated};
 use switchboard_actors::token::{self, looks_like_token, TokenHash};
 use switchboard_protocol::error::ErrorCode;
 use switchboard_protocol::ids::{is_valid_id, BayId, ConversationId, ParticipantId};
@@ -84,6 +84,34 @@ pub async fn create_bay(
             ErrorCode::AlreadyExists,
             "a bay with this id exists",
         )),
+    }
+}
+
+/// Gives a participant a fresh token and returns it with the token
+/// (plaintext, shown once): the admin API's rotation, also run when a
+/// pairing code is redeemed or a link request claimed (protocol §2). The
+/// old token stops working at once; the store logs its revocation in the
+/// same step, so its WebSocket closes with 4001 and its held `/updates`
+/// answers 401 on every node. `None` when there is no such participant.
+///
+/// # Errors
+///
+/// The store's error (503).
+pub async fn rotate_token(
+    store: &dyn Store,
+    bay: &BayId,
+    participant: &ParticipantId,
+) -> Result<Option<(Participant, String)>, ApiError> {
+    let Some(p) = store.participant(bay, participant).await? else {
+        return Ok(None);
+    };
+    let token = token::mint(p.kind);
+    match store
+        .set_token(bay, participant, Some(TokenHash::of(&token)))
+        .await?
+    {
+        Updated::Updated(()) => Ok(Some((p, token))),
+        Updated::NotFound => Ok(None),
     }
 }
 

@@ -1,6 +1,9 @@
 //! Per-token rate limits (protocol §11): `/updates` (and WebSocket
 //! connects) have their own bucket, 20/min by default, separate from the
-//! 60/min agent budget that every other agent API call draws on.
+//! 60/min agent budget that every other agent API call draws on. The
+//! unauthenticated pairing routes have per-IP buckets instead
+//! (`pairing.redeem_per_minute`, `pairing.link_requests_per_minute`): the
+//! caller has no token yet, and guessing pairing codes must be slow.
 //!
 //! Both buckets are GCRA limiters (a bucket of `n` that refills one call
 //! every `60 s / n`). Where they are counted depends on the store engine:
@@ -19,6 +22,7 @@ pub mod redis;
 use crate::error::ApiError;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
 use switchboard_actors::store::redis::Target as RedisTarget;
@@ -34,6 +38,10 @@ pub enum Bucket {
     Updates,
     /// Every other agent API call.
     Agent,
+    /// `POST /pair` attempts, per client IP.
+    Pair,
+    /// `POST /link-requests`, per client IP.
+    Link,
 }
 
 impl Bucket {
@@ -42,6 +50,8 @@ impl Bucket {
         match self {
             Bucket::Updates => "updates",
             Bucket::Agent => "agent",
+            Bucket::Pair => "pair",
+            Bucket::Link => "link",
         }
     }
 }
@@ -51,13 +61,44 @@ pub struct RateLimits {
     backend: Backend,
 }
 
+/// The per-node buckets, one keyed limiter per [`Bucket`].
+struct MemoryBuckets {
+    updates: DefaultKeyedRateLimiter<TokenId>,
+    agent: DefaultKeyedRateLimiter<TokenId>,
+    pair: DefaultKeyedRateLimiter<TokenId>,
+    link: DefaultKeyedRateLimiter<TokenId>,
+}
+
+impl MemoryBuckets {
+    fn of(&self, bucket: Bucket) -> &DefaultKeyedRateLimiter<TokenId> {
+        match bucket {
+            Bucket::Updates => &self.updates,
+            Bucket::Agent => &self.agent,
+            Bucket::Pair => &self.pair,
+            Bucket::Link => &self.link,
+        }
+    }
+}
+
 enum Backend {
-    Memory {
-        updates: DefaultKeyedRateLimiter<TokenId>,
-        agent: DefaultKeyedRateLimiter<TokenId>,
-    },
+    /// Boxed: four limiters are large.
+    Memory(Box<MemoryBuckets>),
     /// Boxed: a cluster client is large.
     Redis(Box<redis::RedisLimiter>),
+}
+
+/// Size of the per-IP pairing buckets until [`RateLimits::per_ip`] sets
+/// them (the default of both `pairing.*_per_minute` settings).
+const DEFAULT_PER_IP: NonZeroU32 = NonZeroU32::new(10).expect("10 is not zero");
+
+/// The bucket key of a client IP: `ip-<address>`, or `ip-unknown` when the
+/// peer address is not known. Never a token handle (16 hex digits), so
+/// the two kinds of key cannot collide in one limiter or in Redis.
+fn ip_key(ip: Option<IpAddr>) -> TokenId {
+    TokenId(match ip {
+        Some(ip) => format!("ip-{ip}"),
+        None => "ip-unknown".to_owned(),
+    })
 }
 
 /// A non-zero per-minute rate (a zero is treated as 1).
@@ -71,11 +112,29 @@ impl RateLimits {
     pub fn new(updates_per_minute: u32, agent_per_minute: u32) -> Self {
         let quota = |n: u32| Quota::per_minute(per_minute(n));
         RateLimits {
-            backend: Backend::Memory {
+            backend: Backend::Memory(Box::new(MemoryBuckets {
                 updates: RateLimiter::keyed(quota(updates_per_minute)),
                 agent: RateLimiter::keyed(quota(agent_per_minute)),
-            },
+                pair: RateLimiter::keyed(Quota::per_minute(DEFAULT_PER_IP)),
+                link: RateLimiter::keyed(Quota::per_minute(DEFAULT_PER_IP)),
+            })),
         }
+    }
+
+    /// The same limits with per-IP pairing buckets of `pair_per_minute`
+    /// (`POST /pair` attempts) and `link_per_minute` (`POST
+    /// /link-requests`); a zero is treated as 1.
+    pub fn per_ip(self, pair_per_minute: u32, link_per_minute: u32) -> Self {
+        let (pair_n, link_n) = (per_minute(pair_per_minute), per_minute(link_per_minute));
+        let backend = match self.backend {
+            Backend::Memory(buckets) => Backend::Memory(Box::new(MemoryBuckets {
+                pair: RateLimiter::keyed(Quota::per_minute(pair_n)),
+                link: RateLimiter::keyed(Quota::per_minute(link_n)),
+                ..*buckets
+            })),
+            Backend::Redis(limiter) => Backend::Redis(Box::new(limiter.per_ip(pair_n, link_n))),
+        };
+        RateLimits { backend }
     }
 
     /// Buckets counted in the Redis at `target` — one server or a Redis
@@ -102,20 +161,20 @@ impl RateLimits {
             settings.limits.updates_per_minute,
             settings.limits.agent_requests_per_minute,
         );
-        match settings.store {
-            StoreKind::Memory => Ok(Self::new(updates, agent)),
-            StoreKind::Redis => Ok(Self::redis(
-                crate::redis_target(&settings.redis)?,
-                updates,
-                agent,
-            )),
-        }
+        let limits = match settings.store {
+            StoreKind::Memory => Self::new(updates, agent),
+            StoreKind::Redis => Self::redis(crate::redis_target(&settings.redis)?, updates, agent),
+        };
+        Ok(limits.per_ip(
+            settings.pairing.redeem_per_minute,
+            settings.pairing.link_requests_per_minute,
+        ))
     }
 
     /// Where the buckets are counted: `"memory"` or `"redis"`.
     pub fn kind(&self) -> &'static str {
         match self.backend {
-            Backend::Memory { .. } => "memory",
+            Backend::Memory(_) => "memory",
             Backend::Redis(_) => "redis",
         }
     }
@@ -146,18 +205,44 @@ impl RateLimits {
         })
     }
 
+    /// Takes one `POST /pair` attempt from `ip`'s bucket: every attempt
+    /// counts, redeemed or not, so codes cannot be guessed quickly.
+    ///
+    /// # Errors
+    /// 429 `RATE_LIMITED` with `Retry-After` when the bucket is empty.
+    pub async fn check_pair(&self, ip: Option<IpAddr>) -> Result<(), ApiError> {
+        self.check(Bucket::Pair, &ip_key(ip)).await.map_err(|wait| {
+            metrics::counter!(crate::metrics::RATE_LIMITED, "bucket" => "pair").increment(1);
+            ApiError::new(
+                ErrorCode::RateLimited,
+                "too many pairing attempts from this address",
+            )
+            .retry_after(wait)
+        })
+    }
+
+    /// Takes one `POST /link-requests` from `ip`'s bucket.
+    ///
+    /// # Errors
+    /// 429 `RATE_LIMITED` with `Retry-After` when the bucket is empty.
+    pub async fn check_link(&self, ip: Option<IpAddr>) -> Result<(), ApiError> {
+        self.check(Bucket::Link, &ip_key(ip)).await.map_err(|wait| {
+            metrics::counter!(crate::metrics::RATE_LIMITED, "bucket" => "link").increment(1);
+            ApiError::new(
+                ErrorCode::RateLimited,
+                "too many link requests from this address",
+            )
+            .retry_after(wait)
+        })
+    }
+
     /// `Err(wait)` when `token`'s `bucket` is empty.
     async fn check(&self, bucket: Bucket, token: &TokenId) -> Result<(), Duration> {
         match &self.backend {
-            Backend::Memory { updates, agent } => {
-                let limiter = match bucket {
-                    Bucket::Updates => updates,
-                    Bucket::Agent => agent,
-                };
-                limiter
-                    .check_key(token)
-                    .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
-            }
+            Backend::Memory(buckets) => buckets
+                .of(bucket)
+                .check_key(token)
+                .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now())),
             Backend::Redis(limiter) => limiter.check(bucket, token).await,
         }
     }
@@ -168,11 +253,12 @@ impl RateLimits {
     /// about one refill period, not by every token ever seen. (Redis keys
     /// expire on their own.)
     pub fn shrink(&self) {
-        if let Backend::Memory { updates, agent } = &self.backend {
-            updates.retain_recent();
-            updates.shrink_to_fit();
-            agent.retain_recent();
-            agent.shrink_to_fit();
+        if let Backend::Memory(buckets) = &self.backend {
+            for bucket in [Bucket::Updates, Bucket::Agent, Bucket::Pair, Bucket::Link] {
+                let limiter = buckets.of(bucket);
+                limiter.retain_recent();
+                limiter.shrink_to_fit();
+            }
         }
     }
 
@@ -180,7 +266,7 @@ impl RateLimits {
     /// the buckets are counted in Redis.
     pub fn tracked_tokens(&self) -> Option<(usize, usize)> {
         match &self.backend {
-            Backend::Memory { updates, agent } => Some((updates.len(), agent.len())),
+            Backend::Memory(b) => Some((b.updates.len(), b.agent.len())),
             Backend::Redis(_) => None,
         }
     }

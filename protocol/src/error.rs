@@ -56,6 +56,10 @@ pub enum ErrorCode {
     /// of the conversation, or one after the summary's boundary
     /// (docs/summary.md).
     InvalidSummarySource,
+    /// 400: a pairing code that does not redeem: unknown, expired or
+    /// already used, one answer for all three so it is no oracle (protocol
+    /// §2, `POST /pair`).
+    InvalidPairingCode,
     /// 401: missing, unknown, rotated or revoked token (protocol §2).
     Unauthorized,
     /// 403: not a participant of that conversation (context / messages GET).
@@ -144,6 +148,7 @@ impl ErrorCode {
             | WebhookDestinationForbidden
             | InvalidSummaryBoundary
             | InvalidSummarySource => 400,
+            | InvalidPairingCode => 400,
             Unauthorized => 401,
             NotParticipant | Forbidden | AccountSuspended | BaySuspended | NotSummarizer => 403,
             NotFound | PollNotFound => 404,
@@ -180,6 +185,7 @@ impl ErrorCode {
             WebhookDestinationForbidden => "WEBHOOK_DESTINATION_FORBIDDEN",
             InvalidSummaryBoundary => "INVALID_SUMMARY_BOUNDARY",
             InvalidSummarySource => "INVALID_SUMMARY_SOURCE",
+            InvalidPairingCode => "INVALID_PAIRING_CODE",
             Unauthorized => "UNAUTHORIZED",
             NotParticipant => "NOT_PARTICIPANT",
             Forbidden => "FORBIDDEN",
@@ -401,7 +407,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 43, "{schema}");
+        assert_eq!(listed.len(), 44, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());
@@ -438,6 +444,7 @@ mod tests {
             ErrorCode::InvalidJson,
             ErrorCode::InvalidWebhookUrl,
             ErrorCode::WebhookDestinationForbidden,
+            ErrorCode::InvalidPairingCode,
         ] {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }

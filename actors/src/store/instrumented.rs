@@ -5,6 +5,7 @@
 //! latency is mostly the wait.
 
 use super::log::LogEvent;
+use super::pairing::{Approval, LinkRequest, PairingStore, PairingTarget, SecretHash};
 use super::{
     AppendOutcome, Changed, ConversationChange, ConversationStore, Created, DirectoryStore,
     DisplacementStore, DraftAppend, DraftAppended, DraftStore, LeaseStore, LogStore, MessageChange,
@@ -556,5 +557,48 @@ impl SummaryStore for Instrumented {
                 .take_summary_refresh(bay, conversation, max, window),
         )
         .await
+    }
+impl PairingStore for Instrumented {
+    async fn create_pairing_code(
+        &self,
+        code: &SecretHash,
+        target: PairingTarget,
+        ttl: Duration,
+    ) -> Result<Created<()>, StoreError> {
+        timed(
+            "create_pairing_code",
+            self.inner.create_pairing_code(code, target, ttl),
+        )
+        .await
+    }
+    async fn redeem_pairing_code(
+        &self,
+        code: &SecretHash,
+    ) -> Result<Option<PairingTarget>, StoreError> {
+        timed("redeem_pairing_code", self.inner.redeem_pairing_code(code)).await
+    }
+    async fn create_link_request(&self, request: LinkRequest) -> Result<Created<()>, StoreError> {
+        timed(
+            "create_link_request",
+            self.inner.create_link_request(request),
+        )
+        .await
+    }
+    async fn link_request(&self, id: &str) -> Result<Option<LinkRequest>, StoreError> {
+        timed("link_request", self.inner.link_request(id)).await
+    }
+    async fn approve_link_request(
+        &self,
+        id: &str,
+        target: PairingTarget,
+    ) -> Result<Approval, StoreError> {
+        timed(
+            "approve_link_request",
+            self.inner.approve_link_request(id, target),
+        )
+        .await
+    }
+    async fn claim_link_request(&self, id: &str) -> Result<Option<PairingTarget>, StoreError> {
+        timed("claim_link_request", self.inner.claim_link_request(id)).await
     }
 }

@@ -13,6 +13,7 @@
 //! | [`leases`] | [`LeaseStore`] | named leases with a TTL |
 //! | [`presence`] | [`PresenceStore`] | node presence records, published states |
 //! | [`summaries`] | [`SummaryStore`] | conversation summaries, the summarizer, refresh budget |
+//! | [`pairing`] | [`PairingStore`] | pairing codes and link requests (hashed, with a TTL) |
 //!
 //! [`Store`] is all of them together, implemented for every type that
 //! implements each area, so `Arc<dyn Store>` is what nodes pass around;
@@ -36,6 +37,7 @@ pub mod leases;
 pub mod log;
 pub mod memory;
 pub mod messages;
+pub mod pairing;
 pub mod presence;
 pub mod redis;
 pub mod summaries;
@@ -51,6 +53,7 @@ pub use messages::{
     next_round, AppendOutcome, Appended, Changed, Idempotency, MessageChange, MessageStore,
     NewMessage, ReadState,
 };
+pub use pairing::{Approval, LinkRequest, PairingStore, PairingTarget, SecretHash};
 pub use presence::{ParticipantPresence, PresenceChange, PresenceStore, Published};
 pub use summaries::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
 pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
@@ -59,6 +62,7 @@ pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 /// calling a method on an `Arc<dyn Store>` needs its area's trait in scope.
 pub mod prelude {
     pub use super::SummaryStore;
+    pub use super::PairingStore;
     pub use super::{
         ConversationStore, DirectoryStore, DisplacementStore, DraftStore, LeaseStore, LogStore,
         MessageStore, PresenceStore, Store, WebhookStore,
@@ -150,6 +154,7 @@ pub trait Store:
     + LeaseStore
     + PresenceStore
     + SummaryStore
+    + PairingStore
 {
 }
 
@@ -164,6 +169,7 @@ impl<T> Store for T where
         + LeaseStore
         + PresenceStore
         + SummaryStore
+        + PairingStore
         + ?Sized
 {
 }

@@ -22,7 +22,6 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use switchboard_actors::model::{Conversation, Member};
 use switchboard_actors::store::Updated;
-use switchboard_actors::token::{self, TokenHash};
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
 use switchboard_protocol::model::{ParticipantKind, Role};
@@ -47,7 +46,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(patch_conversation)
             .service(set_webhook)
             .service(remove_webhook)
-            .configure(super::summarizer::routes),
+            .configure(super::summarizer::routes)
+            .configure(super::pairing::admin_routes),
     );
 }
 
@@ -221,20 +221,9 @@ async fn rotate_token(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (bay, pid) = path.into_inner();
-    let (bay, pid) = (BayId(bay), ParticipantId(pid));
-    let participant = state
-        .store
-        .participant(&bay, &pid)
-        .await?
-        .ok_or_else(ApiError::not_found)?;
-    let token = token::mint(participant.kind);
-    match state
-        .store
-        .set_token(&bay, &pid, Some(TokenHash::of(&token)))
-        .await?
-    {
-        Updated::Updated(()) => Ok(HttpResponse::Created().json(json!({ "token": token }))),
-        Updated::NotFound => Err(ApiError::not_found()),
+    match provision::rotate_token(&*state.store, &BayId(bay), &ParticipantId(pid)).await? {
+        Some((_, token)) => Ok(HttpResponse::Created().json(json!({ "token": token }))),
+        None => Err(ApiError::not_found()),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod body;
 pub mod directory;
 pub mod drafts;
 pub mod messages;
+pub mod pairing;
 pub mod polls;
 pub mod summarizer;
 pub mod summary;

@@ -88,6 +88,8 @@ pub struct RedisLimiter {
     conn: tokio::sync::Mutex<Option<Connection>>,
     updates: Shape,
     agent: Shape,
+    pair: Shape,
+    link: Shape,
     trouble: Mutex<Trouble>,
 }
 
@@ -113,8 +115,18 @@ impl RedisLimiter {
             conn: tokio::sync::Mutex::new(None),
             updates: Shape::per_minute(updates_per_minute),
             agent: Shape::per_minute(agent_per_minute),
+            pair: Shape::per_minute(super::DEFAULT_PER_IP),
+            link: Shape::per_minute(super::DEFAULT_PER_IP),
             trouble: Mutex::new(Trouble::default()),
         }
+    }
+
+    /// The same limiter with the per-IP pairing buckets of the given sizes
+    /// (`POST /pair` attempts, `POST /link-requests`).
+    pub fn per_ip(mut self, pair_per_minute: NonZeroU32, link_per_minute: NonZeroU32) -> Self {
+        self.pair = Shape::per_minute(pair_per_minute);
+        self.link = Shape::per_minute(link_per_minute);
+        self
     }
 
     /// Takes one call from `token`'s `bucket`: `Err(wait)` when it is empty.
@@ -126,6 +138,8 @@ impl RedisLimiter {
         let shape = match bucket {
             Bucket::Updates => self.updates,
             Bucket::Agent => self.agent,
+            Bucket::Pair => self.pair,
+            Bucket::Link => self.link,
         };
         match tokio::time::timeout(CALL_TIMEOUT, self.take(&key(token, bucket), shape)).await {
             Ok(Ok((1, _))) => Ok(()),

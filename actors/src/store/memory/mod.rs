@@ -17,6 +17,7 @@ mod drafts;
 mod leases;
 mod log;
 mod messages;
+mod pairing;
 mod presence;
 mod summaries;
 mod webhooks;
@@ -61,6 +62,8 @@ struct State {
     leases: HashMap<String, (String, u64)>,
     /// Summaries, summarizers and refresh budgets of every Bay.
     summaries: summaries::SummaryState,
+    /// Pairing codes and link requests.
+    pairing: pairing::PairingState,
 }
 
 struct BayState {

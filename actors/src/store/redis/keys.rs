@@ -30,6 +30,8 @@
 //! | `sb:{bay}:summarizer`             | string | the Bay's summarizer agent id                      |
 //! | `sb:draft-bays`                   | set    | Bays that may hold open drafts (sweep index)       |
 //! | `sb:{tok:<4 hex>}:<token hash>`   | string | token index: JSON `{bay, participant}`             |
+//! | `sb:pairing-code:<code hash>`     | string | JSON `PairingTarget`, expiring with the code (`PX`)|
+//! | `sb:link-request:<id>`            | hash   | `r` JSON `LinkRequest`, `a` its approval; `PX`'d   |
 //!
 //! The token index is the one global lookup (a token names its Bay), so it
 //! cannot share the Bay's slot. It is a *pointer*, not the truth: the truth
@@ -273,6 +275,20 @@ pub fn webhook_owners() -> String {
 /// `sb:lease:<name>`: string, the lease's holder, expiring with the lease.
 pub fn lease(name: &str) -> String {
     format!("{PREFIX}:lease:{name}")
+}
+
+/// `sb:pairing-code:<code hash>`: string, the code's JSON
+/// [`PairingTarget`](crate::store::PairingTarget), with the code's TTL.
+/// Not hash-tagged: every operation touches this one key.
+pub fn pairing_code(code: &crate::store::SecretHash) -> String {
+    format!("{PREFIX}:pairing-code:{}", code.0)
+}
+
+/// `sb:link-request:<id>`: hash, field `r` the JSON
+/// [`LinkRequest`](crate::store::LinkRequest) as created (pending), field
+/// `a` the JSON target once approved; expires with the request.
+pub fn link_request(id: &str) -> String {
+    format!("{PREFIX}:link-request:{id}")
 }
 
 /// The token index entry of `token`: hash-tagged by its first four hex

@@ -558,6 +558,9 @@ impl SummaryStore for Instrumented {
         )
         .await
     }
+}
+
+#[async_trait]
 impl PairingStore for Instrumented {
     async fn create_pairing_code(
         &self,

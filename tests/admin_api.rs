@@ -43,6 +43,16 @@ fn admin_routes() -> Vec<(Method, &'static str, Option<Value>)> {
             "/bays/b1/conversations/group/members/ben",
             None,
         ),
+        (
+            Method::POST,
+            "/bays/b1/participants/rex/pairing-codes",
+            None,
+        ),
+        (
+            Method::POST,
+            "/link-requests/lr_x/approve",
+            Some(json!({"bay": "b1", "participantId": "rex"})),
+        ),
     ]
 }
 

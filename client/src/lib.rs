@@ -108,5 +108,5 @@ pub use cursor_store::{Checkpoint, CursorStore, Delivered, FileCursorStore, Memo
 pub use dedupe::{key_of, DedupeWindow};
 pub use error::{chain as error_chain, ClientError};
 pub use listener::Listener;
-pub use rest::{Client, SendOptions};
+pub use rest::{pair, Client, SendOptions};
 pub use update::{Transport, Update};

@@ -34,16 +34,7 @@ impl Client {
     /// [`ClientError::Config`] when the URL is not `http(s)://` or the
     /// token cannot be a header value.
     pub fn new(base_url: &str, token: &str) -> Result<Client, ClientError> {
-        let mut base = base_url.trim().trim_end_matches('/');
-        if let Some(stripped) = base.strip_suffix("/api/agent-api") {
-            base = stripped.trim_end_matches('/');
-        }
-        let base = base.to_owned();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ClientError::Config(format!(
-                "base url must start with http:// or https://, got {base:?}"
-            )));
-        }
+        let base = base_of(base_url)?;
         let mut auth = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
             .map_err(|_| ClientError::Config("the token is not a valid header value".into()))?;
         auth.set_sensitive(true);
@@ -223,6 +214,45 @@ pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Durati
         .parse::<u64>()
         .ok()
         .map(Duration::from_secs)
+}
+
+/// `base_url` without a trailing slash or `/api/agent-api`, checked to
+/// be `http(s)://`.
+fn base_of(base_url: &str) -> Result<String, ClientError> {
+    let mut base = base_url.trim().trim_end_matches('/');
+    if let Some(stripped) = base.strip_suffix("/api/agent-api") {
+        base = stripped.trim_end_matches('/');
+    }
+    if !(base.starts_with("http://") || base.starts_with("https://")) {
+        return Err(ClientError::Config(format!(
+            "base url must start with http:// or https://, got {base:?}"
+        )));
+    }
+    Ok(base.to_owned())
+}
+
+/// Redeems a pairing code at `base_url` (protocol §2, `POST
+/// /api/agent-api/pair`; no token needed: the code is the credential).
+/// Answers the credentials to keep, `{baseUrl, token, agent: {id,
+/// name}}`; the agent's previous token stops working.
+///
+/// # Errors
+/// [`ClientError::Config`] for a base URL that is not `http(s)://`;
+/// [`ClientError::Api`] with `INVALID_PAIRING_CODE` for a code that is
+/// unknown, expired or used, `RATE_LIMITED` after too many attempts;
+/// [`ClientError::Http`] when the gateway cannot be reached.
+pub async fn pair(base_url: &str, code: &str) -> Result<Value, ClientError> {
+    let url = format!("{}/api/agent-api/pair", base_of(base_url)?);
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()?;
+    let res = http
+        .post(url)
+        .json(&json!({ "code": code }))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await?;
+    json_of(res).await
 }
 
 /// The JSON body of a success, or the error body as [`ClientError::Api`].

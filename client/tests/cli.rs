@@ -12,6 +12,11 @@ const REX: &str = "bay_demo_rex_000000000000000000000000";
 
 /// Starts a gateway with the demo Bay in this process; returns its base URL.
 fn start_gateway(replay_max_entries: Option<usize>) -> String {
+    start_gateway_with(replay_max_entries, None)
+}
+
+/// [`start_gateway`] with an admin token (the admin API enabled).
+fn start_gateway_with(replay_max_entries: Option<usize>, admin_token: Option<&str>) -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -20,6 +25,7 @@ fn start_gateway(replay_max_entries: Option<usize>) -> String {
         bind: format!("127.0.0.1:{port}"),
         bootstrap: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/demo.toml").into()),
         workers: Some(1),
+        admin_token: admin_token.map(str::to_owned),
         ..Default::default()
     };
     if let Some(n) = replay_max_entries {
@@ -558,4 +564,72 @@ fn rest_commands_name_the_url_and_the_cause() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("onnection refused"), "{stderr}");
+}
+
+/// The admin token of the gateway [`pair_writes_the_credentials_file_and_prints_no_token`] starts.
+const ADMIN: &str = "cli-test-admin-token";
+
+/// Mints a pairing code for the demo agent `pid` through the admin API.
+fn mint_code(url: &str, pid: &str) -> String {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let res = reqwest::Client::new()
+            .post(format!(
+                "{url}/api/admin/bays/demo/participants/{pid}/pairing-codes"
+            ))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 201);
+        let body: Value = res.json().await.unwrap();
+        body["code"].as_str().unwrap().to_owned()
+    })
+}
+
+#[test]
+fn pair_writes_the_credentials_file_and_prints_no_token() {
+    let url = start_gateway_with(None, Some(ADMIN));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("credentials.json");
+    let code = mint_code(&url, "scout");
+    // No SWITCHBOARD_TOKEN: the code is the credential.
+    let out = cli_at(&url, None)
+        .args(["pair", &code, "--credentials-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["agent"]["id"], "scout");
+    assert_eq!(printed["baseUrl"], url.as_str());
+    let creds: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let token = creds["token"].as_str().unwrap();
+    assert!(token.starts_with("bay_"));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(token));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // The stored token is the agent's now.
+    let me = json_out(cli_at(&url, Some(token)).arg("me"));
+    assert_eq!(me["id"], "scout");
+
+    // Used: exit 1 with the code named on stderr, and the file untouched.
+    let again = cli_at(&url, None)
+        .args(["pair", &code, "--credentials-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    let err: Value = serde_json::from_slice(&again.stderr).unwrap();
+    assert_eq!(err["error"], "INVALID_PAIRING_CODE", "{err}");
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(kept, creds);
 }

@@ -161,6 +161,21 @@ fn invalid_key(settings: &Settings) -> String {
 }
 
 #[test]
+fn a_public_url_with_a_path_prefix_is_valid() {
+    for url in [
+        "https://chat.example",
+        "http://127.0.0.1:8080",
+        "https://chat.example/sb",
+    ] {
+        let settings = Settings {
+            public_url: Some(url.into()),
+            ..Settings::default()
+        };
+        assert!(settings.validate().is_ok(), "{url}");
+    }
+}
+
+#[test]
 fn out_of_range_values_name_their_key() {
     type Spoil = fn(&mut Settings);
     let cases: Vec<(&str, Spoil)> = vec![
@@ -309,6 +324,28 @@ fn out_of_range_values_name_their_key() {
         }),
         ("webhooks.secret_key", |s| {
             s.webhooks.secret_key = Some("not base64 at all!".into())
+        }),
+        ("public_url", |s| s.public_url = Some("chat.example".into())),
+        ("public_url", |s| {
+            s.public_url = Some("ftp://chat.example".into())
+        }),
+        ("public_url", |s| s.public_url = Some("https://".into())),
+        ("public_url", |s| {
+            s.public_url = Some("https://chat.example/".into())
+        }),
+        ("public_url", |s| {
+            s.public_url = Some("https://chat.example/?x=1".into())
+        }),
+        ("public_url", |s| {
+            s.public_url = Some("https://u:p@chat.example".into())
+        }),
+        ("pairing.code_ttl", |s| s.pairing.code_ttl = Duration::ZERO),
+        ("pairing.link_ttl", |s| s.pairing.link_ttl = Duration::ZERO),
+        ("pairing.redeem_per_minute", |s| {
+            s.pairing.redeem_per_minute = 0
+        }),
+        ("pairing.link_requests_per_minute", |s| {
+            s.pairing.link_requests_per_minute = 0
         }),
     ];
     for (key, spoil) in cases {

@@ -62,6 +62,17 @@ enum Command {
     Me,
     /// Print the token's conversations.
     Conversations,
+    /// Redeem a pairing code an operator minted (no SWITCHBOARD_TOKEN
+    /// needed): writes `{baseUrl, token, agent}` to the credentials file
+    /// (mode 0600) and prints it without the token. The agent's previous
+    /// token stops working.
+    Pair {
+        /// The code, e.g. ABCDE-FGHJK.
+        code: String,
+        /// Where the credentials go (replaced atomically).
+        #[arg(long)]
+        credentials_file: PathBuf,
+    },
 }
 
 /// The token, from the environment only.
@@ -247,7 +258,38 @@ fn at_url(method: &str, url: String, e: ClientError) -> ClientError {
     }
 }
 
+/// Writes `creds` to `path` readable by its owner only (0600 on unix),
+/// through a temporary file renamed over it, so a reader never sees half.
+fn write_credentials(path: &std::path::Path, creds: &serde_json::Value) -> Result<(), ClientError> {
+    let tmp = path.with_extension("tmp");
+    let failed =
+        |e: std::io::Error| ClientError::Config(format!("cannot write {}: {e}", path.display()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&tmp).map_err(failed)?;
+    file.write_all(format!("{creds}\n").as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(failed)?;
+    std::fs::rename(&tmp, path).map_err(failed)
+}
+
 async fn run(cli: Cli, out: &mut Out) -> Result<(), Failure> {
+    if let Command::Pair {
+        code,
+        credentials_file,
+    } = &cli.command
+    {
+        let creds = switchboard_client::pair(&cli.url, code).await?;
+        write_credentials(credentials_file, &creds)?;
+        // Never the token on stdout: it lives in the file only.
+        return out.json(&serde_json::json!({
+            "baseUrl": creds["baseUrl"],
+            "agent": creds["agent"],
+            "credentialsFile": credentials_file,
+        }));
+    }
     let client = Client::new(&cli.url, &token()?)?;
     match cli.command {
         Command::Listen {
@@ -280,6 +322,7 @@ async fn run(cli: Cli, out: &mut Out) -> Result<(), Failure> {
             let list = client.conversations().await;
             out.json(&list.map_err(|e| at_url("GET", client.url("/conversations"), e))?)
         }
+        Command::Pair { .. } => unreachable!("handled before the token is read"),
     }
 }
 

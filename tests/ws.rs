@@ -722,60 +722,134 @@ async fn write_raw(ws: &mut Ws, bytes: &[u8]) {
     }
 }
 
-/// One masked client frame (payload under 126 bytes), `fin` and `opcode` as given.
+/// One masked client frame (payload up to 65535 bytes), `fin` and `opcode` as given.
 fn client_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
-    assert!(payload.len() < 126);
     let mask = [0x12u8, 0x34, 0x56, 0x78];
-    let mut out = vec![(u8::from(fin) << 7) | opcode, 0x80 | payload.len() as u8];
+    let mut out = vec![(u8::from(fin) << 7) | opcode];
+    match u16::try_from(payload.len()) {
+        Ok(n) if n < 126 => out.push(0x80 | n as u8),
+        Ok(n) => {
+            out.push(0x80 | 126);
+            out.extend_from_slice(&n.to_be_bytes());
+        }
+        Err(_) => panic!("payload too long for this helper"),
+    }
     out.extend_from_slice(&mask);
     out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
     out
 }
 
-/// A message split into a first text frame (FIN clear) and a continuation
-/// is a framing violation (docs/websocket.md: "a binary or fragmented
-/// frame"), before and after hello, even when the pieces make valid JSON.
+/// A close frame's payload: the code, then the reason's bytes.
+fn close_payload(code: u16, reason: &[u8]) -> Vec<u8> {
+    let mut payload = code.to_be_bytes().to_vec();
+    payload.extend_from_slice(reason);
+    payload
+}
+
+/// A text message split into fragments is put back together (RFC 6455
+/// §5.4: a server must accept fragmented messages): a `hello` in three
+/// fragments, a ping between two of them and a character cut across two,
+/// is answered with `ready`.
 #[tokio::test]
-async fn a_fragmented_frame_closes_with_4002() {
+async fn a_fragmented_hello_is_put_back_together_and_answered() {
     let (gw, w) = world().await;
-    for hello_first in [false, true] {
-        let mut ws = if hello_first {
-            let mut ws = gw.ws_ready(&w.rex, None).await;
-            ws.read_batch().await;
-            ws
-        } else {
-            gw.ws(&w.rex).await
-        };
-        let mut bytes = client_frame(false, 0x1, br#"{"t":"hel"#);
-        bytes.extend(client_frame(true, 0x0, br#"lo","resume":null}"#));
-        write_raw(&mut ws, &bytes).await;
-        let frames = expect_error_then_close(&mut ws, WsClose::FramingViolation).await;
-        assert!(
-            frames.iter().all(|f| f["t"] != "ready" || hello_first),
-            "the fragmented hello was accepted: {frames:?}"
-        );
+    let mut ws = gw.ws(&w.rex).await;
+    let hello = r#"{"t":"hello","resume":"é"}"#.as_bytes();
+    let cut = hello.iter().position(|&b| b == 0xc3).unwrap() + 1;
+    let mut bytes = client_frame(false, 0x1, &hello[..5]);
+    bytes.extend(client_frame(true, 0x9, b"mid-message ping"));
+    bytes.extend(client_frame(false, 0x0, &hello[5..cut]));
+    bytes.extend(client_frame(true, 0x0, &hello[cut..]));
+    write_raw(&mut ws, &bytes).await;
+    assert_eq!(ws.next_json().await, json!({"t": "ready", "cursor": "é"}));
+    // A cursor that is not one: reset, then the stream runs.
+    assert_eq!(ws.next_json().await, json!({"t": "reset"}));
+    let (_, posted) = gw
+        .post_message(&w.ana, "dm", "after a fragmented hello")
+        .await;
+    let mut got = Vec::new();
+    while !got.contains(&posted["id"]) {
+        let (events, _) = ws.read_batch().await;
+        got.extend(events.iter().map(|e| e["message"]["id"].clone()));
     }
 }
 
-/// Frames the WebSocket decoder refuses still get an `error` frame and a
-/// close code, never a bare TCP close: text that is not UTF-8 and a stray
-/// continuation break the framing contract (4002); reserved bits and a
-/// fragmented ping break RFC 6455 (1002).
+/// A fragmented message is still one frame for the framing contract: a
+/// fragmented second `hello` and a fragmented binary message close 4002.
 #[tokio::test]
-async fn frames_the_decoder_refuses_get_an_error_frame_and_a_close_code() {
+async fn fragmented_messages_keep_the_framing_contract() {
     let (gw, w) = world().await;
+    let mut second_hello = client_frame(false, 0x1, br#"{"t":"hel"#);
+    second_hello.extend(client_frame(true, 0x0, br#"lo","resume":null}"#));
+    let mut binary = client_frame(false, 0x2, b"{");
+    binary.extend(client_frame(true, 0x0, b"}"));
+    for (what, bytes) in [("second hello", second_hello), ("binary", binary)] {
+        let mut ws = gw.ws_ready(&w.rex, None).await;
+        ws.read_batch().await;
+        write_raw(&mut ws, &bytes).await;
+        eprintln!("case: {what}");
+        expect_error_then_close(&mut ws, WsClose::FramingViolation).await;
+    }
+}
+
+/// Frames the WebSocket decoder refuses get an `error` frame and the close
+/// code RFC 6455 names, never a bare TCP close: text that is not UTF-8
+/// (whole, across fragments, or a close frame's reason) closes 1007
+/// (§8.1, §7.4.1); reserved bits, a fragmented or oversized control frame,
+/// a continuation with nothing to continue, a new message inside a
+/// fragmented one and close codes §7.4 does not allow close 1002; a
+/// message whose fragments add up to more than the limit closes 1009.
+#[tokio::test]
+async fn frames_the_decoder_refuses_get_an_error_frame_and_the_rfc_close_code() {
+    let (gw, w) =
+        world_with(Opts::default().env("SWITCHBOARD_LIMITS__MAX_WS_FRAME_BYTES", "1024")).await;
+    let joined = |frames: &[Vec<u8>]| frames.concat();
     let mut rsv = client_frame(true, 0x1, br#"{"t":"hello","resume":null}"#);
     rsv[0] |= 0x40;
-    let cases: [(&str, Vec<u8>, WsClose); 4] = [
+    let cases: Vec<(&str, Vec<u8>, WsClose)> = vec![
         (
             "invalid UTF-8",
             client_frame(true, 0x1, b"\xff\xfe\xfd"),
-            WsClose::FramingViolation,
+            WsClose::InvalidPayload,
+        ),
+        (
+            "a character cut short at the end of a message",
+            client_frame(true, 0x1, b"{\"t\":\"\xc3\"}"[..7].as_ref()),
+            WsClose::InvalidPayload,
+        ),
+        (
+            "invalid UTF-8 in a later fragment",
+            joined(&[
+                client_frame(false, 0x1, br#"{"t":"#),
+                client_frame(false, 0x0, b"\"\xc3\x28\""),
+            ]),
+            WsClose::InvalidPayload,
+        ),
+        (
+            "a last fragment ending inside a character",
+            joined(&[
+                client_frame(false, 0x1, br#"{"t":""#),
+                client_frame(true, 0x0, b"\xe2\x82"),
+            ]),
+            WsClose::InvalidPayload,
+        ),
+        (
+            "a close reason that is not UTF-8",
+            client_frame(true, 0x8, &close_payload(1000, b"bye \xff")),
+            WsClose::InvalidPayload,
         ),
         (
             "stray continuation",
             client_frame(true, 0x0, b"{}"),
-            WsClose::FramingViolation,
+            WsClose::ProtocolError,
+        ),
+        (
+            "a new message inside a fragmented one",
+            joined(&[
+                client_frame(false, 0x1, br#"{"t":"#),
+                client_frame(true, 0x1, br#"{"t":"hello"}"#),
+            ]),
+            WsClose::ProtocolError,
         ),
         ("reserved bit", rsv, WsClose::ProtocolError),
         (
@@ -783,8 +857,42 @@ async fn frames_the_decoder_refuses_get_an_error_frame_and_a_close_code() {
             client_frame(false, 0x9, b"p"),
             WsClose::ProtocolError,
         ),
+        (
+            "ping above 125 bytes",
+            client_frame(true, 0x9, &[b'p'; 126]),
+            WsClose::ProtocolError,
+        ),
+        (
+            "close code 1005 (never sent on the wire)",
+            client_frame(true, 0x8, &close_payload(1005, b"")),
+            WsClose::ProtocolError,
+        ),
+        (
+            "close code 999",
+            client_frame(true, 0x8, &close_payload(999, b"")),
+            WsClose::ProtocolError,
+        ),
+        (
+            "close code 2999 (reserved)",
+            client_frame(true, 0x8, &close_payload(2999, b"")),
+            WsClose::ProtocolError,
+        ),
+        (
+            "close payload of one byte",
+            client_frame(true, 0x8, &[0x03]),
+            WsClose::ProtocolError,
+        ),
+        (
+            "fragments adding up to more than the limit",
+            joined(&[
+                client_frame(false, 0x1, &[b' '; 600]),
+                client_frame(true, 0x0, &[b' '; 600]),
+            ]),
+            WsClose::MessageTooBig,
+        ),
     ];
     for (what, bytes, close) in cases {
+        eprintln!("case: {what}");
         let mut ws = gw.ws_ready(&w.rex, None).await;
         ws.read_batch().await;
         write_raw(&mut ws, &bytes).await;
@@ -793,6 +901,32 @@ async fn frames_the_decoder_refuses_get_an_error_frame_and_a_close_code() {
             frames.iter().any(|f| f["t"] == "error"),
             "{what}: no error frame: {frames:?}"
         );
+    }
+    // A client's protocol error is not the server's: nothing at ERROR.
+    // (A last socket first, so the log lines of the cases are in.)
+    gw.ws_ready(&w.rex, None).await.read_batch().await;
+    let logs = gw.logs();
+    assert!(
+        !logs.lines().any(|l| l.contains("ERROR")),
+        "client errors logged at ERROR:\n{logs}"
+    );
+}
+
+/// A close frame with an allowed code and a UTF-8 reason is echoed.
+#[tokio::test]
+async fn a_valid_client_close_is_echoed() {
+    let (gw, w) = world().await;
+    for code in [1000u16, 1001, 3000, 4999] {
+        let mut ws = gw.ws_ready(&w.rex, None).await;
+        ws.read_batch().await;
+        write_raw(
+            &mut ws,
+            &client_frame(true, 0x8, &close_payload(code, "ciao é".as_bytes())),
+        )
+        .await;
+        let (got, frames) = ws.expect_close(PATIENCE).await;
+        assert_eq!(got, Some(code), "frames: {frames:?}");
+        assert!(frames.iter().all(|f| f["t"] != "error"), "{frames:?}");
     }
 }
 

@@ -271,8 +271,12 @@ pub mod close {
     /// in a loop: the upgrade answers 403 until an operator reinstates it.
     pub const SUSPENDED: u16 = 4004;
     /// Standard close: the client broke the WebSocket protocol itself
-    /// (unmasked frame, bad opcode, bad length).
+    /// (unmasked frame, bad opcode or length, reserved bits, a fragmented
+    /// or oversized control frame, a close code RFC 6455 §7.4 does not allow).
     pub const PROTOCOL_ERROR: u16 = 1002;
+    /// Standard close: a text message (or a close frame's reason) is not
+    /// UTF-8 (RFC 6455 §8.1, §7.4.1).
+    pub const INVALID_PAYLOAD: u16 = 1007;
     /// Standard close: the client broke a server policy (here: it fell too
     /// far behind reading).
     pub const POLICY_VIOLATION: u16 = 1008;
@@ -296,7 +300,7 @@ pub enum WsClose {
     /// 4004: an operator suspended the participant's Bay (`BAY_SUSPENDED`).
     BaySuspended,
     /// 4002: the client broke the framing contract (non-JSON text, a binary
-    /// or fragmented frame, an unknown `t` or field, a second `hello`).
+    /// message, an unknown `t` or field, a second `hello`).
     FramingViolation,
     /// 4002: no `hello` within the hello timeout (10 s by default).
     HelloTimeout,
@@ -314,15 +318,20 @@ pub enum WsClose {
     SlowConsumer,
     /// 1009: a frame above `limits.max_ws_frame_bytes`.
     MessageTooBig,
+    /// 1007: a text message, whole or across its fragments, or a close
+    /// frame's reason, is not UTF-8 (RFC 6455 §8.1).
+    InvalidPayload,
     /// 1002: the client broke the WebSocket protocol itself (unmasked
-    /// frame, bad opcode, bad length).
+    /// frame, bad opcode or length, reserved bits, a fragmented or
+    /// oversized control frame, a continuation with no message to continue
+    /// or a new message inside one, a close code RFC 6455 §7.4 does not allow).
     ProtocolError,
 }
 
 impl WsClose {
     /// Every close the server initiates, with `Failed` once per code an
     /// opening can fail with.
-    pub const ALL: [WsClose; 14] = [
+    pub const ALL: [WsClose; 15] = [
         WsClose::Displaced,
         WsClose::CredentialRevoked,
         WsClose::AccountSuspended,
@@ -336,6 +345,7 @@ impl WsClose {
         WsClose::Failed(ErrorCode::Internal),
         WsClose::SlowConsumer,
         WsClose::MessageTooBig,
+        WsClose::InvalidPayload,
         WsClose::ProtocolError,
     ];
 
@@ -350,6 +360,7 @@ impl WsClose {
             WsClose::GoingAway | WsClose::LogReset | WsClose::Failed(_) => close::GOING_AWAY,
             WsClose::SlowConsumer => close::POLICY_VIOLATION,
             WsClose::MessageTooBig => close::MESSAGE_TOO_BIG,
+            WsClose::InvalidPayload => close::INVALID_PAYLOAD,
             WsClose::ProtocolError => close::PROTOCOL_ERROR,
         }
     }
@@ -368,6 +379,7 @@ impl WsClose {
             WsClose::Failed(code) => code.as_str(),
             WsClose::SlowConsumer => "SLOW_CONSUMER",
             WsClose::MessageTooBig => "MESSAGE_TOO_BIG",
+            WsClose::InvalidPayload => "INVALID_PAYLOAD",
             WsClose::ProtocolError => "PROTOCOL_ERROR",
         }
     }

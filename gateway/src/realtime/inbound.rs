@@ -5,6 +5,14 @@
 //! not form a whole frame yet, so an idle connection holds no read buffer
 //! (BENCHMARKS.md, "WebSockets on their own socket").
 //!
+//! Frames are parsed here rather than by actix's `Codec`, which logs a
+//! client's fragmented control frame at ERROR and reports a close frame's
+//! bad code and its non-UTF-8 reason as the same error. A fragmented text
+//! message is put back together (RFC 6455 §5.4: a server must accept
+//! fragmentation), within the same size limit as one frame, and its UTF-8 is
+//! checked as the fragments arrive (§8.1: fail at the first byte that cannot
+//! start valid UTF-8).
+//!
 //! Oversized frames are refused as soon as their header arrives: actix's
 //! decoder checks a frame's declared length against its limit only once the
 //! whole payload has been buffered, so a client could make the server buffer
@@ -13,8 +21,7 @@
 //! header that declares more than the limit.
 
 use actix::{Actor, Addr, Handler, Message};
-use actix_codec::Decoder;
-use actix_http::ws::{CloseReason, Codec, Frame, ProtocolError};
+use actix_http::ws::{CloseReason, OpCode, Parser, ProtocolError};
 use actix_web::web::{Bytes, BytesMut};
 use bytestring::ByteString;
 use futures_util::{Stream, StreamExt};
@@ -31,12 +38,12 @@ const READ_CHUNK: usize = 4096;
 /// One frame from the client, as the session handles it.
 #[derive(Debug)]
 pub enum ClientMessage {
-    /// A text frame; its payload is valid UTF-8.
+    /// A text message (one frame, or its fragments put together); its
+    /// payload is valid UTF-8.
     Text(ByteString),
-    /// A binary frame (refused by the framing contract; payload dropped).
+    /// A binary frame, or the first fragment of a binary message (refused
+    /// by the framing contract; payload dropped).
     Binary,
-    /// A fragment of a fragmented message (refused by the framing contract).
-    Continuation,
     /// A ping, with its payload (at most 125 bytes) to echo in the pong.
     Ping(Bytes),
     /// A pong.
@@ -50,10 +57,14 @@ pub enum ClientMessage {
 pub enum InboundError {
     /// A frame declared a payload above the limit (`limits.max_ws_frame_bytes`).
     TooBig,
-    /// A text frame whose payload is not UTF-8.
+    /// A text message (or a fragment of one, as soon as it cannot be the
+    /// start of valid UTF-8), or a close frame's reason, that is not UTF-8.
     NotUtf8,
-    /// The bytes break RFC 6455 (reserved bits, a fragmented control
-    /// frame, an unmasked client frame, an unknown opcode, ...).
+    /// The bytes break RFC 6455 (reserved bits, a fragmented control frame
+    /// (`ContinuationFragment`), an unmasked client frame, an unknown
+    /// opcode, a control frame above 125 bytes, a close code §7.4 does not
+    /// allow, a continuation with no message to continue or a new message
+    /// inside one, ...).
     Protocol(ProtocolError),
     /// The socket failed.
     Read(std::io::Error),
@@ -65,7 +76,10 @@ pub struct Inbound<R> {
     /// Bytes read that do not form a whole frame yet. Emptied (capacity
     /// included) whenever the last frame in it was decoded.
     buf: BytesMut,
-    codec: Codec,
+    /// Largest frame, and largest message put together from fragments, bytes.
+    max_frame: usize,
+    /// The fragmented text message being put together, if one is.
+    fragments: Option<Fragments>,
     scan: HeaderScan,
     /// Most bytes read ahead of the frames handed on: a whole frame of the
     /// largest size allowed, header included.
@@ -90,7 +104,8 @@ impl<R> Inbound<R> {
         let mut inbound = Inbound {
             io,
             buf: BytesMut::new(),
-            codec: Codec::new().max_size(max_frame),
+            max_frame,
+            fragments: None,
             scan: HeaderScan::new(max_frame),
             read_ahead: max_frame.saturating_add(14),
             oversize: false,
@@ -125,13 +140,21 @@ impl<R> Inbound<R> {
         &self.io
     }
 
-    /// Decodes the next whole frame in `buf`, if there is one.
+    /// Decodes the next whole message in `buf`, if there is one: fragments
+    /// of a text message are taken in until its last.
     fn decode(&mut self) -> Option<Result<ClientMessage, InboundError>> {
-        let decoded = match self.codec.decode(&mut self.buf) {
-            Ok(None) => return None,
-            Ok(Some(frame)) => message(frame),
-            Err(ProtocolError::Overflow) => Err(InboundError::TooBig),
-            Err(e) => Err(InboundError::Protocol(e)),
+        let decoded = loop {
+            match Parser::parse(&mut self.buf, true, self.max_frame) {
+                Ok(None) => return None,
+                Ok(Some((fin, opcode, payload))) => {
+                    let payload = payload.map(BytesMut::freeze).unwrap_or_default();
+                    if let Some(message) = self.frame(fin, opcode, payload) {
+                        break message;
+                    }
+                }
+                Err(ProtocolError::Overflow) => break Err(InboundError::TooBig),
+                Err(e) => break Err(InboundError::Protocol(e)),
+            }
         };
         if decoded.is_err() {
             self.finished = true;
@@ -142,20 +165,94 @@ impl<R> Inbound<R> {
         }
         Some(decoded)
     }
+
+    /// The session's view of one frame (RFC 6455 §5.4, §5.5); `None` for a
+    /// fragment taken in that does not finish its message.
+    fn frame(
+        &mut self,
+        fin: bool,
+        opcode: OpCode,
+        payload: Bytes,
+    ) -> Option<Result<ClientMessage, InboundError>> {
+        let protocol = |e| Some(Err(InboundError::Protocol(e)));
+        Some(Ok(match (opcode, fin) {
+            // §5.5: control frames must not be fragmented.
+            (OpCode::Ping | OpCode::Pong | OpCode::Close, false) => {
+                return protocol(ProtocolError::ContinuationFragment(opcode));
+            }
+            (OpCode::Ping, true) => ClientMessage::Ping(payload),
+            (OpCode::Pong, true) => ClientMessage::Pong,
+            (OpCode::Close, true) => match Parser::try_parse_close_payload(&payload) {
+                Ok(reason) => ClientMessage::Close(reason),
+                // The code alone is allowed: what failed is the reason's UTF-8.
+                Err(_)
+                    if payload.len() > 2
+                        && Parser::try_parse_close_payload(&payload[..2]).is_ok() =>
+                {
+                    return Some(Err(InboundError::NotUtf8));
+                }
+                Err(e) => return protocol(e),
+            },
+            // §5.4: a fragmented message's fragments are not interleaved
+            // with another message.
+            (OpCode::Text | OpCode::Binary, _) if self.fragments.is_some() => {
+                return protocol(ProtocolError::ContinuationStarted);
+            }
+            (OpCode::Binary, _) => ClientMessage::Binary,
+            (OpCode::Text, true) => match ByteString::try_from(payload) {
+                Ok(text) => ClientMessage::Text(text),
+                Err(_) => return Some(Err(InboundError::NotUtf8)),
+            },
+            (OpCode::Text, false) => {
+                self.fragments = Some(Fragments::default());
+                return self.fragment(&payload, false);
+            }
+            (OpCode::Continue, _) if self.fragments.is_none() => {
+                return protocol(ProtocolError::ContinuationNotStarted);
+            }
+            (OpCode::Continue, fin) => return self.fragment(&payload, fin),
+            // `Parser::parse` refuses unknown opcodes itself.
+            (OpCode::Bad, _) => return protocol(ProtocolError::BadOpCode),
+        }))
+    }
+
+    /// Adds a fragment to the message being put together; the message once
+    /// `fin`, `None` before.
+    fn fragment(
+        &mut self,
+        payload: &[u8],
+        fin: bool,
+    ) -> Option<Result<ClientMessage, InboundError>> {
+        let f = self.fragments.as_mut()?;
+        if f.bytes.len() + payload.len() > self.max_frame {
+            return Some(Err(InboundError::TooBig));
+        }
+        f.bytes.extend_from_slice(payload);
+        match std::str::from_utf8(&f.bytes[f.checked..]) {
+            Ok(_) => f.checked = f.bytes.len(),
+            // Cut inside a character: the next fragment may complete it.
+            Err(e) if e.error_len().is_none() && !fin => f.checked += e.valid_up_to(),
+            Err(_) => return Some(Err(InboundError::NotUtf8)),
+        }
+        if !fin {
+            return None;
+        }
+        let whole = self.fragments.take()?.bytes.freeze();
+        Some(
+            ByteString::try_from(whole).map_or(Err(InboundError::NotUtf8), |text| {
+                Ok(ClientMessage::Text(text))
+            }),
+        )
+    }
 }
 
-/// The session's view of a decoded frame.
-fn message(frame: Frame) -> Result<ClientMessage, InboundError> {
-    Ok(match frame {
-        Frame::Text(data) => {
-            ClientMessage::Text(ByteString::try_from(data).map_err(|_| InboundError::NotUtf8)?)
-        }
-        Frame::Binary(_) => ClientMessage::Binary,
-        Frame::Continuation(_) => ClientMessage::Continuation,
-        Frame::Ping(payload) => ClientMessage::Ping(payload),
-        Frame::Pong(_) => ClientMessage::Pong,
-        Frame::Close(reason) => ClientMessage::Close(reason),
-    })
+/// A fragmented text message being put together.
+#[derive(Default)]
+struct Fragments {
+    bytes: BytesMut,
+    /// How many of `bytes` are known to be valid UTF-8; the rest is the
+    /// start of a character cut by the fragment's end.
+    checked: usize,
 }
 
 impl<R: AsyncRead + Unpin> Stream for Inbound<R> {

@@ -24,7 +24,7 @@ use crate::connections::{ConnectionPermit, Transport};
 use crate::error::{ApiError, Preamble, SessionEnd};
 use crate::state::AppState;
 use actix::prelude::*;
-use actix_http::ws::{CloseCode, CloseReason as WsCloseReason, HandshakeError, ProtocolError};
+use actix_http::ws::{CloseCode, CloseReason as WsCloseReason, HandshakeError};
 use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::http::StatusCode;
 use actix_web::web::Bytes;
@@ -46,7 +46,7 @@ use switchboard_protocol::ids::SessionId;
     operation_id = "openWebSocket",
     tag = "realtime",
     summary = "WebSocket: the /updates events and cursor, pushed",
-    description = "A WebSocket upgrade (RFC 6455), not a JSON endpoint. The credential is checked before the upgrade: `Authorization: Bearer …`, or `?token=…` for clients that cannot set headers. After the 101 the client sends `{\"t\":\"hello\",\"resume\":<cursor|null>}` and the server answers `ready`, replays missed `event` frames, then streams `event` frames each batch followed by a `cursor` frame. The cursor is the same string `/updates` issues. Frames, close codes (4000 displaced, 4001 revoked, 4002 framing violation, 4003 going away) and resume rules: docs/websocket.md.",
+    description = "A WebSocket upgrade (RFC 6455), not a JSON endpoint. The credential is checked before the upgrade: `Authorization: Bearer …`, or `?token=…` for clients that cannot set headers. After the 101 the client sends `{\"t\":\"hello\",\"resume\":<cursor|null>}` and the server answers `ready`, replays missed `event` frames, then streams `event` frames each batch followed by a `cursor` frame. The cursor is the same string `/updates` issues. Frames, close codes (4000 displaced, 4001 revoked, 4002 framing violation, 4003 going away, 4004 suspended; RFC 6455 1002, 1007, 1008, 1009) and resume rules: docs/websocket.md.",
     params(
         ("Upgrade" = String, Header, description = "`websocket`"),
         ("Connection" = String, Header, description = "`Upgrade`"),
@@ -620,9 +620,6 @@ impl Handler<FromClient> for WsSession {
         match item {
             Ok(ClientMessage::Text(text)) => self.on_text(&text, ctx),
             Ok(ClientMessage::Binary) => self.violation("binary frames are not allowed", ctx),
-            Ok(ClientMessage::Continuation) => {
-                self.violation("fragmented frames are not supported", ctx)
-            }
             Ok(ClientMessage::Ping(payload)) => self.outbox.borrow_mut().pong(&payload),
             Ok(ClientMessage::Pong) => self.missed_pongs = 0,
             Ok(ClientMessage::Close(reason)) => {
@@ -634,21 +631,24 @@ impl Handler<FromClient> for WsSession {
             Err(InboundError::TooBig) => {
                 self.close_with(WsClose::MessageTooBig, "frame exceeds the size limit", ctx)
             }
-            // Not UTF-8, so not a JSON frame either.
-            Err(InboundError::NotUtf8) => self.violation("text frame is not valid UTF-8", ctx),
-            // A continuation with no message to continue, or a new message
-            // inside one: fragmentation, which the framing contract excludes.
-            Err(InboundError::Protocol(
-                ProtocolError::ContinuationNotStarted | ProtocolError::ContinuationStarted,
-            )) => self.violation("fragmented frames are not supported", ctx),
+            // RFC 6455 §8.1, §7.4.1: 1007 for data not of the message's type.
+            Err(InboundError::NotUtf8) => {
+                tracing::debug!(session = %self.session, "client sent text that is not UTF-8");
+                self.close_with(WsClose::InvalidPayload, "text is not valid UTF-8", ctx)
+            }
             // Unmasked frames, unknown opcodes, bad lengths, a fragmented
             // control frame (RFC 6455 §5.5), reserved bits set without an
-            // extension (§5.2).
-            Err(InboundError::Protocol(e)) => self.close_with(
-                WsClose::ProtocolError,
-                &format!("websocket protocol error: {e}"),
-                ctx,
-            ),
+            // extension (§5.2), a stray or interleaved continuation (§5.4),
+            // a close code §7.4 does not allow. The client's fault, not the
+            // server's: logged at debug.
+            Err(InboundError::Protocol(e)) => {
+                tracing::debug!(session = %self.session, error = %e, "client broke the websocket protocol");
+                self.close_with(
+                    WsClose::ProtocolError,
+                    &format!("websocket protocol error: {e}"),
+                    ctx,
+                )
+            }
             Err(InboundError::Read(e)) => {
                 tracing::debug!(session = %self.session, error = %e, "websocket read failed");
                 self.phase = Phase::Closing;

@@ -148,7 +148,7 @@ impl ErrorCode {
             | WebhookDestinationForbidden
             | InvalidSummaryBoundary
             | InvalidSummarySource => 400,
-            | InvalidPairingCode => 400,
+            InvalidPairingCode => 400,
             Unauthorized => 401,
             NotParticipant | Forbidden | AccountSuspended | BaySuspended | NotSummarizer => 403,
             NotFound | PollNotFound => 404,

@@ -61,8 +61,8 @@ pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 /// The store traits, for `use switchboard_actors::store::prelude::*`:
 /// calling a method on an `Arc<dyn Store>` needs its area's trait in scope.
 pub mod prelude {
-    pub use super::SummaryStore;
     pub use super::PairingStore;
+    pub use super::SummaryStore;
     pub use super::{
         ConversationStore, DirectoryStore, DisplacementStore, DraftStore, LeaseStore, LogStore,
         MessageStore, PresenceStore, Store, WebhookStore,

@@ -142,7 +142,7 @@ async fn react(
     let outcome = amend(state, caller, &id, MessageId(mid), Action::React { emoji }).await?;
     let me = &caller.principal.participant;
     if pickup && me.kind == ParticipantKind::Agent {
-        crate::api::typing::start_typing(&state, &caller.principal.bay, &id, &me.id).await?;
+        crate::api::typing::start_typing(state, &caller.principal.bay, &id, &me.id).await?;
     }
     reactions_answer(outcome, &me.id)
 }

@@ -62,6 +62,7 @@ fn agent(id: &str, name: &str, description: Value, status: &str) -> Value {
         "status": status,
         "presence": status,
         "capabilities": [],
+        "connector": null,
     })
 }
 

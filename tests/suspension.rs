@@ -230,3 +230,49 @@ async fn a_suspension_through_one_node_closes_a_session_on_another() {
     ws.expect_server_close(WsClose::BaySuspended, PATIENCE)
         .await;
 }
+
+/// A held `GET …/messages/wait` ends with the refusal as soon as its
+/// caller is suspended, and with 401 as soon as its token is revoked,
+/// rather than when its timeout runs out (and never hands over a message
+/// posted meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_message_wait_ends_when_its_caller_is_suspended_or_revoked() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let held = |token: String| {
+        let (http, url) = (
+            test_http(),
+            gw.url("/api/agent-api/conversations/group/messages/wait?timeout=45"),
+        );
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let res = http.get(url).bearer_auth(token).send().await.unwrap();
+            let status = res.status().as_u16();
+            let body: Value = res.json().await.unwrap_or(Value::Null);
+            (status, body, started.elapsed())
+        })
+    };
+    let rex = held(w.rex.clone());
+    let brain = held(w.brain.clone());
+    // Both waits are registered before the operator acts.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let (s, b) = standing(&gw, "/bays/b1/participants/rex/suspend").await;
+    assert_eq!(s, 200, "{b}");
+    gw.revoke_token(BAY, "brain").await;
+    let (s, b, took) = rex.await.unwrap();
+    assert_refused(s, &b, "ACCOUNT_SUSPENDED");
+    assert!(took < Duration::from_secs(30), "held for {took:?}");
+    let (s, b, took) = brain.await.unwrap();
+    assert_error(s, &b, 401, "UNAUTHORIZED");
+    assert!(took < Duration::from_secs(30), "held for {took:?}");
+
+    // A wait of someone else is untouched: it still gets the next message.
+    let scout = held(w.scout.clone());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (s, m) = gw.post_message(&w.ana, "group", "still here").await;
+    assert_eq!(s, 201, "{m}");
+    let (s, b, _) = scout.await.unwrap();
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["messages"][0]["content"], "still here");
+}

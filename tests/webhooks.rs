@@ -312,6 +312,89 @@ async fn lifecycle_events_are_delivered_too() {
     assert!(bodies[1]["eventId"].is_string());
 }
 
+/// Events addressed to one agent alone, `summary.requested` and
+/// `connector.request`, reach an agent that only has a webhook, and the
+/// connector's answer (made by webhook alone) ends the caller's call.
+#[tokio::test]
+async fn addressed_events_reach_a_webhook_only_agent() {
+    let (receiver, url) = start_receiver(vec![], None).await;
+    let gw = Gateway::spawn_with(opts()).await;
+    let w = World::create(&gw, "hookaddressed").await;
+    set_webhook(&gw, &w.rex, &url).await;
+    for (path, body) in [
+        ("summarizer", json!({ "participantId": "rex" })),
+        ("participants/rex/connector", json!({ "platform": "slack" })),
+    ] {
+        let (s, b) = gw
+            .admin(
+                reqwest::Method::PUT,
+                &format!("/bays/hookaddressed/{path}"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(s, 200, "{b}");
+    }
+    let (s, b) = gw
+        .get(&w.ana, "/conversations/group/summary?refresh=1")
+        .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["refresh"]["requested"], true, "{b}");
+
+    let asked = {
+        let (http, url, token) = (
+            common::test_http(),
+            gw.url("/api/agent-api/agents/rex/ask"),
+            w.ben.clone(),
+        );
+        tokio::spawn(async move {
+            let res = http
+                .post(url)
+                .bearer_auth(token)
+                .json(&json!({ "query": "release date" }))
+                .send()
+                .await
+                .unwrap();
+            (res.status().as_u16(), res.json::<Value>().await.unwrap())
+        })
+    };
+    let arrived = common::eventually(Duration::from_secs(20), || async {
+        accepted(&receiver)
+            .iter()
+            .any(|b| b["event"] == "connector.request")
+    })
+    .await;
+    assert!(arrived, "{:?}", accepted(&receiver));
+    let bodies = accepted(&receiver);
+    let summary = bodies
+        .iter()
+        .find(|b| b["event"] == "summary.requested")
+        .expect("summary.requested delivered");
+    assert_eq!(summary["conversationId"], "group");
+    assert_eq!(summary["requestedBy"], "ana");
+    assert_eq!(summary["schemaVersion"], 2);
+    let request = bodies
+        .iter()
+        .find(|b| b["event"] == "connector.request")
+        .unwrap();
+    assert_eq!(request["kind"], "ask");
+    assert_eq!(request["fromId"], "ben");
+    assert_eq!(request["payload"]["query"], "release date");
+    assert!(request["eventId"].is_string(), "{request}");
+
+    let id = request["requestId"].as_str().unwrap();
+    let (s, b) = gw
+        .post_json(
+            &w.rex,
+            &format!("/agents/requests/{id}/answer"),
+            json!({ "result": { "date": "friday" } }),
+        )
+        .await;
+    assert_eq!(s, 204, "{b}");
+    let (s, b) = asked.await.unwrap();
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["result"], json!({ "date": "friday" }));
+}
+
 #[tokio::test]
 async fn a_410_disables_the_webhook_and_me_says_why() {
     let (receiver, url) = start_receiver(vec![], Some(410)).await;

@@ -610,9 +610,11 @@ pub fn project(
                 None
             }
         }
-        // Addressed to the summarizer alone, member or not.
-        LogEvent::SummaryRequested { summarizer, .. } => {
-            (summarizer == participant).then(|| record.event_for(participant))?
+        // Addressed to one participant alone (the summarizer, a connector),
+        // member or not.
+        LogEvent::SummaryRequested { summarizer: to, .. }
+        | LogEvent::ConnectorRequest { connector: to, .. } => {
+            (to == participant).then(|| record.event_for(participant))?
         }
         LogEvent::Message { conversation, .. } | LogEvent::Change { conversation, .. } => {
             if conversations.contains(&conversation.id) {
@@ -632,7 +634,9 @@ pub fn project(
             }
             None
         }
-        LogEvent::CredentialRevoked { .. } | LogEvent::Suspension { .. } => None,
+        LogEvent::CredentialRevoked { .. }
+        | LogEvent::Suspension { .. }
+        | LogEvent::ConnectorAnswered { .. } => None,
     }
 }
 

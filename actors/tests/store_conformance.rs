@@ -103,6 +103,8 @@ macro_rules! conformance {
 
 #[path = "store_conformance/changes.rs"]
 mod changes;
+#[path = "store_conformance/connectors.rs"]
+mod connectors;
 #[path = "store_conformance/conversations.rs"]
 mod conversations;
 #[path = "store_conformance/directory.rs"]

@@ -94,6 +94,7 @@
 
 mod backoff;
 mod config;
+mod connectors;
 mod cursor_store;
 mod dedupe;
 mod error;

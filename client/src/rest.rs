@@ -68,6 +68,12 @@ impl Client {
             .header(AUTHORIZATION, self.auth.clone())
     }
 
+    pub(crate) fn post(&self, path: &str) -> RequestBuilder {
+        self.http
+            .post(self.url(path))
+            .header(AUTHORIZATION, self.auth.clone())
+    }
+
     /// `GET /me`: `{id, name, kind, status, …, bayId}`.
     ///
     /// # Errors
@@ -193,7 +199,7 @@ fn one_ms_before(at: &str) -> Result<String, ClientError> {
 
 /// Percent-encodes a path segment (conversation ids are `[A-Za-z0-9_-]`,
 /// but a CLI argument may be anything).
-fn path_segment(s: &str) -> String {
+pub(crate) fn path_segment(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {

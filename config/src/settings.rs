@@ -227,6 +227,11 @@ pub struct Timing {
     /// Lifetime of a typing indicator (protocol §11: 5 s).
     #[serde(with = "humantime_serde")]
     pub typing_ttl: Duration,
+    /// How long `POST /agents/{id}/ask` and `/send` hold the caller for the
+    /// connector's answer before 504 `CONNECTOR_TIMEOUT` (protocol §9); the
+    /// connector may answer until then. Invariant: 1 s to 120 s.
+    #[serde(with = "humantime_serde")]
+    pub connector_answer_timeout: Duration,
     /// How often each node refreshes its presence record of a Bay (who
     /// holds sessions there, and their activity); a record lives three
     /// intervals, so a killed node's participants go offline within about

@@ -135,6 +135,13 @@ fn check_timing(timing: &Timing) -> Result<(), ConfigError> {
     non_zero("timing.sse_heartbeat", timing.sse_heartbeat)?;
     non_zero("timing.watermark_interval", timing.watermark_interval)?;
     non_zero("timing.typing_ttl", timing.typing_ttl)?;
+    let answer = timing.connector_answer_timeout;
+    if !(Duration::from_secs(1)..=Duration::from_secs(120)).contains(&answer) {
+        return Err(ConfigError::invalid(
+            "timing.connector_answer_timeout",
+            format!("is {}, must be from 1s to 120s", show(answer)),
+        ));
+    }
     non_zero("timing.draft_flush_interval", timing.draft_flush_interval)?;
     non_zero("timing.draft_orphan_timeout", timing.draft_orphan_timeout)?;
     non_zero("timing.presence_interval", timing.presence_interval)?;

@@ -59,6 +59,7 @@ fn defaults_equal_the_protocol_values() {
             watermark_interval: secs(1),
             feed_linger: Duration::ZERO,
             typing_ttl: secs(5), // protocol §11: typing has a 5s TTL
+            connector_answer_timeout: secs(30),
             draft_flush_interval: Duration::from_millis(40),
             draft_orphan_timeout: secs(30),
             presence_interval: secs(2),
@@ -279,6 +280,9 @@ fn out_of_range_values_name_their_key() {
         }),
         ("timing.typing_ttl", |s| {
             s.timing.typing_ttl = Duration::ZERO
+        }),
+        ("timing.connector_answer_timeout", |s| {
+            s.timing.connector_answer_timeout = Duration::from_millis(500)
         }),
         ("timing.presence_interval", |s| {
             s.timing.presence_interval = Duration::ZERO

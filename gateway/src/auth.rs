@@ -98,6 +98,26 @@ pub async fn authenticate_head(
     admitted(principal, token_hash)
 }
 
+/// Checks again that `caller`'s token still works, for a request held a
+/// long time (`GET …/messages/wait`): the node's token cache, which the
+/// Bay's feed keeps exact, else the store.
+///
+/// # Errors
+/// 401 once the token was rotated or revoked; 403 `ACCOUNT_SUSPENDED` /
+/// `BAY_SUSPENDED` once it was suspended; 503 when the store is down.
+pub async fn recheck(state: &AppState, caller: &Caller) -> Result<(), ApiError> {
+    let tokens = state.registry.tokens();
+    let principal = match tokens.get(&caller.token_hash) {
+        Some(p) => p,
+        None => state
+            .store
+            .authenticate(&caller.token_hash)
+            .await?
+            .ok_or_else(ApiError::unauthorized)?,
+    };
+    admitted(principal, caller.token_hash.clone()).map(drop)
+}
+
 /// The caller of a valid token, unless an operator suspended it or its
 /// Bay: then 403 `ACCOUNT_SUSPENDED` / `BAY_SUSPENDED` on every agent route
 /// (REST, `/updates`, `/ws`, `/events`), the standing refusal BayChat CLI

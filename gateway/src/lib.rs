@@ -400,6 +400,7 @@ fn app(
                 .wrap(actix_web::middleware::from_fn(auth::agent_gate))
                 .configure(api::agent::routes)
                 .configure(api::directory::routes)
+                .configure(api::connectors::routes)
                 .configure(api::messages::routes)
                 .configure(api::drafts::routes)
                 .configure(api::webhook::routes)

@@ -127,6 +127,11 @@ pub struct NewParticipant {
     pub name: String,
     /// What an agent is for (up to 4,000 characters); ignored for users.
     pub description: Option<String>,
+    /// Marks an agent as a connector of this platform (protocol §9); 400
+    /// for a user. Also settable later with
+    /// `PUT /api/admin/bays/{bay}/participants/{pid}/connector`.
+    #[serde(default)]
+    pub connector: Option<crate::api::connectors::ConnectorSpec>,
     /// Bootstrap only: a fixed token (demo files). The admin API always mints
     /// (and refuses this field with 400), so it is not documented there.
     #[serde(default)]
@@ -149,6 +154,9 @@ pub async fn create_participant(
     check_text("name", &input.name, MAX_NAME_CHARS, true)?;
     if let Some(d) = &input.description {
         check_text("description", d, MAX_TEXT_CHARS, false)?;
+    }
+    if input.connector.is_some() && input.kind != ParticipantKind::Agent {
+        return Err(invalid("only an agent can be a connector"));
     }
     if store.bay(bay).await?.is_none() {
         return Err(ApiError::not_found());
@@ -183,7 +191,12 @@ pub async fn create_participant(
         .create_participant(bay, participant, TokenHash::of(&token))
         .await?
     {
-        Created::Created(p) => Ok((p, token)),
+        Created::Created(p) => {
+            if let Some(spec) = input.connector {
+                store.set_connector(bay, &p.id, Some(spec.platform)).await?;
+            }
+            Ok((p, token))
+        }
         Created::AlreadyExists => Err(ApiError::new(
             ErrorCode::AlreadyExists,
             "a participant with this id (or token) exists",

@@ -103,6 +103,9 @@ pub enum ErrorCode {
     /// 409: a summary whose boundary lies before the stored summary's:
     /// the stored one covers more and stays (docs/summary.md).
     SummaryStale,
+    /// 409: `POST /agents/{id}/ask` or `/send` named an agent that is not
+    /// a connector (protocol §9).
+    NotAConnector,
     /// 410: the message was deleted (an edit of it, or a retried send whose
     /// message has since been deleted: it is never recreated).
     MessageDeleted,
@@ -120,8 +123,14 @@ pub enum ErrorCode {
     SummaryRefreshLimited,
     /// 500.
     Internal,
+    /// 502: the connector answered the relayed call with an error; the
+    /// message carries the connector's (docs/connectors.md).
+    ConnectorFailed,
     /// 503: the store cannot be reached; retry after `Retry-After`.
     StoreUnavailable,
+    /// 504: the connector did not answer within
+    /// `timing.connector_answer_timeout` (30 s by default).
+    ConnectorTimeout,
     /// 503: the node is draining or full.
     Unavailable,
 }
@@ -154,13 +163,15 @@ impl ErrorCode {
             NotFound | PollNotFound => 404,
             MethodNotAllowed => 405,
             AlreadyExists | CursorExpired | IdempotencyKeyReused | PollClosed | AppendGap
-            | AppendConflict | DraftClosed | SummaryStale => 409,
+            | AppendConflict | DraftClosed | SummaryStale | NotAConnector => 409,
             MessageDeleted => 410,
             PayloadTooLarge => 413,
             UnsupportedMediaType => 415,
             UpdatesRateLimited | RateLimited | SummaryRefreshLimited => 429,
             Internal => 500,
+            ConnectorFailed => 502,
             StoreUnavailable | Unavailable => 503,
+            ConnectorTimeout => 504,
         }
     }
 
@@ -203,6 +214,9 @@ impl ErrorCode {
             AppendConflict => "APPEND_CONFLICT",
             DraftClosed => "DRAFT_CLOSED",
             SummaryStale => "SUMMARY_STALE",
+            NotAConnector => "NOT_A_CONNECTOR",
+            ConnectorFailed => "CONNECTOR_FAILED",
+            ConnectorTimeout => "CONNECTOR_TIMEOUT",
             MessageDeleted => "MESSAGE_DELETED",
             PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
@@ -419,7 +433,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 44, "{schema}");
+        assert_eq!(listed.len(), 47, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

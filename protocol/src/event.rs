@@ -1,6 +1,7 @@
 //! The event shape shared by `/updates` (`events[]`) and `/ws` (`event` frames),
 //! protocol §11. The two transports serialize the very same [`Event`] value.
 
+use crate::connector::RequestKind;
 use crate::ids::{ConversationId, MessageId, ParticipantId};
 use crate::model::{ConversationType, ParticipantKind, Role, SenderType};
 use crate::presence::PresenceState;
@@ -256,6 +257,30 @@ pub enum Event {
         /// `{ id, type, title }` of the conversation.
         conversation: ConversationRef,
     },
+    /// `connector.request`: sent only to a connector agent when another
+    /// participant of its Bay called `POST /agents/{id}/ask` or
+    /// `POST /agents/{id}/send` (protocol §9). The caller's request is held
+    /// until the connector answers with
+    /// `POST /agents/requests/{requestId}/answer`, or until `expiresAt`
+    /// (docs/connectors.md). Not tied to a conversation.
+    #[serde(rename = "connector.request", rename_all = "camelCase")]
+    ConnectorRequest {
+        /// What the answer names; unguessable, single use.
+        request_id: String,
+        /// `ask` (search the ingested data) or `send` (send outbound).
+        kind: RequestKind,
+        /// Who asked: a participant of the same Bay.
+        from_id: ParticipantId,
+        /// The asker's display name.
+        from_name: String,
+        /// `ask`: `{ query, limit }`; `send`: the caller's body as given.
+        #[schema(value_type = Object)]
+        payload: serde_json::Value,
+        /// When the caller stops waiting, RFC 3339 UTC with milliseconds;
+        /// an answer after it is refused (404).
+        #[schema(format = DateTime)]
+        expires_at: String,
+    },
     /// `presence.updated`: a participant who shares at least one
     /// conversation with the recipient changed its activity presence
     /// (never sent about the recipient itself). Not tied to one
@@ -322,7 +347,7 @@ impl Event {
             | Event::SummaryRequested {
                 conversation_id, ..
             } => conversation_id,
-            Event::PresenceUpdated { .. } => return None,
+            Event::PresenceUpdated { .. } | Event::ConnectorRequest { .. } => return None,
         })
     }
 }

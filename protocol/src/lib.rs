@@ -15,7 +15,9 @@
 //! - [`routing`]: the pure rules that decide `shouldRespond` (mentions,
 //!   plain names, reply policies, the router);
 //! - [`usage`]: the `usage` a sender reports on a message (token counts,
-//!   model) and its validation.
+//!   model) and its validation;
+//! - [`connector`]: connector platforms and the `ask`/`send` calls relayed
+//!   to them (protocol §9).
 //!
 //! It must not know about actors, HTTP servers, async runtimes or storage:
 //! everything here is plain data and pure functions, so it can be tested
@@ -24,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod card;
+pub mod connector;
 pub mod context;
 pub mod cursor;
 pub mod error;

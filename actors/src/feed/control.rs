@@ -25,6 +25,7 @@ impl BayFeed {
             }
             LogEvent::CredentialRevoked { token, participant } => {
                 self.tokens.revoke(&self.bay, participant);
+                self.release_waiters(Some(participant));
                 let revoked: Vec<SessionId> = self.by_token.get(token).cloned().unwrap_or_default();
                 for s in revoked {
                     self.close_session(&s, CloseReason::Revoked);
@@ -43,6 +44,7 @@ impl BayFeed {
                 if !suspended {
                     return;
                 }
+                self.release_waiters(participant.as_ref());
                 let (reason, doomed): (_, Vec<SessionId>) = match participant {
                     Some(p) => (
                         CloseReason::Suspended(Suspension::Participant),
@@ -65,7 +67,9 @@ impl BayFeed {
             LogEvent::Message { .. }
             | LogEvent::Change { .. }
             | LogEvent::Presence { .. }
-            | LogEvent::SummaryRequested { .. } => {}
+            | LogEvent::SummaryRequested { .. }
+            | LogEvent::ConnectorRequest { .. }
+            | LogEvent::ConnectorAnswered { .. } => {}
         }
     }
 }

@@ -44,9 +44,11 @@
 //! everything the cursor rule rests on. The rest is one concern per file:
 //! `sessions` (the slot table of attached sessions), `presence`,
 //! `control` (roster, revocation and suspension entries), `displacement`
-//! (the openings channel), `waiters` ([`WaitForMessage`]) and `recent`
-//! (the records kept for replays).
+//! (the openings channel), `waiters` ([`WaitForMessage`]), `answers`
+//! ([`WaitForAnswer`], held connector calls) and `recent` (the records kept
+//! for replays).
 
+mod answers;
 mod control;
 mod displacement;
 mod presence;
@@ -55,6 +57,7 @@ mod sessions;
 mod waiters;
 
 pub use crate::presence::PRESENCE_TTL_INTERVALS;
+pub use answers::WaitForAnswer;
 pub use presence::{ActivityKind, NoteActivity};
 pub use recent::{RECENT_RECORDS, WARM_WINDOW};
 pub use waiters::WaitForMessage;
@@ -150,6 +153,8 @@ pub struct BayFeed {
     by_token: HashMap<TokenId, Vec<SessionId>>,
     /// Waits for a reply ([`WaitForMessage`]), by conversation.
     waiters: HashMap<ConversationId, Vec<Waiter>>,
+    /// Held connector calls ([`WaitForAnswer`]), by request id.
+    answers: HashMap<String, tokio::sync::oneshot::Sender<Arc<LogRecord>>>,
     /// Presence publishing; see the module docs.
     presence: Presence,
     /// The last entry the tail handed out, for [`WatchHead`] subscribers.
@@ -194,6 +199,7 @@ impl BayFeed {
             by_participant: HashMap::new(),
             by_token: HashMap::new(),
             waiters: HashMap::new(),
+            answers: HashMap::new(),
             presence: Presence::default(),
             head: tokio::sync::watch::channel(EntryId::ZERO).0,
             outgoing: VecDeque::new(),
@@ -216,7 +222,7 @@ impl BayFeed {
     /// waiter, no head subscriber, and nobody left to show online (so no
     /// presence record of this node is left to expire on its own).
     fn serves_nobody(&mut self) -> bool {
-        let waiting = self.has_waiters();
+        let waiting = self.has_waiters() || self.has_answer_waiters();
         self.sessions.is_empty()
             && !waiting
             && self.head.receiver_count() == 0
@@ -601,11 +607,13 @@ impl Handler<Batch> for BayFeed {
                         }
                     }
                 }
-                LogEvent::SummaryRequested { summarizer, .. } => {
-                    for &slot in self.by_participant.get(summarizer).into_iter().flatten() {
+                LogEvent::SummaryRequested { summarizer: to, .. }
+                | LogEvent::ConnectorRequest { connector: to, .. } => {
+                    for &slot in self.by_participant.get(to).into_iter().flatten() {
                         stage(&mut self.sessions, &mut self.outgoing, slot, record);
                     }
                 }
+                LogEvent::ConnectorAnswered { .. } => self.wake_answer(record),
                 LogEvent::Presence { participant, .. } => {
                     for peer in self.peers_of(participant) {
                         for &slot in self.by_participant.get(&peer).into_iter().flatten() {

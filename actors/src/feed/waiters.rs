@@ -82,6 +82,17 @@ impl BayFeed {
     }
 
     /// Whether any wait is still live; drops those whose callers gave up.
+    /// Drops the waits of `participant` (every wait of the Bay for
+    /// `None`): their callers wake, see the closed channel and check their
+    /// token again, so a revoked or suspended caller's held wait ends with
+    /// its 401 / 403 at once instead of when it times out.
+    pub(super) fn release_waiters(&mut self, participant: Option<&ParticipantId>) {
+        self.waiters.retain(|_, waiting| {
+            waiting.retain(|w| participant.is_some_and(|p| &w.excluding != p));
+            !waiting.is_empty()
+        });
+    }
+
     pub(super) fn has_waiters(&mut self) -> bool {
         self.waiters.retain(|_, waiting| {
             waiting.retain(|w| !w.reply.is_closed());

@@ -13,6 +13,7 @@ use super::{
     PresenceStore, Principal, Published, ReadState, Replay, Revisioned, RosterChange, RoundStep,
     Store, StoreError, Updated, Webhook, WebhookStatus, WebhookStore,
 };
+use super::{ConnectorStore, PendingRequest};
 use super::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -21,6 +22,7 @@ use chrono::{DateTime, Utc};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use switchboard_protocol::connector::Platform;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::event::ConversationRef;
 use switchboard_protocol::ids::{
@@ -557,6 +559,51 @@ impl SummaryStore for Instrumented {
                 .take_summary_refresh(bay, conversation, max, window),
         )
         .await
+    }
+}
+
+#[async_trait]
+impl ConnectorStore for Instrumented {
+    async fn connectors(
+        &self,
+        bay: &BayId,
+    ) -> Result<std::collections::HashMap<ParticipantId, Platform>, StoreError> {
+        timed("connectors", self.inner.connectors(bay)).await
+    }
+    async fn connector(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<Option<Platform>, StoreError> {
+        timed("connector", self.inner.connector(bay, participant)).await
+    }
+    async fn set_connector(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+        platform: Option<Platform>,
+    ) -> Result<(), StoreError> {
+        timed(
+            "set_connector",
+            self.inner.set_connector(bay, participant, platform),
+        )
+        .await
+    }
+    async fn open_request(
+        &self,
+        bay: &BayId,
+        request: &PendingRequest,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        timed("open_request", self.inner.open_request(bay, request, ttl)).await
+    }
+    async fn take_request(
+        &self,
+        bay: &BayId,
+        connector: &ParticipantId,
+        id: &str,
+    ) -> Result<Option<PendingRequest>, StoreError> {
+        timed("take_request", self.inner.take_request(bay, connector, id)).await
     }
 }
 

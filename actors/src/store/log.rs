@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::Duration;
+use switchboard_protocol::connector::RequestKind;
 use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::cursor::LogPosition;
 use switchboard_protocol::event::ConversationRef;
@@ -179,9 +180,26 @@ impl LogRecord {
                 requested_at: wire_time(*at),
                 conversation: conversation.clone(),
             }),
+            LogEvent::ConnectorRequest {
+                request,
+                asker,
+                asker_name,
+                call,
+                payload,
+                expires_at,
+                ..
+            } => Some(Event::ConnectorRequest {
+                request_id: request.clone(),
+                kind: *call,
+                from_id: asker.clone(),
+                from_name: asker_name.clone(),
+                payload: payload.clone(),
+                expires_at: wire_time(*expires_at),
+            }),
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
-            | LogEvent::Suspension { .. } => None,
+            | LogEvent::Suspension { .. }
+            | LogEvent::ConnectorAnswered { .. } => None,
         }
     }
 
@@ -213,7 +231,9 @@ impl LogRecord {
                 });
                 return Some(frames[0].clone());
             }
-            LogEvent::Presence { .. } | LogEvent::SummaryRequested { .. } => {
+            LogEvent::Presence { .. }
+            | LogEvent::SummaryRequested { .. }
+            | LogEvent::ConnectorRequest { .. } => {
                 // The same frame for every recipient: render once, share.
                 let frames = self.frames.get_or_init(|| {
                     let frame: ByteString = self
@@ -227,7 +247,8 @@ impl LogRecord {
             }
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
-            | LogEvent::Suspension { .. } => return None,
+            | LogEvent::Suspension { .. }
+            | LogEvent::ConnectorAnswered { .. } => return None,
         };
         let frames = self.frames.get_or_init(|| {
             // The sender's own view has shouldRespond false; flip it for the other.
@@ -308,6 +329,35 @@ pub enum LogEvent {
         version: u64,
         /// When it was asked.
         at: DateTime<Utc>,
+    },
+    /// A participant called `POST /agents/{id}/ask` or `/send`:
+    /// `connector.request`, delivered to the connector alone, over every
+    /// transport (protocol §9, docs/connectors.md).
+    ConnectorRequest {
+        /// The pending request's id (see `store::PendingRequest`).
+        request: String,
+        /// The connector asked: the one recipient.
+        connector: ParticipantId,
+        /// Who asked.
+        asker: ParticipantId,
+        /// The asker's display name.
+        asker_name: String,
+        /// `ask` or `send`.
+        call: RequestKind,
+        /// `ask`: `{ query, limit }`; `send`: the caller's body.
+        payload: serde_json::Value,
+        /// When the asker stops waiting.
+        expires_at: DateTime<Utc>,
+    },
+    /// The connector answered a request: no event for anyone, but the
+    /// feeds hand it to the asker's held call, on whichever node it is.
+    ConnectorAnswered {
+        /// The request answered.
+        request: String,
+        /// Who asked (the held call's owner).
+        asker: ParticipantId,
+        /// `Ok(result)` or `Err(message)`: the connector's answer as given.
+        answer: Result<serde_json::Value, String>,
     },
     /// A token was rotated or revoked: its sessions close (4001 / 401).
     CredentialRevoked {
@@ -672,7 +722,9 @@ impl LogEvent {
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
             | LogEvent::Presence { .. }
-            | LogEvent::SummaryRequested { .. } => None,
+            | LogEvent::SummaryRequested { .. }
+            | LogEvent::ConnectorRequest { .. }
+            | LogEvent::ConnectorAnswered { .. } => None,
         }
     }
 
@@ -685,6 +737,7 @@ impl LogEvent {
                 | LogEvent::Change { .. }
                 | LogEvent::Presence { .. }
                 | LogEvent::SummaryRequested { .. }
+                | LogEvent::ConnectorRequest { .. }
         )
     }
 
@@ -721,6 +774,8 @@ impl LogEvent {
             LogEvent::Change { .. } => 512,
             LogEvent::Presence { .. } => 160,
             LogEvent::SummaryRequested { .. } => 320,
+            LogEvent::ConnectorRequest { payload, .. } => payload.to_string().len() + 320,
+            LogEvent::ConnectorAnswered { .. } => 64,
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. } => 64,
@@ -744,7 +799,9 @@ impl LogEvent {
             LogEvent::SummaryRequested { conversation, .. } => Some(&conversation.id),
             LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
-            | LogEvent::Presence { .. } => None,
+            | LogEvent::Presence { .. }
+            | LogEvent::ConnectorRequest { .. }
+            | LogEvent::ConnectorAnswered { .. } => None,
         }
     }
 }

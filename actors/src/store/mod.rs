@@ -14,6 +14,7 @@
 //! | [`presence`] | [`PresenceStore`] | node presence records, published states |
 //! | [`summaries`] | [`SummaryStore`] | conversation summaries, the summarizer, refresh budget |
 //! | [`pairing`] | [`PairingStore`] | pairing codes and link requests (hashed, with a TTL) |
+//! | [`connectors`] | [`ConnectorStore`] | connector agents, requests awaiting their answer |
 //!
 //! [`Store`] is all of them together, implemented for every type that
 //! implements each area, so `Arc<dyn Store>` is what nodes pass around;
@@ -28,6 +29,7 @@
 //! event log in the same atomic step as the change itself, so every node's
 //! feed observes them in one order.
 
+pub mod connectors;
 pub mod conversations;
 pub mod directory;
 pub mod displacement;
@@ -43,6 +45,7 @@ pub mod redis;
 pub mod summaries;
 pub mod webhooks;
 
+pub use connectors::{ConnectorStore, PendingRequest};
 pub use conversations::{ConversationChange, ConversationStore};
 pub use directory::{DirectoryStore, Principal, Suspension};
 pub use displacement::{DisplacementStore, Opening, OPENINGS_KEPT};
@@ -61,6 +64,7 @@ pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 /// The store traits, for `use switchboard_actors::store::prelude::*`:
 /// calling a method on an `Arc<dyn Store>` needs its area's trait in scope.
 pub mod prelude {
+    pub use super::ConnectorStore;
     pub use super::PairingStore;
     pub use super::SummaryStore;
     pub use super::{
@@ -155,6 +159,7 @@ pub trait Store:
     + PresenceStore
     + SummaryStore
     + PairingStore
+    + ConnectorStore
 {
 }
 
@@ -170,6 +175,7 @@ impl<T> Store for T where
         + PresenceStore
         + SummaryStore
         + PairingStore
+        + ConnectorStore
         + ?Sized
 {
 }

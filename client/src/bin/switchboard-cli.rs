@@ -62,6 +62,17 @@ enum Command {
     Me,
     /// Print the token's conversations.
     Conversations,
+    /// Ask a connector agent of the Bay to search its ingested data; waits
+    /// for its answer and prints `{requestId, connectorId, platform, result}`.
+    Ask {
+        /// The connector's participant id.
+        agent: String,
+        /// What to search for.
+        query: String,
+        /// Most hits wanted (1–100; the server's default is 10).
+        #[arg(long)]
+        limit: Option<u32>,
+    },
     /// Redeem a pairing code an operator minted (no SWITCHBOARD_TOKEN
     /// needed): writes `{baseUrl, token, agent}` to the credentials file
     /// (mode 0600) and prints it without the token. The agent's previous
@@ -321,6 +332,15 @@ async fn run(cli: Cli, out: &mut Out) -> Result<(), Failure> {
         Command::Conversations => {
             let list = client.conversations().await;
             out.json(&list.map_err(|e| at_url("GET", client.url("/conversations"), e))?)
+        }
+        Command::Ask {
+            agent,
+            query,
+            limit,
+        } => {
+            let url = client.url(&format!("/agents/{agent}/ask"));
+            let answer = client.ask(&agent, &query, limit).await;
+            out.json(&answer.map_err(|e| at_url("POST", url, e))?)
         }
         Command::Pair { .. } => unreachable!("handled before the token is read"),
     }

@@ -47,6 +47,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(set_webhook)
             .service(remove_webhook)
             .configure(super::summarizer::routes)
+            .configure(super::connectors::admin_routes)
             .configure(super::pairing::admin_routes),
     );
 }

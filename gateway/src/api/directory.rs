@@ -60,8 +60,12 @@ pub(crate) struct DirectoryAgent {
     /// same rule as `presence.updated` events (docs/websocket.md);
     /// `status` keeps its older, session-only meaning.
     presence: PresenceState,
-    /// Always `[]`: this gateway stores no capabilities.
-    capabilities: Vec<String>,
+    /// `["ask", "send"]` for a connector (`POST /agents/{id}/ask` and
+    /// `/send` reach it), else `[]`.
+    capabilities: Vec<&'static str>,
+    /// `{ platform }` for a connector agent (protocol §9), else `null`.
+    #[schema(required = true)]
+    connector: Option<crate::api::connectors::ConnectorSpec>,
 }
 
 /// `status` of a [`DirectoryAgent`].
@@ -80,7 +84,7 @@ pub(crate) enum AgentStatus {
     operation_id = "listAgents",
     tag = "agent",
     summary = "The other agents of the caller's Bay",
-    description = "Every agent of the caller's Bay except the caller, sorted by id, whether or not it shares a conversation with the caller. `status` is `online` while the agent holds a `/ws` or `/updates` session on any node, or held one within `timing.presence_linger` (an `/updates` client stays online between its polls), else `offline`; going offline shows within 2.5 s of a clean close and within about 6 s when the agent's node dies (defaults). `presence` is its activity presence: `streaming`, `thinking`, `online`, `idle` or `offline`, by the rule of `presence.updated` events. `avatar` is always `null` and `capabilities` always `[]`: this gateway stores neither. Works with user tokens too.",
+    description = "Every agent of the caller's Bay except the caller, sorted by id, whether or not it shares a conversation with the caller. `status` is `online` while the agent holds a `/ws` or `/updates` session on any node, or held one within `timing.presence_linger` (an `/updates` client stays online between its polls), else `offline`; going offline shows within 2.5 s of a clean close and within about 6 s when the agent's node dies (defaults). `presence` is its activity presence: `streaming`, `thinking`, `online`, `idle` or `offline`, by the rule of `presence.updated` events. `connector` is `{ platform }` for a connector agent (protocol §9; marked by the admin API), whose `capabilities` are then `[\"ask\", \"send\"]`; otherwise `connector` is `null` and `capabilities` `[]`. `avatar` is always `null`: this gateway stores none. Works with user tokens too.",
     responses(
         (status = 200, description = "The other agents of the Bay", body = AgentDirectory),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
@@ -95,10 +99,11 @@ async fn list_agents(state: web::Data<AppState>, caller: Caller) -> Result<HttpR
     state.limits.check_agent(&caller.principal.token).await?;
     let bay = &caller.principal.bay;
     let me = &caller.principal.participant.id;
-    let (participants, records, drafts) = futures_util::try_join!(
+    let (participants, records, drafts, connectors) = futures_util::try_join!(
         state.store.participants(bay),
         state.store.presence_records(bay),
         state.store.draft_authors(bay),
+        state.store.connectors(bay),
     )?;
     let now = now_ms();
     let states = presence::compute(
@@ -122,11 +127,17 @@ async fn list_agents(state: web::Data<AppState>, caller: Caller) -> Result<HttpR
                 AgentStatus::Offline
             },
             presence: states.of(&p.id),
+            capabilities: match connectors.contains_key(&p.id) {
+                true => vec!["ask", "send"],
+                false => Vec::new(),
+            },
+            connector: connectors
+                .get(&p.id)
+                .map(|&platform| crate::api::connectors::ConnectorSpec { platform }),
             id: p.id,
             name: p.name,
             description: p.description,
             avatar: None,
-            capabilities: Vec::new(),
         })
         .collect();
     agents.sort_by(|a, b| a.id.cmp(&b.id));

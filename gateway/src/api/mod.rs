@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod agent;
 pub mod body;
+pub mod connectors;
 pub mod directory;
 pub mod drafts;
 pub mod messages;

@@ -146,10 +146,12 @@ pub fn observe_live_delivery(
             }
             LogEvent::Change { .. }
             | LogEvent::Presence { .. }
-            | LogEvent::SummaryRequested { .. } => delivered += 1,
+            | LogEvent::SummaryRequested { .. }
+            | LogEvent::ConnectorRequest { .. } => delivered += 1,
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
-            | LogEvent::Suspension { .. } => {}
+            | LogEvent::Suspension { .. }
+            | LogEvent::ConnectorAnswered { .. } => {}
         }
     }
     if delivered == 0 {

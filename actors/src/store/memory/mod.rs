@@ -10,6 +10,7 @@
 //! lock); each area's file implements its store trait and keeps the state
 //! only it uses (the log in `log.rs`, webhooks in `webhooks.rs`, …).
 
+mod connectors;
 mod conversations;
 mod directory;
 mod displacement;
@@ -64,6 +65,8 @@ struct State {
     summaries: summaries::SummaryState,
     /// Pairing codes and link requests.
     pairing: pairing::PairingState,
+    /// Connector designations and pending requests.
+    connectors: connectors::ConnectorState,
 }
 
 struct BayState {

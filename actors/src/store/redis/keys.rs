@@ -44,7 +44,7 @@
 //! neither `{`, `}` nor `:` and cannot break the layout.
 
 use crate::token::TokenHash;
-use switchboard_protocol::ids::{BayId, ConversationId};
+use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
 
 /// Prefix of every key Switchboard writes.
 pub const PREFIX: &str = "sb";
@@ -251,6 +251,19 @@ impl BayKeys {
     /// agent's id (absent: none).
     pub fn summarizer(&self) -> String {
         format!("{}:summarizer", self.base)
+    }
+
+    /// `sb:{bay}:connectors`: hash, participant id → connector platform.
+    pub fn connectors(&self) -> String {
+        format!("{}:connectors", self.base)
+    }
+
+    /// `sb:{bay}:connector-request:<connector>:<id>`: string, a JSON
+    /// `PendingRequest` awaiting `connector`'s answer; expires with the
+    /// request. The connector's id in the key makes another agent's answer
+    /// find nothing.
+    pub fn connector_request(&self, connector: &ParticipantId, id: &str) -> String {
+        format!("{}:connector-request:{connector}:{id}", self.base)
     }
 
     /// `sb:{bay}:conv:<cid>:draft:<mid>`: string, an open draft's text so

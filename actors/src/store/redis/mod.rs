@@ -66,6 +66,7 @@ mod lua;
 mod setup;
 mod tail;
 
+mod connectors;
 mod conversations;
 mod directory;
 mod displacement;

@@ -269,7 +269,10 @@ async fn hold(
         let recheck = (now + WAIT_RECHECK).min(deadline);
         held.get_or_insert_with(HeldWait::new);
         if tokio::time::timeout_at(recheck, &mut rx).await.is_ok() {
-            // Woken (or the feed went away): wait anew before reading again.
+            // Woken, or released because the caller's token was revoked or
+            // suspended, or the feed went away: the token must still work
+            // before anything is read for it.
+            crate::auth::recheck(state, caller).await?;
             rx = register(state, caller, id).await?;
         }
     }

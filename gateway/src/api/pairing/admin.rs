@@ -209,6 +209,7 @@ pub async fn approve(
                     kind: ParticipantKind::Agent,
                     name,
                     description: new.description,
+                    connector: None,
                     token: None,
                 },
             )

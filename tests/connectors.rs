@@ -431,3 +431,92 @@ async fn the_rust_client_asks_and_answers() {
     }
     ws.close().await;
 }
+
+/// Suspensions end a held call at once: the caller's with its own
+/// standing refusal (the answer is not handed over), the connector's with
+/// 409 `CONNECTOR_SUSPENDED`; a suspended connector is refused before
+/// anything is relayed, and a connector cannot relay to itself.
+#[tokio::test]
+async fn suspensions_end_held_calls_and_a_call_to_oneself_is_refused() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    mark(&gw, "scout", "slack").await;
+    let suspend = |who: &str, act: &str| format!("/bays/{BAY}/participants/{who}/{act}");
+    let mut ws = gw.ws_ready(&w.scout, None).await;
+
+    // The caller suspended while it waits: 403, even though the connector
+    // answers.
+    let pending = call(&gw, &w.rex, "scout", "ask", json!({ "query": "q" }));
+    let request = next_request(&mut ws).await["requestId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = gw
+        .admin(Method::POST, &suspend("rex", "suspend"), None)
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = tokio::time::timeout(Duration::from_secs(10), pending)
+        .await
+        .expect("ends at once")
+        .unwrap();
+    assert_error(s, &b, 403, "ACCOUNT_SUSPENDED");
+    let (s, b) = answer(&gw, &w.scout, &request, json!({ "result": "late" })).await;
+    assert_error(s, &b, 404, "NOT_FOUND");
+
+    // The connector suspended while a call waits, then before one.
+    let pending = call(&gw, &w.brain, "scout", "ask", json!({ "query": "q" }));
+    next_request(&mut ws).await;
+    let (s, b) = gw
+        .admin(Method::POST, &suspend("scout", "suspend"), None)
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = tokio::time::timeout(Duration::from_secs(10), pending)
+        .await
+        .expect("ends at once")
+        .unwrap();
+    assert_error(s, &b, 409, "CONNECTOR_SUSPENDED");
+    let (s, b) = gw
+        .post_json(&w.brain, "/agents/scout/ask", json!({ "query": "q" }))
+        .await;
+    assert_error(s, &b, 409, "CONNECTOR_SUSPENDED");
+    let (s, b) = gw
+        .admin(Method::POST, &suspend("scout", "reinstate"), None)
+        .await;
+    assert_eq!(s, 200, "{b}");
+
+    let (s, b) = gw
+        .post_json(&w.scout, "/agents/scout/ask", json!({ "query": "q" }))
+        .await;
+    assert_error(s, &b, 400, "INVALID_REQUEST");
+}
+
+/// A caller that hangs up withdraws its request: the connector's answer
+/// afterwards is refused, not accepted for nobody.
+#[tokio::test]
+async fn a_caller_that_hangs_up_withdraws_its_request() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    mark(&gw, "scout", "slack").await;
+    let mut ws = gw.ws_ready(&w.scout, None).await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(700))
+        .build()
+        .unwrap();
+    let gave_up = impatient
+        .post(gw.url("/api/agent-api/agents/scout/ask"))
+        .bearer_auth(&w.rex)
+        .json(&json!({ "query": "q" }))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client timed out");
+    let request = next_request(&mut ws).await["requestId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The gateway notices the hang-up when the connection closes; one
+    // answer, given well after, must find the request withdrawn.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (s, b) = answer(&gw, &w.scout, &request, json!({ "result": 1 })).await;
+    assert_error(s, &b, 404, "NOT_FOUND");
+    ws.close().await;
+}

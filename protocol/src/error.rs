@@ -106,6 +106,9 @@ pub enum ErrorCode {
     /// 409: `POST /agents/{id}/ask` or `/send` named an agent that is not
     /// a connector (protocol §9).
     NotAConnector,
+    /// 409: the connector an `ask` or `send` named is suspended by an
+    /// operator, or was suspended while the call waited (protocol §9).
+    ConnectorSuspended,
     /// 410: the message was deleted (an edit of it, or a retried send whose
     /// message has since been deleted: it is never recreated).
     MessageDeleted,
@@ -163,7 +166,9 @@ impl ErrorCode {
             NotFound | PollNotFound => 404,
             MethodNotAllowed => 405,
             AlreadyExists | CursorExpired | IdempotencyKeyReused | PollClosed | AppendGap
-            | AppendConflict | DraftClosed | SummaryStale | NotAConnector => 409,
+            | AppendConflict | DraftClosed | SummaryStale | NotAConnector | ConnectorSuspended => {
+                409
+            }
             MessageDeleted => 410,
             PayloadTooLarge => 413,
             UnsupportedMediaType => 415,
@@ -215,6 +220,7 @@ impl ErrorCode {
             DraftClosed => "DRAFT_CLOSED",
             SummaryStale => "SUMMARY_STALE",
             NotAConnector => "NOT_A_CONNECTOR",
+            ConnectorSuspended => "CONNECTOR_SUSPENDED",
             ConnectorFailed => "CONNECTOR_FAILED",
             ConnectorTimeout => "CONNECTOR_TIMEOUT",
             MessageDeleted => "MESSAGE_DELETED",
@@ -433,7 +439,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 47, "{schema}");
+        assert_eq!(listed.len(), 48, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

@@ -26,6 +26,7 @@ impl BayFeed {
             LogEvent::CredentialRevoked { token, participant } => {
                 self.tokens.revoke(&self.bay, participant);
                 self.release_waiters(Some(participant));
+                self.release_answer_waiters(Some(participant));
                 let revoked: Vec<SessionId> = self.by_token.get(token).cloned().unwrap_or_default();
                 for s in revoked {
                     self.close_session(&s, CloseReason::Revoked);
@@ -45,6 +46,7 @@ impl BayFeed {
                     return;
                 }
                 self.release_waiters(participant.as_ref());
+                self.release_answer_waiters(participant.as_ref());
                 let (reason, doomed): (_, Vec<SessionId>) = match participant {
                     Some(p) => (
                         CloseReason::Suspended(Suspension::Participant),

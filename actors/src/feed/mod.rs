@@ -154,7 +154,7 @@ pub struct BayFeed {
     /// Waits for a reply ([`WaitForMessage`]), by conversation.
     waiters: HashMap<ConversationId, Vec<Waiter>>,
     /// Held connector calls ([`WaitForAnswer`]), by request id.
-    answers: HashMap<String, tokio::sync::oneshot::Sender<Arc<LogRecord>>>,
+    answers: HashMap<String, answers::AnswerWaiter>,
     /// Presence publishing; see the module docs.
     presence: Presence,
     /// The last entry the tail handed out, for [`WatchHead`] subscribers.

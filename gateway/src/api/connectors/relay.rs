@@ -159,6 +159,12 @@ async fn relay(
     state.limits.check_agent(&caller.principal.token).await?;
     let bay = &caller.principal.bay;
     let connector = ParticipantId(target);
+    if connector == caller.principal.participant.id {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "a connector cannot relay a call to itself",
+        ));
+    }
     let platform = connector_of(state, bay, &connector).await?;
     let timeout = state.settings.timing.connector_answer_timeout;
     let pending = PendingRequest {
@@ -169,7 +175,16 @@ async fn relay(
         expires_at_ms: now_ms() + timeout.as_millis() as u64,
     };
     state.store.open_request(bay, &pending, timeout).await?;
-    let rx = register(state, bay, &pending.id).await?;
+    // From here on, a call that ends without the answer (the caller hung
+    // up, the node drained) withdraws the request, so a late answer is
+    // refused rather than accepted for nobody.
+    let mut withdraw = Withdraw {
+        state: state.clone(),
+        bay: bay.clone(),
+        connector: connector.clone(),
+        request: Some(pending.id.clone()),
+    };
+    let rx = register(state, bay, &pending).await?;
     state
         .store
         .append_control(
@@ -185,19 +200,33 @@ async fn relay(
             },
         )
         .await?;
-    let answer = match tokio::time::timeout(timeout, rx).await {
-        Ok(Ok(record)) => record,
+    let answer = tokio::select! {
+        answer = tokio::time::timeout(timeout, rx) => answer,
+        () = state.drain_started() => {
+            return Err(ApiError::new(
+                ErrorCode::Unavailable,
+                "this node is shutting down; the call was withdrawn (a send may still have been acted on): call again",
+            )
+            .retry_after(Duration::from_secs(1)))
+        }
+    };
+    let answer = match answer {
+        Ok(Ok(record)) => {
+            withdraw.request = None;
+            record
+        }
+        // Released: the caller or the connector was suspended or revoked
+        // meanwhile (or the feed went away).
         Ok(Err(_)) => {
+            crate::auth::recheck(state, caller).await?;
+            connector_of(state, bay, &connector).await?;
             return Err(ApiError::new(
                 ErrorCode::Unavailable,
                 "this node stopped following the bay; call again",
             )
-            .retry_after(Duration::from_secs(1)))
+            .retry_after(Duration::from_secs(1)));
         }
         Err(_) => {
-            // A late answer must find nothing (404), not a request nobody
-            // waits for any more.
-            let _ = state.store.take_request(bay, &connector, &pending.id).await;
             return Err(ApiError::new(
                 ErrorCode::ConnectorTimeout,
                 format!(
@@ -207,6 +236,8 @@ async fn relay(
             ));
         }
     };
+    // Suspended or revoked while it waited: the answer is not handed over.
+    crate::auth::recheck(state, caller).await?;
     match &answer.event {
         LogEvent::ConnectorAnswered {
             answer: Ok(result), ..
@@ -234,17 +265,24 @@ async fn relay(
 ///
 /// # Errors
 /// 404 for an unknown id, another Bay's or a user's (the id is not
-/// confirmed to exist); 409 `NOT_A_CONNECTOR` for an agent that is not one.
+/// confirmed to exist); 409 `NOT_A_CONNECTOR` for an agent that is not
+/// one, 409 `CONNECTOR_SUSPENDED` for a suspended connector (it could not
+/// answer).
 async fn connector_of(
     state: &AppState,
     bay: &BayId,
     id: &ParticipantId,
 ) -> Result<Platform, ApiError> {
-    let (participant, platform) = futures_util::try_join!(
+    let (participant, platform, suspended) = futures_util::try_join!(
         state.store.participant(bay, id),
         state.store.connector(bay, id),
+        state.store.suspended(bay, Some(id)),
     )?;
     match (participant, platform) {
+        (Some(p), Some(_)) if p.kind == ParticipantKind::Agent && suspended => Err(ApiError::new(
+            ErrorCode::ConnectorSuspended,
+            format!("{} is suspended by an operator and cannot answer", p.name),
+        )),
         (Some(p), Some(platform)) if p.kind == ParticipantKind::Agent => Ok(platform),
         (Some(p), None) if p.kind == ParticipantKind::Agent => Err(ApiError::new(
             ErrorCode::NotAConnector,
@@ -264,6 +302,27 @@ fn mint_request_id() -> String {
     )
 }
 
+/// Withdraws a relayed request whose call ended without its answer (see
+/// [`relay`]); `request` is `None` once the answer arrived.
+struct Withdraw {
+    state: AppState,
+    bay: BayId,
+    connector: ParticipantId,
+    request: Option<String>,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        if let Some(request) = self.request.take() {
+            let (state, bay, connector) =
+                (self.state.clone(), self.bay.clone(), self.connector.clone());
+            actix_rt::spawn(async move {
+                let _ = state.store.take_request(&bay, &connector, &request).await;
+            });
+        }
+    }
+}
+
 /// Registers the wait for `request`'s answer with the Bay's feed.
 ///
 /// # Errors
@@ -272,12 +331,14 @@ fn mint_request_id() -> String {
 async fn register(
     state: &AppState,
     bay: &BayId,
-    request: &str,
+    request: &PendingRequest,
 ) -> Result<oneshot::Receiver<Arc<LogRecord>>, ApiError> {
     let attempt = || {
         let (tx, rx) = oneshot::channel();
         let sent = state.registry.feed(bay).send(WaitForAnswer {
-            request: request.to_owned(),
+            request: request.id.clone(),
+            asker: request.asker.clone(),
+            connector: request.connector.clone(),
             reply: tx,
         });
         async move { sent.await.map(|()| rx) }

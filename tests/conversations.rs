@@ -50,7 +50,12 @@ async fn a_dm_and_an_agent_chat_keep_exactly_their_two_members() {
     let w = World::create(&gw, BAY).await;
     gw.create_conversation(BAY, "chat", "AGENT_CHAT", &["ben", "rex"])
         .await;
-    for (cid, pid) in [("dm", "ana"), ("dm", "rex"), ("chat", "ben"), ("chat", "rex")] {
+    for (cid, pid) in [
+        ("dm", "ana"),
+        ("dm", "rex"),
+        ("chat", "ben"),
+        ("chat", "rex"),
+    ] {
         let (s, b) = delete_member(&gw, cid, pid).await;
         assert_error(s, &b, 409, "DIRECT_MEMBERS_FIXED");
     }
@@ -91,7 +96,9 @@ async fn a_dedicated_rooms_designated_agent_stays_until_the_policy_changes() {
         .admin(
             Method::PATCH,
             &format!("/bays/{BAY}/conversations/group"),
-            Some(json!({"policy": {"agentReplyPolicy": "DEDICATED", "designatedAgentId": "brain"}})),
+            Some(
+                json!({"policy": {"agentReplyPolicy": "DEDICATED", "designatedAgentId": "brain"}}),
+            ),
         )
         .await;
     assert_eq!(s, 200, "{b}");
@@ -149,7 +156,10 @@ async fn an_agent_gets_one_agent_chat_per_user() {
         .await;
     assert_eq!(s, 201, "{other_agent}");
     let ids = [id_of(&first), id_of(&other_user), id_of(&other_agent)];
-    assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2], "{ids:?}");
+    assert!(
+        ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2],
+        "{ids:?}"
+    );
     let (_, listed) = gw.get(&w.ben, "/conversations").await;
     let chats = listed
         .as_array()
@@ -177,7 +187,10 @@ async fn concurrent_first_calls_on_two_nodes_make_one_agent_chat() {
     let answers = futures_util::future::join_all(calls).await;
     let created = answers.iter().filter(|(s, _)| *s == 201).count();
     assert_eq!(created, 1, "{answers:?}");
-    assert!(answers.iter().all(|(s, _)| *s == 200 || *s == 201), "{answers:?}");
+    assert!(
+        answers.iter().all(|(s, _)| *s == 200 || *s == 201),
+        "{answers:?}"
+    );
     let id = id_of(&answers[0].1);
     assert!(answers.iter().all(|(_, c)| id_of(c) == id), "{answers:?}");
 }
@@ -199,7 +212,9 @@ async fn a_blank_title_is_stored_as_none() {
         .admin(
             Method::POST,
             &format!("/bays/{BAY}/conversations"),
-            Some(json!({"id": "blank", "type": "GROUP", "title": "  \u{3000} ", "members": ["ana"]})),
+            Some(
+                json!({"id": "blank", "type": "GROUP", "title": "  \u{3000} ", "members": ["ana"]}),
+            ),
         )
         .await;
     assert_eq!(s, 201, "{c}");
@@ -259,7 +274,11 @@ async fn unread_count_leaves_deleted_messages_out() {
         .await
         .unwrap();
     assert!(res.status().is_success(), "{}", res.status());
-    assert_eq!(unread(&gw, &w.rex, "dm").await, 2, "the tombstone is not unread");
+    assert_eq!(
+        unread(&gw, &w.rex, "dm").await,
+        2,
+        "the tombstone is not unread"
+    );
     // A deletion before the marker changes nothing after it.
     let (s, b) = gw
         .post_json(&w.rex, "/conversations/dm/read", json!({"upTo": posted[0]}))
@@ -268,7 +287,10 @@ async fn unread_count_leaves_deleted_messages_out() {
     assert_eq!(unread(&gw, &w.rex, "dm").await, 1);
     let res = gw
         .http
-        .delete(gw.url(&format!("/api/agent-api/conversations/dm/messages/{}", id_of(&own))))
+        .delete(gw.url(&format!(
+            "/api/agent-api/conversations/dm/messages/{}",
+            id_of(&own)
+        )))
         .bearer_auth(&w.rex)
         .send()
         .await

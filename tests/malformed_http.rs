@@ -62,7 +62,10 @@ async fn a_malformed_request_head_gets_a_json_400() {
             b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n",
         ),
         ("a request line that is no request line", b"GARBAGE\r\n\r\n"),
-        ("an unknown HTTP version", b"GET /healthz HTTP/9.7\r\nHost: x\r\n\r\n"),
+        (
+            "an unknown HTTP version",
+            b"GET /healthz HTTP/9.7\r\nHost: x\r\n\r\n",
+        ),
         (
             "a header line without a colon",
             b"GET /healthz HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n",

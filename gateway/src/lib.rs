@@ -32,12 +32,12 @@ pub mod auth;
 pub mod bootstrap;
 pub mod connections;
 pub mod error;
+pub mod malformed;
 pub mod method_not_allowed;
 pub mod metrics;
 pub mod middleware;
 pub mod openapi;
 pub mod ops;
-pub mod malformed;
 pub mod provision;
 pub mod ratelimit;
 pub mod realtime;
@@ -364,7 +364,11 @@ fn listen(
                     // it, which a client may delay by up to 40 ms.
                     io.set_nodelay(true)?;
                     let peer = io.peer_addr().ok();
-                    Ok::<_, std::io::Error>((malformed::JsonBadRequest::new(io), Protocol::Http1, peer))
+                    Ok::<_, std::io::Error>((
+                        malformed::JsonBadRequest::new(io),
+                        Protocol::Http1,
+                        peer,
+                    ))
                 })
                 .map_err(actix_http::error::DispatchError::Io)
                 .and_then(http)

@@ -163,8 +163,15 @@ impl ErrorCode {
             NotParticipant | Forbidden | AccountSuspended | BaySuspended | NotSummarizer => 403,
             NotFound | PollNotFound => 404,
             MethodNotAllowed => 405,
-            AlreadyExists | CursorExpired | IdempotencyKeyReused | PollClosed | AppendGap
-            | AppendConflict | DraftClosed | SummaryStale | DirectMembersFixed
+            AlreadyExists
+            | CursorExpired
+            | IdempotencyKeyReused
+            | PollClosed
+            | AppendGap
+            | AppendConflict
+            | DraftClosed
+            | SummaryStale
+            | DirectMembersFixed
             | MemberIsDesignatedAgent => 409,
             MessageDeleted => 410,
             PayloadTooLarge => 413,

@@ -11,8 +11,7 @@ use super::{
     DisplacementStore, DraftAppend, DraftAppended, DraftStore, LeaseStore, LogStore, MessageChange,
     MessageStore, NewMessage, OpenDraft, Opening, ParticipantPresence, PresenceChange,
     PresenceStore, Principal, Published, ReadState, Replay, Revisioned, RosterChange, RosterRule,
-    RoundStep,
-    Store, StoreError, Updated, Webhook, WebhookStatus, WebhookStore,
+    RoundStep, Store, StoreError, Updated, Webhook, WebhookStatus, WebhookStore,
 };
 use super::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
 use crate::model::{Bay, Conversation, Participant, StoredMessage};

@@ -1,16 +1,12 @@
 //! Conversations: members, roster entries, revisions and roster changes.
 
-use super::common::{
-    group, message, new_bay, new_group, new_participant, unique, Append, Limits,
-};
+use super::common::{group, message, new_bay, new_group, new_participant, unique, Append, Limits};
 use super::{control, head, read};
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_actors::model::Member;
 use switchboard_actors::store::log::LogEvent;
-use switchboard_actors::store::{
-    AppendOutcome, Created, RosterChange, RosterRule, Store, Updated,
-};
+use switchboard_actors::store::{AppendOutcome, Created, RosterChange, RosterRule, Store, Updated};
 use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
 use switchboard_protocol::model::{ConversationType, ParticipantKind, Policy, ReplyPolicy, Role};
@@ -472,7 +468,10 @@ async fn roster_rules_refuse_changes_that_break_them(store: Arc<dyn Store>) {
             "{kind:?}"
         );
         assert_eq!(head(store, &bay.id).await, start, "nothing logged");
-        assert_eq!(store.conversation(&bay.id, &c.id).await.unwrap(), Some(c.clone()));
+        assert_eq!(
+            store.conversation(&bay.id, &c.id).await.unwrap(),
+            Some(c.clone())
+        );
         // A role still changes.
         let Updated::Updated(re_roled) = store
             .upsert_member(&bay.id, &c.id, member(&u.id, Role::Admin))
@@ -530,8 +529,7 @@ async fn roster_rules_refuse_changes_that_break_them(store: Arc<dyn Store>) {
     else {
         panic!("policy refused")
     };
-    let Updated::Updated(after) = store.remove_member(&bay.id, &g.id, &a1.id).await.unwrap()
-    else {
+    let Updated::Updated(after) = store.remove_member(&bay.id, &g.id, &a1.id).await.unwrap() else {
         panic!("the former designated agent's removal refused")
     };
     assert_eq!(after.member_ids(), vec![a2.id.clone()]);

@@ -279,11 +279,7 @@ async fn create_agent_chat(
         return Ok(HttpResponse::Created().json(AgentChat::from(&c)));
     }
     match state.store.conversation(bay, &id).await? {
-        Some(c)
-            if c.kind == kind
-                && c.member(&me.id).is_some()
-                && c.member(&user_id).is_some() =>
-        {
+        Some(c) if c.kind == kind && c.member(&me.id).is_some() && c.member(&user_id).is_some() => {
             Ok(HttpResponse::Ok().json(AgentChat::from(&c)))
         }
         _ => Err(ApiError::new(

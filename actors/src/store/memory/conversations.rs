@@ -4,8 +4,8 @@ use super::log::log_of;
 use super::{ConversationState, MemoryStore};
 use crate::model::Conversation;
 use crate::store::{
-    new_revision, ConversationChange, ConversationStore, Created, Revisioned, RosterRule, StoreError,
-    Updated,
+    new_revision, ConversationChange, ConversationStore, Created, Revisioned, RosterRule,
+    StoreError, Updated,
 };
 use async_trait::async_trait;
 use std::collections::HashMap;

@@ -14,8 +14,8 @@ use super::{RedisStore, CAS_ATTEMPTS};
 use crate::model::Conversation;
 use crate::store::log::LogEvent;
 use crate::store::{
-    new_revision, ConversationChange, ConversationStore, Created, Revisioned, RosterRule, StoreError,
-    Updated,
+    new_revision, ConversationChange, ConversationStore, Created, Revisioned, RosterRule,
+    StoreError, Updated,
 };
 use ::redis::{cmd, Value};
 use async_trait::async_trait;

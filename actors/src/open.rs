@@ -508,6 +508,7 @@ impl ReplayRest {
             &self.bay,
             &self.participant,
             &self.conversations,
+            cursor.drafts(),
             tagged,
         )
         .await?;

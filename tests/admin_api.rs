@@ -734,7 +734,7 @@ async fn members_are_added_and_removed() {
             Some(json!({"participantId": "brain"})),
         )
         .await;
-    assert_error(s, &b, 400, "INVALID_REQUEST");
+    assert_error(s, &b, 409, "DIRECT_MEMBERS_FIXED");
     let (s, b) = gw.get(&w.brain, "/conversations/g2/context").await;
     assert_error(s, &b, 403, "NOT_PARTICIPANT");
 

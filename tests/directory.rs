@@ -275,15 +275,15 @@ async fn an_agent_opens_an_agent_chat_with_one_user() {
     assert_eq!(s, 200, "{context}");
     assert_eq!(context["conversation"]["type"], "AGENT_CHAT", "{context}");
 
-    // Without a title (absent or null); each call opens a new conversation.
-    for body in [
-        json!({"userIds": ["ben"]}),
-        json!({"title": null, "userIds": ["ben"]}),
+    // Without a title (absent or null).
+    for (agent, body) in [
+        (&w.brain, json!({"userIds": ["ben"]})),
+        (&w.scout, json!({"title": null, "userIds": ["ben"]})),
     ] {
-        let (s, again) = open_chat(&gw, &w.rex, body).await;
-        assert_eq!(s, 201, "{again}");
-        assert_eq!(again["title"], Value::Null, "{again}");
-        assert_ne!(id_of(&again), id);
+        let (s, other) = open_chat(&gw, agent, body).await;
+        assert_eq!(s, 201, "{other}");
+        assert_eq!(other["title"], Value::Null, "{other}");
+        assert_ne!(id_of(&other), id);
     }
 }
 

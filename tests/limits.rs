@@ -472,3 +472,65 @@ async fn json_arrays_are_refused_as_bodies() {
     let (_, page) = gw.get(&w.ana, "/conversations/group/messages").await;
     assert_eq!(page["messages"], serde_json::json!([]), "nothing stored");
 }
+
+/// A client that closes while a long replay page is being written gets
+/// the close echo before the rest of the page: the server stops at the
+/// next frame boundary and drops what is left, instead of making the
+/// client read it all first (its close would time out and end as 1006).
+#[tokio::test]
+async fn a_close_mid_replay_is_answered_before_the_rest_of_the_page() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    // One page of up to 16 MiB holding the whole replay (about 12 MB):
+    // far more than loopback socket buffers take in at once (4 MiB on
+    // Linux by default), so the server is still writing it at the close.
+    let gw = Gateway::spawn_with(
+        Opts::default().env("SWITCHBOARD_LIMITS__MAX_OUTBOUND_QUEUE_BYTES", "16777216"),
+    )
+    .await;
+    let w = World::create(&gw, "midclose").await;
+    let mut first = gw.ws_ready(&w.rex, None).await;
+    let (_, cursor) = first.read_batch().await;
+    first.close().await;
+    let big = "x".repeat(30_000);
+    let posted = 400;
+    for i in 0..posted {
+        let (s, m) = gw.post_message(&w.ana, "dm", &format!("{i} {big}")).await;
+        assert_eq!(s, 201, "{m}");
+    }
+    let mut ws = small_buffer_socket(&gw, &w.rex).await;
+    ws.hello(Some(&cursor)).await;
+    assert_eq!(ws.next_json().await["t"], "ready");
+    ws.stream
+        .send(WsMessage::Close(Some(CloseFrame {
+            code: CloseCode::Normal,
+            reason: "bye".into(),
+        })))
+        .await
+        .unwrap();
+    let mut events = 0;
+    let echo = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match ws.stream.next().await {
+                Some(Ok(WsMessage::Text(t))) => {
+                    let frame: Value = serde_json::from_str(&t).unwrap();
+                    if frame["t"] == "event" {
+                        events += 1;
+                    }
+                }
+                Some(Ok(WsMessage::Close(frame))) => return frame,
+                Some(Ok(_)) => {}
+                other => panic!("no close echo: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("the close echo arrives");
+    assert_eq!(echo.map(|f| f.code), Some(CloseCode::Normal));
+    assert!(
+        events < posted,
+        "all {events} events of the page came before the close echo"
+    );
+}

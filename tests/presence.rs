@@ -591,3 +591,52 @@ async fn an_open_draft_shows_streaming_until_it_completes() {
     );
     wait_listed(&gw, &w.brain, "rex", ("online", "online")).await;
 }
+
+/// Six connects of one token at once, each sending `hello` and hanging up
+/// at once, round after round: however the openings and hang-ups
+/// interleave, no session stays attached for nobody. The agent goes
+/// offline after the linger, and its open draft fails as an orphan.
+#[tokio::test]
+async fn a_storm_of_connects_that_hang_up_at_once_leaves_no_ghost_session() {
+    let gw =
+        Gateway::spawn_with(fast().env("SWITCHBOARD_TIMING__DRAFT_ORPHAN_TIMEOUT", "2s")).await;
+    let w = World::create(&gw, "b10").await;
+    let mut ana = gw.ws_ready(&w.ana, None).await;
+    ana.read_batch().await;
+    let (s, draft) = gw
+        .post_json(
+            &w.rex,
+            "/conversations/group/messages",
+            json!({"content": "", "stream": true}),
+        )
+        .await;
+    assert_eq!(s, 201, "{draft}");
+    for _ in 0..25 {
+        let storm = (0..6).map(|_| async {
+            let mut ws = gw.ws(&w.rex).await;
+            ws.hello(None).await;
+            // Dropped: the TCP connection ends without a close handshake.
+        });
+        futures_util::future::join_all(storm).await;
+    }
+    let patience = Duration::from_secs(15);
+    let offline = eventually(patience, || async {
+        listed(&gw, &w.brain, "rex").await.0 == "offline"
+    })
+    .await;
+    assert!(
+        offline,
+        "rex still listed {:?} after the storm; sessions: {}",
+        listed(&gw, &w.brain, "rex").await,
+        gw.metric("switchboard_connections").await
+    );
+    let deadline = Instant::now() + patience;
+    loop {
+        assert!(Instant::now() < deadline, "the draft never failed");
+        let (batch, _) = ana.read_batch().await;
+        if let Some(failed) = batch.iter().find(|e| e["type"] == "message.failed") {
+            assert_eq!(failed["messageId"], draft["id"], "{failed}");
+            break;
+        }
+    }
+}

@@ -388,12 +388,24 @@ async fn a_draft_resumed_across_replay_pages_gives_one_snapshot_and_no_stale_del
         pages += 1;
     }
     assert!(pages >= 2, "the replay came in one page");
+    // The first page's snapshot holds the text as far as that page goes;
+    // the later pages continue it with the deltas after it.
     let types: Vec<&str> = replayed
         .iter()
         .map(|e| e["type"].as_str().unwrap())
         .collect();
-    assert_eq!(types, ["message.streaming", "message"], "{replayed:?}");
-    assert_eq!(replayed[0]["message"]["content"], text.as_str());
+    assert_eq!(types[0], "message.streaming", "{types:?}");
+    assert_eq!(types.last(), Some(&"message"), "{types:?}");
+    assert!(
+        types[1..types.len() - 1]
+            .iter()
+            .all(|t| *t == "message.delta"),
+        "one snapshot, then deltas: {types:?}"
+    );
+    let versions = draft_versions(&replayed, &draft);
+    assert!(versions.windows(2).all(|p| p[0] < p[1]), "{versions:?}");
+    assert_eq!(versions.last(), Some(&24), "{versions:?}");
+    assert_eq!(rebuild(&replayed, &draft), text);
     // Live deltas continue right after the snapshot. The completion, which
     // carries the whole text (more than the limit), is sent once the delta
     // was read: alone in the queue it fits.
@@ -642,4 +654,81 @@ async fn waiting_for_a_reply_skips_an_open_draft_and_returns_it_completed() {
     let got = wait.await.unwrap();
     assert_eq!(got["messages"][0]["content"], "All green.", "{got}");
     assert_eq!(got["messages"][0]["state"], "complete");
+}
+
+/// The versions of `draft`'s events in `events`, in order.
+fn draft_versions(events: &[Value], draft: &str) -> Vec<u64> {
+    events
+        .iter()
+        .filter(|e| e["messageId"] == draft || e["message"]["id"] == draft)
+        .filter_map(|e| e["version"].as_u64())
+        .collect()
+}
+
+/// A replay in small pages puts a draft's snapshot in the page that holds
+/// its first deltas; its later deltas lie past that page's cursor. A client
+/// that takes that page, leaves, and resumes from its cursor in a new
+/// session after the draft ended (so that replay sends the deltas as they
+/// are) sees the draft's versions only grow.
+#[tokio::test]
+async fn versions_only_grow_for_a_client_that_follows_the_cursor_across_sessions() {
+    let gw = Gateway::spawn_with(
+        Opts::default().env("SWITCHBOARD_LIMITS__MAX_OUTBOUND_QUEUE_BYTES", "65536"),
+    )
+    .await;
+    let w = World::create(&gw, "pages").await;
+    let mut ana = gw.ws_ready(&w.ana, None).await;
+    let (_, start) = ana.read_batch().await;
+    ana.close().await;
+    let draft = open_draft(&gw, &w.rex, "group", "").await;
+    let mut length = 0;
+    for i in 0..5 {
+        length = appended(&gw, &w.rex, &draft, length, &format!("early {i}. ")).await;
+    }
+    // More than a page between the draft's early and late deltas.
+    let big = "x".repeat(20_000);
+    for i in 0..8 {
+        let (s, m) = gw
+            .post_message(&w.ben, "group", &format!("{i} {big}"))
+            .await;
+        assert_eq!(s, 201, "{m}");
+    }
+    for i in 0..10 {
+        length = appended(&gw, &w.rex, &draft, length, &format!("late {i}. ")).await;
+    }
+    // The first session takes the first page only.
+    let mut first = gw.ws_ready(&w.ana, Some(&start)).await;
+    let (page, cursor) = first.read_batch().await;
+    drop(first);
+    let seen = draft_versions(&page, &draft);
+    let held = *seen.last().expect("the first page holds the draft");
+    assert!(
+        !page.iter().any(|e| e["type"] == "message"
+            && e["message"]["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with('7'))),
+        "the replay came in one page; it should take several"
+    );
+    // The draft ends; a new session resumes from the page's cursor.
+    let (s, b) = end(&gw, &w.ana, &draft, "cancel", json!({})).await;
+    assert_eq!(s, 200, "{b}");
+    let mut second = gw.ws_ready(&w.ana, Some(&cursor)).await;
+    let mut later = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !later
+        .iter()
+        .any(|e: &Value| e["type"] == "message.cancelled")
+    {
+        assert!(Instant::now() < deadline, "no cancel in {later:?}");
+        later.extend(second.read_batch().await.0);
+    }
+    let versions = draft_versions(&later, &draft);
+    assert!(
+        versions.iter().all(|v| *v > held),
+        "after holding version {held}, the next session got versions {versions:?}"
+    );
+    assert!(
+        versions.windows(2).all(|p| p[0] < p[1]),
+        "versions go back within a session: {versions:?}"
+    );
 }

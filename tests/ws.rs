@@ -863,6 +863,21 @@ async fn frames_the_decoder_refuses_get_an_error_frame_and_the_rfc_close_code() 
             WsClose::ProtocolError,
         ),
         (
+            "close frame above 125 bytes",
+            client_frame(true, 0x8, &close_payload(1000, &[b'r'; 124])),
+            WsClose::ProtocolError,
+        ),
+        (
+            "reserved opcode 0x3",
+            client_frame(true, 0x3, b"x"),
+            WsClose::ProtocolError,
+        ),
+        (
+            "reserved control opcode 0xB",
+            client_frame(true, 0xB, b""),
+            WsClose::ProtocolError,
+        ),
+        (
             "close code 1005 (never sent on the wire)",
             client_frame(true, 0x8, &close_payload(1005, b"")),
             WsClose::ProtocolError,

@@ -6,11 +6,19 @@
 //! draft. A client that resumes may have lost the text it had (a page
 //! refresh), and replaying the deltas would be both long and useless to
 //! it, so [`snapshot_drafts`] replaces them with one `message.streaming`
-//! event carrying the draft's full text so far and its version, read from
-//! the store, at the place of the draft's first replayed entry. The
+//! event carrying the draft's text and version as of the replay's last
+//! delta of it, at the place of the draft's first replayed entry. The
 //! session then remembers that version ([`DraftVersions`]) and drops live
 //! deltas at or below it: every delta carries the draft's version after
 //! it, and versions only grow, so text is neither repeated nor skipped.
+//!
+//! The snapshot stops at the replay's last delta, not at the store's text
+//! now, because a replay goes in pages and each page has its cursor: the
+//! deltas logged after a page's end come in the next page, or in the
+//! replay of a new session resuming from that page's cursor. A snapshot
+//! holding them already would make those deltas go back in version. Held
+//! at the page's end, it is exactly what the cursor covers, so any client
+//! that follows the cursor sees versions only grow, across sessions.
 
 use crate::store::log::{Change, LogEvent, LogRecord};
 use crate::store::{Store, StoreError};
@@ -60,10 +68,12 @@ impl DraftVersions {
 }
 
 /// Replaces the `message.delta` events of each draft in `events` (a
-/// replay, in log order, for `recipient`) with one `message.streaming`
-/// snapshot read from the store, at the place of the draft's first
-/// replayed event; a draft's opening event goes too when deltas of it
-/// follow. Each event carries a tag `T` (the transport's, e.g. its log
+/// replay page, in log order, for `recipient`) with one `message.streaming`
+/// snapshot read from the store, as of the page's last delta of it, at the
+/// place of the draft's first replayed event; a draft's opening event goes
+/// too when deltas of it follow. Drafts `held` already has a snapshot of
+/// (an earlier page of the session) keep their deltas above it, as they
+/// are, and lose those at or below it. Each event carries a tag `T` (the transport's, e.g. its log
 /// entry); a snapshot keeps the tag of the event whose place it takes.
 /// Returns the events and the snapshots' versions.
 ///
@@ -83,10 +93,26 @@ pub async fn snapshot_drafts<T>(
     bay: &BayId,
     recipient: &ParticipantId,
     members: &HashSet<ConversationId>,
+    held: &DraftVersions,
     events: Vec<(T, Event)>,
 ) -> Result<(Vec<(T, Event)>, DraftVersions), StoreError> {
     let mut versions = DraftVersions::default();
-    let streamed = fates(&events);
+    // A draft an earlier page of this session snapshotted: its deltas
+    // above that snapshot follow it as they are (they continue its text).
+    let events: Vec<(T, Event)> = events
+        .into_iter()
+        .filter(|(_, e)| match e {
+            Event::MessageDelta {
+                message_id,
+                version,
+                ..
+            } => held.version(message_id).is_none_or(|v| *version > v),
+            _ => true,
+        })
+        .collect();
+    let mut streamed = fates(&events);
+    streamed.retain(|id, _| held.version(id).is_none());
+    let reached = last_deltas(&events);
     if streamed.is_empty() {
         return Ok((events, versions));
     }
@@ -116,10 +142,11 @@ pub async fn snapshot_drafts<T>(
             continue;
         }
         let id = id.clone();
-        let snapshot = if members.contains(&conversation.id) {
-            streaming_snapshot(store, bay, recipient, &id, conversation).await?
-        } else {
-            None
+        let snapshot = match reached.get(&id) {
+            Some(&upto) if members.contains(&conversation.id) => {
+                streaming_snapshot(store, bay, recipient, &id, conversation, upto).await?
+            }
+            _ => None,
         };
         let Some((snapshot, version)) = snapshot else {
             // Not a member any more, gone, or ended after the replay's
@@ -168,6 +195,42 @@ fn fates<T>(events: &[(T, Event)]) -> HashMap<MessageId, Fate> {
     streamed
 }
 
+/// How far the replay `events` takes each draft it holds deltas of: the
+/// text's length after its last delta (Unicode scalar values) and that
+/// delta's version.
+fn last_deltas<T>(events: &[(T, Event)]) -> HashMap<MessageId, Reached> {
+    let mut out = HashMap::new();
+    for (_, e) in events {
+        if let Event::MessageDelta {
+            message_id,
+            offset,
+            text,
+            version,
+            ..
+        } = e
+        {
+            let length = offset + text.chars().count() as u64;
+            out.insert(
+                message_id.clone(),
+                Reached {
+                    length,
+                    version: *version,
+                },
+            );
+        }
+    }
+    out
+}
+
+/// A draft as of a replay's last delta of it.
+#[derive(Clone, Copy, Debug)]
+struct Reached {
+    /// The text's length then, in Unicode scalar values.
+    length: u64,
+    /// The version then.
+    version: u64,
+}
+
 /// The draft and conversation of an event a snapshot may take the place
 /// of (a `message.delta` or the draft's opening `message.streaming`);
 /// `None` for every other event.
@@ -188,15 +251,18 @@ fn draft_of(event: &Event) -> Option<(&MessageId, &ConversationRef)> {
 }
 
 /// The `message.streaming` snapshot of draft `id` in `conversation` as
-/// `recipient` sees it now (full text so far, `shouldRespond` false: a
-/// draft wakes nobody), with the draft's version; `None` when the store
-/// holds no open draft `id` any more.
+/// `recipient` sees it, as of `upto` (the replay's last delta of it: a
+/// draft only grows by appends, so its text then is the first
+/// `upto.length` characters of its text now), `shouldRespond` false (a
+/// draft wakes nobody), with that version; `None` when the store holds no
+/// open draft `id` any more.
 async fn streaming_snapshot(
     store: &dyn Store,
     bay: &BayId,
     recipient: &ParticipantId,
     id: &MessageId,
     conversation: &ConversationRef,
+    upto: Reached,
 ) -> Result<Option<(Event, u64)>, StoreError> {
     let Some(draft) = store
         .message(bay, &conversation.id, id)
@@ -207,13 +273,17 @@ async fn streaming_snapshot(
     };
     let mut message = draft.view_for(recipient, draft.sender.clone());
     message.should_respond = false;
+    let version = upto.version.min(draft.version);
+    if let Some((cut, _)) = message.content.char_indices().nth(upto.length as usize) {
+        message.content.truncate(cut);
+    }
     let snapshot = Event::MessageStreaming {
         conversation_id: conversation.id.clone(),
         message,
-        version: draft.version,
+        version,
         conversation: conversation.clone(),
     };
-    Ok(Some((snapshot, draft.version)))
+    Ok(Some((snapshot, version)))
 }
 
 /// What the replay shows became of a draft.

@@ -14,7 +14,7 @@
 //! [`OpenError`], which the gateway turns into close codes and HTTP answers.
 
 use crate::drafts::snapshot_drafts;
-use crate::feed::{Attach, AttachError, Attached, BayFeed};
+use crate::feed::{Attach, AttachError, Attached, BayFeed, Detach};
 use crate::registry::Registry;
 use crate::replay::memberships_at;
 use crate::session::{SessionCursor, SessionHandle};
@@ -251,7 +251,7 @@ pub struct OpenRequest {
 /// [`OpenFailure`]: an expired cursor, a newer connection of the token, a
 /// credential revoked meanwhile, or store / feed trouble.
 pub async fn open_session(node: Node<'_>, req: OpenRequest) -> Result<Opened, OpenFailure> {
-    let (feed, attached) = attach(node, &req).await?;
+    let (feed, attached, guard) = attach(node, &req).await?;
     match still_valid(node, &req).await? {
         Some(None) => {}
         Some(Some(suspension)) => return Err(OpenFailure::Suspended { feed, suspension }),
@@ -286,7 +286,16 @@ pub async fn open_session(node: Node<'_>, req: OpenRequest) -> Result<Opened, Op
     };
     let cursor = SessionCursor::after_replay(rest.from.epoch.clone(), rest.from.entry);
     let feed = rest.feed.clone();
-    let page = rest.page(node, cursor, req.limit).await?;
+    let page = match rest.page(node, cursor, req.limit).await {
+        Ok(page) => page,
+        // The session stays attached, at the head.
+        Err(expired @ OpenFailure::Expired { .. }) => {
+            guard.disarm();
+            return Err(expired);
+        }
+        Err(other) => return Err(other),
+    };
+    guard.disarm();
     Ok(Opened {
         feed,
         cursor: page.cursor,
@@ -315,13 +324,54 @@ pub async fn continue_replay(
     rest.page(node, cursor, limit).await
 }
 
+/// Detaches a session from its feed when dropped, unless disarmed: an
+/// opening that fails after its attach, or that its caller drops (the
+/// client hung up mid-opening, so the session actor stopped and took the
+/// opening's future with it), must not leave the session attached. The
+/// feed would otherwise keep it for good: the participant shown present
+/// with no connection, and its drafts never failed as orphans.
+///
+/// Armed before the [`Attach`] is sent: a future dropped while it awaits
+/// the feed's answer has its `Detach` queued behind the `Attach` in the
+/// feed's mailbox, which handles both in order (an unknown session's
+/// `Detach` is a no-op).
+struct AttachGuard {
+    feed: Option<Addr<BayFeed>>,
+    session: SessionId,
+}
+
+impl AttachGuard {
+    fn new(feed: &Addr<BayFeed>, session: &SessionId) -> Self {
+        AttachGuard {
+            feed: Some(feed.clone()),
+            session: session.clone(),
+        }
+    }
+
+    /// The session stays attached: its caller detaches it when it ends.
+    fn disarm(mut self) {
+        self.feed = None;
+    }
+}
+
+impl Drop for AttachGuard {
+    fn drop(&mut self) {
+        if let Some(feed) = self.feed.take() {
+            feed.do_send(Detach {
+                session: self.session.clone(),
+            });
+        }
+    }
+}
+
 /// Announces the opening (displacing older connections of the token on
 /// every node) and attaches to the Bay's feed: from then on the feed
-/// pushes everything logged after the returned position.
+/// pushes everything logged after the returned position, until the
+/// returned guard is dropped undisarmed.
 async fn attach(
     node: Node<'_>,
     req: &OpenRequest,
-) -> Result<(Addr<BayFeed>, Attached), OpenFailure> {
+) -> Result<(Addr<BayFeed>, Attached, AttachGuard), OpenFailure> {
     let bay = &req.principal.bay;
     let opened_at = node
         .store
@@ -336,16 +386,19 @@ async fn attach(
         resume: req.resume.clone(),
     };
     let mut feed = node.registry.feed(bay);
+    let mut guard = AttachGuard::new(&feed, &req.session);
     let attached = match feed.send(attach()).await {
         Ok(r) => r,
         // The feed stopped between lookup and send: ask again once.
         Err(_) => {
             feed = node.registry.feed(bay);
+            guard.disarm();
+            guard = AttachGuard::new(&feed, &req.session);
             feed.send(attach()).await?
         }
     };
     match attached {
-        Ok(a) => Ok((feed, a)),
+        Ok(a) => Ok((feed, a, guard)),
         Err(AttachError::Superseded { position }) => Err(OpenFailure::Superseded { position }),
         Err(AttachError::NotReady) => Err(OpenError::NotReady.into()),
     }
@@ -455,6 +508,7 @@ impl ReplayRest {
             &self.bay,
             &self.participant,
             &self.conversations,
+            cursor.drafts(),
             tagged,
         )
         .await?;

@@ -342,7 +342,12 @@ impl SessionCursor {
     }
 
     /// The drafts the session was sent a snapshot of: a later replay page
-    /// drops deltas they hold and adds its own snapshots.
+    /// sends their deltas above it as they are, and snapshots others.
+    pub fn drafts(&self) -> &DraftVersions {
+        &self.drafts
+    }
+
+    /// The drafts the session holds snapshots of, to add more.
     pub fn drafts_mut(&mut self) -> &mut DraftVersions {
         &mut self.drafts
     }

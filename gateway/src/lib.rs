@@ -32,6 +32,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod connections;
 pub mod error;
+pub mod malformed;
 pub mod method_not_allowed;
 pub mod metrics;
 pub mod middleware;
@@ -47,8 +48,8 @@ pub mod webhooks;
 use crate::error::{json_error, path_error, query_error};
 use crate::ratelimit::RateLimits;
 use crate::state::AppState;
-use actix_http::HttpService;
-use actix_service::{map_config, ServiceFactory};
+use actix_http::{HttpService, Protocol};
+use actix_service::{fn_service, map_config, ServiceFactory, ServiceFactoryExt};
 use actix_web::body::MessageBody;
 use actix_web::dev::{AppConfig, ServiceRequest, ServiceResponse};
 use actix_web::{web, App};
@@ -334,7 +335,7 @@ fn listen(
                 // Called once on each worker thread: the actors may run here too.
                 state.registry.share_current_thread();
                 let shutdown = shutdown.clone();
-                HttpService::build()
+                let http = HttpService::build()
                     // Keep-alive connections end when a drain stops the server.
                     .graceful_shutdown_signal(move || {
                         let shutdown = shutdown.clone();
@@ -352,14 +353,25 @@ fn listen(
                     // (20–40 s). HTTP clients do not half-close a request
                     // they still await an answer to.
                     .h1_allow_half_closed(false)
+                    .local_addr(addr)
+                    .upgrade(realtime::upgrade::service(state.clone()))
+                    .finish(map_config(app(&state, max_body), |_| AppConfig::default()));
+                // What `HttpService::tcp` does, with each socket wrapped so
+                // that a request actix cannot parse gets the JSON error body.
+                fn_service(|io: tokio::net::TcpStream| async move {
                     // Every write goes out at once (no Nagle): a realtime
                     // event must not wait for the ACK of the one before
                     // it, which a client may delay by up to 40 ms.
-                    .tcp_nodelay(true)
-                    .local_addr(addr)
-                    .upgrade(realtime::upgrade::service(state.clone()))
-                    .finish(map_config(app(&state, max_body), |_| AppConfig::default()))
-                    .tcp()
+                    io.set_nodelay(true)?;
+                    let peer = io.peer_addr().ok();
+                    Ok::<_, std::io::Error>((
+                        malformed::JsonBadRequest::new(io),
+                        Protocol::Http1,
+                        peer,
+                    ))
+                })
+                .map_err(actix_http::error::DispatchError::Io)
+                .and_then(http)
             })
             .map_err(bind_error)?;
     }

@@ -62,6 +62,25 @@ pub(crate) fn check_text(
     Ok(())
 }
 
+/// A conversation title as stored: checked like a name (at most 200
+/// characters, no line breaks), and `None` when blank (empty or only
+/// whitespace): a blank title is no title, so clients that show the
+/// members' names for an untitled room do so here too.
+///
+/// # Errors
+///
+/// 400 `INVALID_REQUEST` for a title too long or with a control character.
+pub(crate) fn title(value: Option<String>) -> Result<Option<String>, ApiError> {
+    match value {
+        Some(t) if t.trim().is_empty() => Ok(None),
+        Some(t) => {
+            check_text("title", &t, MAX_NAME_CHARS, false)?;
+            Ok(Some(t))
+        }
+        None => Ok(None),
+    }
+}
+
 /// Creates a Bay. 409 ALREADY_EXISTS when the id is taken.
 ///
 /// # Errors
@@ -368,9 +387,7 @@ pub async fn create_conversation(
     if store.bay(bay).await?.is_none() {
         return Err(ApiError::not_found());
     }
-    if let Some(t) = &input.title {
-        check_text("title", t, MAX_NAME_CHARS, false)?;
-    }
+    let title = title(input.title)?;
     let participants = store.participants(bay).await?;
     if let Some(stray) = input
         .admins
@@ -412,7 +429,7 @@ pub async fn create_conversation(
     let conversation = Conversation {
         id: ConversationId(id_or_new(input.id, "c_")?),
         kind: input.kind,
-        title: input.title,
+        title,
         policy,
         members,
     };

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
+    /// 400: the request line or a header is not valid HTTP/1.1 (RFC 9112
+    /// §3, §5), so no route was looked at.
+    MalformedRequest,
     /// 400: body is not valid JSON or misses/mistypes a field.
     InvalidJson,
     /// 400: a field has an invalid value.
@@ -100,6 +103,12 @@ pub enum ErrorCode {
     /// 409: the message is not an open draft (never streamed, or already
     /// completed, cancelled or failed).
     DraftClosed,
+    /// 409: a member added to or removed from a DM or AGENT_CHAT, which
+    /// keeps exactly its two members (docs/conversations.md).
+    DirectMembersFixed,
+    /// 409: removing a DEDICATED room's designated agent; change the
+    /// policy first (docs/conversations.md).
+    MemberIsDesignatedAgent,
     /// 409: a summary whose boundary lies before the stored summary's:
     /// the stored one covers more and stays (docs/summary.md).
     SummaryStale,
@@ -143,7 +152,8 @@ impl ErrorCode {
     pub fn status(self) -> u16 {
         use ErrorCode::*;
         match self {
-            InvalidJson
+            MalformedRequest
+            | InvalidJson
             | InvalidRequest
             | InvalidContent
             | InvalidReplyTarget
@@ -165,10 +175,18 @@ impl ErrorCode {
             NotParticipant | Forbidden | AccountSuspended | BaySuspended | NotSummarizer => 403,
             NotFound | PollNotFound => 404,
             MethodNotAllowed => 405,
-            AlreadyExists | CursorExpired | IdempotencyKeyReused | PollClosed | AppendGap
-            | AppendConflict | DraftClosed | SummaryStale | NotAConnector | ConnectorSuspended => {
-                409
-            }
+            AlreadyExists
+            | CursorExpired
+            | IdempotencyKeyReused
+            | PollClosed
+            | AppendGap
+            | AppendConflict
+            | DraftClosed
+            | SummaryStale
+            | DirectMembersFixed
+            | MemberIsDesignatedAgent
+            | NotAConnector
+            | ConnectorSuspended => 409,
             MessageDeleted => 410,
             PayloadTooLarge => 413,
             UnsupportedMediaType => 415,
@@ -184,6 +202,7 @@ impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         use ErrorCode::*;
         match self {
+            MalformedRequest => "MALFORMED_REQUEST",
             InvalidJson => "INVALID_JSON",
             InvalidRequest => "INVALID_REQUEST",
             InvalidContent => "INVALID_CONTENT",
@@ -223,6 +242,8 @@ impl ErrorCode {
             ConnectorSuspended => "CONNECTOR_SUSPENDED",
             ConnectorFailed => "CONNECTOR_FAILED",
             ConnectorTimeout => "CONNECTOR_TIMEOUT",
+            DirectMembersFixed => "DIRECT_MEMBERS_FIXED",
+            MemberIsDesignatedAgent => "MEMBER_IS_DESIGNATED_AGENT",
             MessageDeleted => "MESSAGE_DELETED",
             PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
@@ -439,7 +460,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 48, "{schema}");
+        assert_eq!(listed.len(), 51, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

@@ -5,7 +5,7 @@ use super::{Created, Revisioned, Updated};
 use crate::model::{Conversation, Member};
 use async_trait::async_trait;
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
-use switchboard_protocol::model::Policy;
+use switchboard_protocol::model::{Policy, ReplyPolicy};
 
 /// One change to a conversation's roster, title or policy: both engines
 /// apply it with [`ConversationChange::apply`] and log the new roster with
@@ -25,10 +25,58 @@ pub enum ConversationChange {
     },
 }
 
+/// A rule every conversation keeps through roster and policy changes
+/// (docs/conversations.md). Both engines check it inside the change's
+/// atomic step, so no interleaving of concurrent changes breaks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RosterRule {
+    /// A DM or AGENT_CHAT keeps exactly the two members it was created
+    /// with: none can be added or removed (roles may change).
+    DirectMembersFixed,
+    /// A DEDICATED room's designated agent stays a member: it is the one
+    /// agent that answers there, so it leaves only after the policy names
+    /// another agent or another reply policy.
+    DesignatedAgentStays,
+}
+
+impl RosterRule {
+    /// Whether `c` keeps this rule.
+    pub fn holds(self, c: &Conversation) -> bool {
+        match self {
+            // Checked against the members before the change, in `apply`.
+            RosterRule::DirectMembersFixed => true,
+            RosterRule::DesignatedAgentStays => {
+                c.policy.agent_reply_policy != ReplyPolicy::Dedicated
+                    || c.policy
+                        .designated_agent_id
+                        .as_ref()
+                        .is_none_or(|d| c.member(d).is_some())
+            }
+        }
+    }
+}
+
 impl ConversationChange {
-    /// Applies the change; `false` when it changed nothing the caller
-    /// should log (removing a participant that was not a member).
-    pub fn apply(&self, c: &mut Conversation) -> bool {
+    /// Applies the change: `Ok(false)` when it changed nothing the caller
+    /// should log (removing a participant that was not a member), and
+    /// `Err` (with `c` left as it may be half-changed: drop it) when the
+    /// result would break a [`RosterRule`] the conversation kept before.
+    /// A rule already broken before the change (records stored before the
+    /// rule existed) does not block unrelated changes.
+    pub fn apply(&self, c: &mut Conversation) -> Result<bool, RosterRule> {
+        let before_ids = c.member_ids();
+        let dedicated_kept = RosterRule::DesignatedAgentStays.holds(c);
+        let changed = self.apply_unchecked(c);
+        if c.kind.is_direct() && c.member_ids() != before_ids {
+            return Err(RosterRule::DirectMembersFixed);
+        }
+        if dedicated_kept && !RosterRule::DesignatedAgentStays.holds(c) {
+            return Err(RosterRule::DesignatedAgentStays);
+        }
+        Ok(changed)
+    }
+
+    fn apply_unchecked(&self, c: &mut Conversation) -> bool {
         match self {
             ConversationChange::UpsertMember(member) => {
                 match c
@@ -113,31 +161,34 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// Applies `change` and appends a `Roster` entry (the members after
     /// it) and its [`RosterChange`](super::RosterChange) (the members before it), atomically,
     /// giving the conversation a new revision. `NotFound` when the
-    /// conversation does not exist or the change changed nothing.
+    /// conversation does not exist or the change changed nothing;
+    /// `Refused` (nothing stored) when the change would break a
+    /// [`RosterRule`].
     async fn change_conversation(
         &self,
         bay: &BayId,
         conversation: &ConversationId,
         change: ConversationChange,
-    ) -> Result<Updated<Conversation>, StoreError>;
+    ) -> Result<Updated<Conversation, RosterRule>, StoreError>;
     /// Adds (or re-roles) a member; see [`ConversationStore::change_conversation`].
     async fn upsert_member(
         &self,
         bay: &BayId,
         conversation: &ConversationId,
         member: Member,
-    ) -> Result<Updated<Conversation>, StoreError> {
+    ) -> Result<Updated<Conversation, RosterRule>, StoreError> {
         self.change_conversation(bay, conversation, ConversationChange::UpsertMember(member))
             .await
     }
     /// Removes a member. `NotFound` when the conversation does not exist or
-    /// the participant was not a member.
+    /// the participant was not a member; `Refused` for a member of a DM or
+    /// AGENT_CHAT, or a DEDICATED room's designated agent.
     async fn remove_member(
         &self,
         bay: &BayId,
         conversation: &ConversationId,
         participant: &ParticipantId,
-    ) -> Result<Updated<Conversation>, StoreError> {
+    ) -> Result<Updated<Conversation, RosterRule>, StoreError> {
         self.change_conversation(
             bay,
             conversation,
@@ -152,7 +203,7 @@ pub trait ConversationStore: Send + Sync + 'static {
         conversation: &ConversationId,
         title: Option<Option<String>>,
         policy: Option<Policy>,
-    ) -> Result<Updated<Conversation>, StoreError> {
+    ) -> Result<Updated<Conversation, RosterRule>, StoreError> {
         self.change_conversation(
             bay,
             conversation,

@@ -10,8 +10,8 @@ use super::{
     AppendOutcome, Changed, ConversationChange, ConversationStore, Created, DirectoryStore,
     DisplacementStore, DraftAppend, DraftAppended, DraftStore, LeaseStore, LogStore, MessageChange,
     MessageStore, NewMessage, OpenDraft, Opening, ParticipantPresence, PresenceChange,
-    PresenceStore, Principal, Published, ReadState, Replay, Revisioned, RosterChange, RoundStep,
-    Store, StoreError, Updated, Webhook, WebhookStatus, WebhookStore,
+    PresenceStore, Principal, Published, ReadState, Replay, Revisioned, RosterChange, RosterRule,
+    RoundStep, Store, StoreError, Updated, Webhook, WebhookStatus, WebhookStore,
 };
 use super::{ConnectorStore, PendingRequest};
 use super::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
@@ -183,7 +183,7 @@ impl ConversationStore for Instrumented {
         bay: &BayId,
         conversation: &ConversationId,
         change: ConversationChange,
-    ) -> Result<Updated<Conversation>, StoreError> {
+    ) -> Result<Updated<Conversation, RosterRule>, StoreError> {
         timed(
             change.name(),
             self.inner.change_conversation(bay, conversation, change),

@@ -75,7 +75,8 @@ pub struct ReadState {
     /// The newest message the member has read (posting a message reads
     /// everything before it); `None` before the first.
     pub last_read: Option<MessageId>,
-    /// Messages after that one (the member's own are never unread).
+    /// Messages after that one, deleted ones not counted (the member's own
+    /// are never unread).
     pub unread: u64,
 }
 

@@ -46,7 +46,7 @@ pub mod summaries;
 pub mod webhooks;
 
 pub use connectors::{ConnectorStore, PendingRequest};
-pub use conversations::{ConversationChange, ConversationStore};
+pub use conversations::{ConversationChange, ConversationStore, RosterRule};
 pub use directory::{DirectoryStore, Principal, Suspension};
 pub use displacement::{DisplacementStore, Opening, OPENINGS_KEPT};
 pub use drafts::{DraftAppend, DraftAppended, DraftStore, OpenDraft, RoundStep};
@@ -106,13 +106,18 @@ pub enum Created<T> {
     AlreadyExists,
 }
 
-/// Outcome of an update addressed at something that may not exist.
+/// Outcome of an update addressed at something that may not exist. `R` is
+/// why a store may refuse the update for breaking a rule of the record
+/// (e.g. [`RosterRule`]); updates that keep no such rule leave it
+/// uninhabited, so their callers match only the first two variants.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Updated<T> {
+pub enum Updated<T, R = std::convert::Infallible> {
     /// Changed; the record after the change.
     Updated(T),
     /// The target does not exist; nothing changed (404).
     NotFound,
+    /// The update would break rule `R`; nothing changed (409).
+    Refused(R),
 }
 
 /// A record with the revision it was read at. Every change of the record

@@ -7,7 +7,7 @@ use serde_json::json;
 use std::sync::Arc;
 use switchboard_actors::model::{Conversation, Member, Reaction};
 use switchboard_actors::store::log::{Change, LogEvent};
-use switchboard_actors::store::{Changed, MessageChange, NewMessage, Store};
+use switchboard_actors::store::{Changed, MessageChange, NewMessage, ReadState, Store};
 use switchboard_protocol::card::{Card, CardType};
 use switchboard_protocol::event::ConversationRef;
 use switchboard_protocol::ids::{ConversationId, MessageId, ParticipantId};
@@ -18,6 +18,7 @@ conformance!(
     changes_replace_the_message_and_log_the_change,
     polls_are_found_by_id,
     cards_polls_and_reactions_round_trip_through_changes,
+    unread_counts_leave_deleted_messages_out,
 );
 
 async fn changes_replace_the_message_and_log_the_change(store: Arc<dyn Store>) {
@@ -501,4 +502,60 @@ async fn cards_polls_and_reactions_round_trip_through_changes(store: Arc<dyn Sto
             },
         ]
     );
+}
+
+/// `unread` counts the messages after the marker that are not tombstones;
+/// a deletion at or before the marker changes nothing.
+async fn unread_counts_leave_deleted_messages_out(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (ana, _) = new_participant(store, &bay.id, "ana", ParticipantKind::User).await;
+    let (rex, _) = new_participant(store, &bay.id, "rex", ParticipantKind::Agent).await;
+    let c = new_group(
+        store,
+        &bay.id,
+        "c_unread",
+        &[(&ana, Role::Admin), (&rex, Role::Member)],
+        5,
+    )
+    .await;
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        let a = store
+            .append(&bay.id, message(&c, &ana, &format!("m{i}"), None), ana.kind)
+            .await
+            .unwrap();
+        sent.push(a.message);
+    }
+    let unread = |who: ParticipantId| {
+        let (bay, c) = (bay.id.clone(), c.id.clone());
+        async move {
+            let states = store.read_states(&bay, &who, &[c]).await.unwrap();
+            states.into_iter().next().map(|s: ReadState| s.unread)
+        }
+    };
+    store
+        .mark_read(&bay.id, &c.reference(), &rex.id, &sent[1])
+        .await
+        .unwrap();
+    assert_eq!(unread(rex.id.clone()).await, Some(3));
+    for (i, expected) in [(3, 2), (1, 2), (4, 1)] {
+        let mut tomb = sent[i].clone();
+        tomb.tombstone(Utc::now());
+        tomb.version += 1;
+        let deletion = Change::Deleted {
+            message: tomb.id.clone(),
+            at: tomb.deleted_at.unwrap(),
+            by: ana.id.clone(),
+        };
+        changed(change(store, &bay.id, &c, tomb, deletion).await);
+        assert_eq!(
+            unread(rex.id.clone()).await,
+            Some(expected),
+            "after deleting m{i}"
+        );
+    }
+    // Without a marker every message counts, tombstones not.
+    let (bob, _) = new_participant(store, &bay.id, "bob", ParticipantKind::User).await;
+    assert_eq!(unread(bob.id.clone()).await, Some(2));
 }

@@ -1,20 +1,21 @@
 //! Conversations: members, roster entries, revisions and roster changes.
 
-use super::common::{message, new_bay, new_group, new_participant, unique, Append, Limits};
+use super::common::{group, message, new_bay, new_group, new_participant, unique, Append, Limits};
 use super::{control, head, read};
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_actors::model::Member;
 use switchboard_actors::store::log::LogEvent;
-use switchboard_actors::store::{AppendOutcome, Created, RosterChange, Store, Updated};
+use switchboard_actors::store::{AppendOutcome, Created, RosterChange, RosterRule, Store, Updated};
 use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
-use switchboard_protocol::model::{ParticipantKind, Policy, ReplyPolicy, Role};
+use switchboard_protocol::model::{ConversationType, ParticipantKind, Policy, ReplyPolicy, Role};
 
 conformance!(
     conversations_members_and_roster_entries,
     revisions_refuse_stale_appends,
     roster_changes_name_the_members_before_and_after,
+    roster_rules_refuse_changes_that_break_them,
     roster_changes_are_trimmed_with_the_log: Limits { window: Duration::from_secs(900), max_entries: 2 },
 );
 
@@ -425,4 +426,111 @@ async fn roster_changes_are_trimmed_with_the_log(store: Arc<dyn Store>) {
     control(store, &bay.id).await;
     assert_eq!(store.roster_changes(&bay.id, &start).await.unwrap(), vec![]);
     let _ = g2;
+}
+
+/// A DM or AGENT_CHAT keeps its two members and a DEDICATED room its
+/// designated agent: the refused change stores and logs nothing.
+async fn roster_rules_refuse_changes_that_break_them(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (u, _) = new_participant(store, &bay.id, "p_user", ParticipantKind::User).await;
+    let (a1, _) = new_participant(store, &bay.id, "p_a1", ParticipantKind::Agent).await;
+    let (a2, _) = new_participant(store, &bay.id, "p_a2", ParticipantKind::Agent).await;
+    let member = |p: &ParticipantId, role| Member {
+        participant: p.clone(),
+        role,
+    };
+    for kind in [ConversationType::Dm, ConversationType::AgentChat] {
+        let mut c = group(
+            &unique("c_pair"),
+            &[(&u, Role::Member), (&a1, Role::Member)],
+            3,
+        );
+        c.kind = kind;
+        assert_eq!(
+            store.create_conversation(&bay.id, c.clone()).await.unwrap(),
+            Created::Created(c.clone())
+        );
+        let start = head(store, &bay.id).await;
+        for pid in [&u.id, &a1.id] {
+            assert_eq!(
+                store.remove_member(&bay.id, &c.id, pid).await.unwrap(),
+                Updated::Refused(RosterRule::DirectMembersFixed),
+                "{kind:?}"
+            );
+        }
+        assert_eq!(
+            store
+                .upsert_member(&bay.id, &c.id, member(&a2.id, Role::Member))
+                .await
+                .unwrap(),
+            Updated::Refused(RosterRule::DirectMembersFixed),
+            "{kind:?}"
+        );
+        assert_eq!(head(store, &bay.id).await, start, "nothing logged");
+        assert_eq!(
+            store.conversation(&bay.id, &c.id).await.unwrap(),
+            Some(c.clone())
+        );
+        // A role still changes.
+        let Updated::Updated(re_roled) = store
+            .upsert_member(&bay.id, &c.id, member(&u.id, Role::Admin))
+            .await
+            .unwrap()
+        else {
+            panic!("re-role refused")
+        };
+        assert_eq!(re_roled.member_ids(), c.member_ids());
+    }
+
+    let g = new_group(
+        store,
+        &bay.id,
+        &unique("c_dedicated"),
+        &[(&u, Role::Member), (&a1, Role::Member), (&a2, Role::Member)],
+        3,
+    )
+    .await;
+    let dedicated = |agent: &ParticipantId| Policy {
+        agent_reply_policy: ReplyPolicy::Dedicated,
+        designated_agent_id: Some(agent.clone()),
+        ..Policy::default()
+    };
+    let Updated::Updated(_) = store
+        .update_conversation(&bay.id, &g.id, None, Some(dedicated(&a1.id)))
+        .await
+        .unwrap()
+    else {
+        panic!("policy refused")
+    };
+    let start = head(store, &bay.id).await;
+    assert_eq!(
+        store.remove_member(&bay.id, &g.id, &a1.id).await.unwrap(),
+        Updated::Refused(RosterRule::DesignatedAgentStays)
+    );
+    assert_eq!(head(store, &bay.id).await, start, "nothing logged");
+    // Naming an agent that is not a member is refused the same way.
+    let (outsider, _) = new_participant(store, &bay.id, "p_out", ParticipantKind::Agent).await;
+    assert_eq!(
+        store
+            .update_conversation(&bay.id, &g.id, None, Some(dedicated(&outsider.id)))
+            .await
+            .unwrap(),
+        Updated::Refused(RosterRule::DesignatedAgentStays)
+    );
+    // Others leave; after the policy names another agent, so does a1.
+    let Updated::Updated(_) = store.remove_member(&bay.id, &g.id, &u.id).await.unwrap() else {
+        panic!("a plain member's removal refused")
+    };
+    let Updated::Updated(_) = store
+        .update_conversation(&bay.id, &g.id, None, Some(dedicated(&a2.id)))
+        .await
+        .unwrap()
+    else {
+        panic!("policy refused")
+    };
+    let Updated::Updated(after) = store.remove_member(&bay.id, &g.id, &a1.id).await.unwrap() else {
+        panic!("the former designated agent's removal refused")
+    };
+    assert_eq!(after.member_ids(), vec![a2.id.clone()]);
 }

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use switchboard_actors::model::{Conversation, Member};
-use switchboard_actors::store::Updated;
+use switchboard_actors::store::{RosterRule, Updated};
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
 use switchboard_protocol::model::{ParticipantKind, Role};
@@ -562,7 +562,7 @@ pub(crate) struct NewMember {
     operation_id = "addMember",
     tag = "admin",
     summary = "Add a member (or change a member's role)",
-    description = "The member receives the conversation's messages from then on, over both transports.",
+    description = "The member receives the conversation's messages from then on, over both transports. A DM or AGENT_CHAT keeps exactly its two members: only their roles change (docs/conversations.md).",
     params(
         ("bay" = String, Path, description = "Bay id"),
         ("cid" = String, Path, description = "Conversation id"),
@@ -573,6 +573,7 @@ pub(crate) struct NewMember {
         (status = 400, description = "INVALID_JSON (not JSON, unknown or mistyped field) or INVALID_REQUEST (a value is invalid)", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown bay or conversation, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 409, description = "DIRECT_MEMBERS_FIXED: the conversation is a DM or AGENT_CHAT and the participant is not one of its two members", body = ErrorBody),
         (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
         (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
         (status = 500, description = "INTERNAL", body = ErrorBody),
@@ -601,20 +602,10 @@ async fn add_member(
         role: body.role.unwrap_or_default(),
     };
     let cid = ConversationId(cid);
-    let current = state
-        .store
-        .conversation(&bay, &cid)
-        .await?
-        .ok_or_else(ApiError::not_found)?;
-    if current.kind.is_direct() && current.member(&member.participant).is_none() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidRequest,
-            "DM and AGENT_CHAT conversations keep their two members",
-        ));
-    }
     match state.store.upsert_member(&bay, &cid, member).await? {
         Updated::Updated(c) => Ok(HttpResponse::Ok().json(conversation_json(&c))),
         Updated::NotFound => Err(ApiError::not_found()),
+        Updated::Refused(rule) => Err(refused(rule)),
     }
 }
 
@@ -624,7 +615,7 @@ async fn add_member(
     operation_id = "removeMember",
     tag = "admin",
     summary = "Remove a member",
-    description = "The former member receives no more of the conversation's messages; their past messages keep their sender with `role: null`.",
+    description = "The former member receives no more of the conversation's messages; their past messages keep their sender with `role: null`. A DM or AGENT_CHAT keeps exactly its two members, and a DEDICATED room keeps its designated agent until the policy names another (docs/conversations.md).",
     params(
         ("bay" = String, Path, description = "Bay id"),
         ("cid" = String, Path, description = "Conversation id"),
@@ -634,6 +625,7 @@ async fn add_member(
         (status = 204, description = "Removed"),
         (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown conversation, or the participant is not a member, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 409, description = "DIRECT_MEMBERS_FIXED (a member of a DM or AGENT_CHAT) or MEMBER_IS_DESIGNATED_AGENT (the designated agent of a DEDICATED room)", body = ErrorBody),
         (status = 500, description = "INTERNAL", body = ErrorBody),
         (status = 503, description = "STORE_UNAVAILABLE: the store cannot be reached", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
@@ -652,6 +644,21 @@ async fn remove_member(
     {
         Updated::Updated(_) => Ok(HttpResponse::NoContent().finish()),
         Updated::NotFound => Err(ApiError::not_found()),
+        Updated::Refused(rule) => Err(refused(rule)),
+    }
+}
+
+/// The 409 of a roster change the store refused (docs/conversations.md).
+fn refused(rule: RosterRule) -> ApiError {
+    match rule {
+        RosterRule::DirectMembersFixed => ApiError::new(
+            ErrorCode::DirectMembersFixed,
+            "a DM or AGENT_CHAT keeps exactly its two members",
+        ),
+        RosterRule::DesignatedAgentStays => ApiError::new(
+            ErrorCode::MemberIsDesignatedAgent,
+            "this agent is the room's DEDICATED agent; change the policy before removing it",
+        ),
     }
 }
 
@@ -682,7 +689,7 @@ mod double_option {
     operation_id = "updateConversation",
     tag = "admin",
     summary = "Change a conversation's title or policy",
-    description = "Only the fields present change: `title: null` clears the title; `policy` fields present replace the current ones.",
+    description = "Only the fields present change: `title: null` (or a blank title) clears the title; `policy` fields present replace the current ones.",
     params(
         ("bay" = String, Path, description = "Bay id"),
         ("cid" = String, Path, description = "Conversation id"),
@@ -693,6 +700,7 @@ mod double_option {
         (status = 400, description = "INVALID_JSON (not JSON, unknown or mistyped field) or INVALID_REQUEST (a value is invalid)", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown bay or conversation, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 409, description = "MEMBER_IS_DESIGNATED_AGENT: a concurrent change removed the agent the new DEDICATED policy designates", body = ErrorBody),
         (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
         (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
         (status = 500, description = "INTERNAL", body = ErrorBody),
@@ -709,9 +717,10 @@ async fn patch_conversation(
     let (bay, cid) = path.into_inner();
     let (bay, cid) = (BayId(bay), ConversationId(cid));
     let body = body.into_inner();
-    if let Some(Some(title)) = &body.title {
-        provision::check_text("title", title, provision::MAX_NAME_CHARS, false)?;
-    }
+    let title = match body.title {
+        Some(t) => Some(provision::title(t)?),
+        None => None,
+    };
     let current = state
         .store
         .conversation(&bay, &cid)
@@ -729,10 +738,11 @@ async fn patch_conversation(
     };
     match state
         .store
-        .update_conversation(&bay, &cid, body.title, policy)
+        .update_conversation(&bay, &cid, title, policy)
         .await?
     {
         Updated::Updated(c) => Ok(HttpResponse::Ok().json(conversation_json(&c))),
         Updated::NotFound => Err(ApiError::not_found()),
+        Updated::Refused(rule) => Err(refused(rule)),
     }
 }

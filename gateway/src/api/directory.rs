@@ -10,6 +10,7 @@ use crate::provision;
 use crate::state::AppState;
 use actix_web::{get, post, web, HttpResponse};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use switchboard_actors::model::{Conversation, Member};
 use switchboard_actors::presence;
@@ -148,22 +149,24 @@ async fn list_agents(state: web::Data<AppState>, caller: Caller) -> Result<HttpR
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct NewAgentChat {
-    /// Up to 200 characters, no line breaks; `null` or absent for none.
+    /// Up to 200 characters, no line breaks; `null`, absent or blank for
+    /// none. Used only when the call creates the conversation.
     title: Option<String>,
     /// Exactly one id: a user of the caller's Bay.
     #[schema(min_items = 1, max_items = 1)]
     user_ids: Vec<String>,
 }
 
-/// `POST /conversations` → 201.
+/// `POST /conversations` → 201 (created) or 200 (the pair's existing room).
 #[derive(Serialize, ToSchema)]
 pub(crate) struct AgentChat {
-    /// Conversation id, minted as `c_` + a lowercase ULID.
+    /// Conversation id: `c_ac_` + 32 hex digits, derived from the agent's
+    /// and the user's ids, so the pair always gets the same room.
     id: ConversationId,
     /// Always `AGENT_CHAT`.
     #[serde(rename = "type")]
     kind: ConversationType,
-    /// The title given; `null` when none was.
+    /// The room's title; `null` when it has none.
     #[schema(required = true)]
     title: Option<String>,
     /// The caller, then the user, both `member`.
@@ -205,18 +208,21 @@ fn invalid(message: &str) -> ApiError {
 /// `POST /conversations` `{title?, userIds: [one]}` → 201 `{id, type,
 /// title, members}`: an AGENT_CHAT of the calling agent and one user of
 /// its Bay (protocol §11). It reaches both members' `/ws` and `/updates`
-/// like any conversation, with its first message.
+/// like any conversation, with its first message. Idempotent per pair:
+/// a later call answers 200 with the same room (docs/conversations.md).
 #[utoipa::path(
     operation_id = "createAgentChat",
     tag = "agent",
     summary = "Open an AGENT_CHAT with one user",
-    description = "Agents only. Creates an AGENT_CHAT whose members are the caller and the one user named in `userIds` (a user of the caller's Bay), both with the role `member`. Each call creates a new conversation. Its messages reach both members' `/ws` and `/updates` like any conversation's.",
+    description = "Agents only. Creates an AGENT_CHAT whose members are the caller and the one user named in `userIds` (a user of the caller's Bay), both with the role `member`. One room per agent and user: the first call creates it (201), every later call answers 200 with that same room as it is now (a `title` given then is ignored). Its id is derived from the two participant ids, so concurrent first calls on any nodes still make one room. Its messages reach both members' `/ws` and `/updates` like any conversation's. A blank `title` is no title (`null`).",
     request_body = NewAgentChat,
     responses(
-        (status = 201, description = "The conversation", body = AgentChat),
+        (status = 200, description = "The pair's existing conversation", body = AgentChat),
+        (status = 201, description = "The conversation, created", body = AgentChat),
         (status = 400, description = "INVALID_JSON (not JSON, `userIds` missing, a field mistyped) or INVALID_REQUEST (`userIds` does not hold exactly one id of a user of the caller's Bay, or `title` is too long or holds a line break)", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: the caller is a user; only agents open AGENT_CHATs", body = ErrorBody),
+        (status = 409, description = "ALREADY_EXISTS: the operator gave the pair's id to another conversation", body = ErrorBody),
         (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
         (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED: the agent request budget (60/min by default) is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -240,9 +246,7 @@ async fn create_agent_chat(
         ));
     }
     let body = body.into_inner();
-    if let Some(title) = &body.title {
-        provision::check_text("title", title, provision::MAX_NAME_CHARS, false)?;
-    }
+    let title = provision::title(body.title)?;
     let [user_id] = body.user_ids.as_slice() else {
         return Err(invalid("userIds must hold exactly one user id"));
     };
@@ -270,20 +274,36 @@ async fn create_agent_chat(
     ];
     let policy = Policy::default();
     let kind = ConversationType::AgentChat;
+    let id = agent_chat_id(&me.id, &user.id);
+    let user_id = user.id.clone();
     provision::check_shape(kind, &members, &[me.clone(), user], &policy)?;
     let conversation = Conversation {
-        id: ConversationId(provision::id_or_new(None, "c_")?),
+        id: id.clone(),
         kind,
-        title: body.title,
+        title,
         policy,
         members,
     };
-    match state.store.create_conversation(bay, conversation).await? {
-        Created::Created(c) => Ok(HttpResponse::Created().json(AgentChat::from(&c))),
-        // A freshly minted ULID: practically never.
-        Created::AlreadyExists => Err(ApiError::new(
-            ErrorCode::Internal,
-            "the minted conversation id is taken; retry",
+    // The store creates an id once, atomically: of concurrent first calls
+    // one creates and the others find its room.
+    if let Created::Created(c) = state.store.create_conversation(bay, conversation).await? {
+        return Ok(HttpResponse::Created().json(AgentChat::from(&c)));
+    }
+    match state.store.conversation(bay, &id).await? {
+        Some(c) if c.kind == kind && c.member(&me.id).is_some() && c.member(&user_id).is_some() => {
+            Ok(HttpResponse::Ok().json(AgentChat::from(&c)))
+        }
+        _ => Err(ApiError::new(
+            ErrorCode::AlreadyExists,
+            "this pair's conversation id is taken by another conversation",
         )),
     }
+}
+
+/// The AGENT_CHAT id of `agent` and `user`: `c_ac_` + the first 128 bits
+/// of SHA-256 over both ids, in hex. Ids are `[A-Za-z0-9_-]`, so the line
+/// break keeps every pair's input distinct.
+fn agent_chat_id(agent: &ParticipantId, user: &ParticipantId) -> ConversationId {
+    let digest = Sha256::digest(format!("agent-chat\n{agent}\n{user}"));
+    ConversationId(format!("c_ac_{}", hex::encode(&digest[..16])))
 }

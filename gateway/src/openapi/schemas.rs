@@ -94,7 +94,7 @@ pub struct ConversationSummary {
     #[schema(required = true)]
     pub role: Option<Role>,
     /// Messages after the caller's read marker (`POST …/read`; posting
-    /// reads everything before the post).
+    /// reads everything before the post), deleted ones not counted.
     #[serde(rename = "unreadCount")]
     pub unread_count: u64,
     /// The newest message the caller has read; `null` before the first.

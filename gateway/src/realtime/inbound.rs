@@ -25,6 +25,7 @@ use actix_http::ws::{CloseReason, OpCode, Parser, ProtocolError};
 use actix_web::web::{Bytes, BytesMut};
 use bytestring::ByteString;
 use futures_util::{Stream, StreamExt};
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -94,6 +95,26 @@ pub struct Inbound<R> {
     read_error: Option<std::io::Error>,
     /// Nothing follows.
     finished: bool,
+    /// Set once a close frame's header was read, decoded or not yet.
+    closing: ClientClosing,
+}
+
+/// Whether the client sent a close frame: set by [`Inbound`] as soon as it
+/// reads the frame's header, before the session handles the frame, so the
+/// socket's task stops writing what the client no longer wants and the
+/// close echo goes out at once (RFC 6455 §5.5.1: "as soon as practical").
+#[derive(Clone, Default)]
+pub struct ClientClosing(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl ClientClosing {
+    /// Whether a close frame arrived.
+    pub fn is_set(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl<R> Inbound<R> {
@@ -112,9 +133,15 @@ impl<R> Inbound<R> {
             ended: false,
             read_error: None,
             finished: false,
+            closing: ClientClosing::default(),
         };
         inbound.take_in(early);
         inbound
+    }
+
+    /// Set once the client sent a close frame (see [`ClientClosing`]).
+    pub fn closing(&self) -> ClientClosing {
+        self.closing.clone()
     }
 
     /// Buffers `bytes`, up to the header of a frame declaring more than
@@ -126,6 +153,9 @@ impl<R> Inbound<R> {
                 self.buf.extend_from_slice(&bytes[..refused_at]);
                 self.oversize = true;
             }
+        }
+        if self.scan.saw_close {
+            self.closing.set();
         }
     }
 
@@ -255,6 +285,30 @@ struct Fragments {
     checked: usize,
 }
 
+impl<R: AsyncRead + Unpin> Inbound<R> {
+    /// Reads what the socket holds now, up to a whole frame of the largest
+    /// size ahead of the frames handed on. `true` when it must be polled
+    /// again once the socket is readable; `false` when it read all it may
+    /// (the buffer is full, or the client's side ended).
+    fn fill(&mut self, cx: &mut Context<'_>) -> bool {
+        while !self.ended && !self.oversize && self.buf.len() < self.read_ahead {
+            let mut chunk = [0u8; READ_CHUNK];
+            let mut read = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut self.io).poll_read(cx, &mut read) {
+                Poll::Pending => return true,
+                Poll::Ready(Err(e)) => {
+                    self.ended = true;
+                    self.read_error = Some(e);
+                }
+                // The end of the socket; an unfinished frame is dropped.
+                Poll::Ready(Ok(())) if read.filled().is_empty() => self.ended = true,
+                Poll::Ready(Ok(())) => self.take_in(read.filled()),
+            }
+        }
+        false
+    }
+}
+
 impl<R: AsyncRead + Unpin> Stream for Inbound<R> {
     type Item = Result<ClientMessage, InboundError>;
 
@@ -266,24 +320,7 @@ impl<R: AsyncRead + Unpin> Stream for Inbound<R> {
         // Take in everything the socket holds now (up to a whole frame of
         // the largest size), so that its end is known together with the
         // frames before it (see `pump`).
-        let mut waiting = false;
-        while !this.ended && !this.oversize && this.buf.len() < this.read_ahead {
-            let mut chunk = [0u8; READ_CHUNK];
-            let mut read = ReadBuf::new(&mut chunk);
-            match Pin::new(&mut this.io).poll_read(cx, &mut read) {
-                Poll::Pending => {
-                    waiting = true;
-                    break;
-                }
-                Poll::Ready(Err(e)) => {
-                    this.ended = true;
-                    this.read_error = Some(e);
-                }
-                // The end of the socket; an unfinished frame is dropped.
-                Poll::Ready(Ok(())) if read.filled().is_empty() => this.ended = true,
-                Poll::Ready(Ok(())) => this.take_in(read.filled()),
-            }
-        }
+        let waiting = this.fill(cx);
         if let Some(item) = this.decode() {
             return Poll::Ready(Some(item));
         }
@@ -356,17 +393,46 @@ where
                     return;
                 }
                 let end = frame.is_none();
-                if session.send(FromClient(frame)).await.is_err() || end {
+                if forward(&session, FromClient(frame), &mut inbound).await.is_err() || end {
                     return;
                 }
             }
             _ = clock.tick() => {
-                if session.send(Tick).await.is_err() {
+                if forward(&session, Tick, &mut inbound).await.is_err() {
                     return;
                 }
             }
         }
     }
+}
+
+/// Sends `msg` to the session and waits until it is handled, reading the
+/// socket ahead meanwhile (bounded by [`Inbound`]'s read-ahead) without
+/// decoding: a session stalled on a long write to a slow client is not
+/// handed more frames, yet a close frame the client sends is seen at once
+/// ([`ClientClosing`]).
+async fn forward<R, A, M>(
+    session: &Addr<A>,
+    msg: M,
+    inbound: &mut Inbound<R>,
+) -> Result<(), actix::MailboxError>
+where
+    R: AsyncRead + Unpin,
+    A: Actor<Context = actix::Context<A>> + Handler<M>,
+    M: Message<Result = ()> + Send + 'static,
+{
+    let mut sent = std::pin::pin!(session.send(msg));
+    let mut reading = true;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(res) = sent.as_mut().poll(cx) {
+            return Poll::Ready(res);
+        }
+        if reading {
+            reading = inbound.fill(cx);
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Where the scanner is inside the client's frame sequence.
@@ -383,6 +449,8 @@ pub struct HeaderScan {
     /// Largest payload a client frame may declare, bytes.
     max_frame: u64,
     position: Position,
+    /// A close frame's header went by.
+    pub saw_close: bool,
 }
 
 impl HeaderScan {
@@ -394,6 +462,7 @@ impl HeaderScan {
                 bytes: [0; 14],
                 have: 0,
             },
+            saw_close: false,
         }
     }
 
@@ -440,6 +509,9 @@ impl HeaderScan {
                     };
                     if len > self.max_frame {
                         return Some(i - 1);
+                    }
+                    if bytes[0] & 0x0f == 0x8 {
+                        self.saw_close = true;
                     }
                     self.position = if len == 0 {
                         Position::Header {

@@ -141,6 +141,21 @@ impl Outbox {
         }
     }
 
+    /// Answers a client's close: what is queued and not written yet is
+    /// dropped (the client no longer reads it; it resumes from the last
+    /// `cursor` frame it got) and the close echo is all that goes out.
+    pub fn close_now(&mut self, reason: Option<WsCloseReason>) {
+        if !self.closed {
+            self.buf.clear();
+        }
+        self.close(reason);
+    }
+
+    /// Whether a close frame is queued (or went out).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
     /// Whether there is anything to write.
     pub fn has_output(&self) -> bool {
         !self.buf.is_empty() || self.cursor_due.is_some()

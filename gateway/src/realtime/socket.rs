@@ -15,7 +15,7 @@
 //! previous write. The read side is a second, nearly always idle task
 //! (`inbound::pump`).
 
-use super::inbound::Inbound;
+use super::inbound::{ClientClosing, Inbound};
 use super::outbound::{slow_consumer_close, SharedOutbox};
 use actix_web::web::Bytes;
 use std::future::Future;
@@ -81,12 +81,14 @@ pub async fn serve<F>(
     F: Future<Output = ()> + Unpin,
 {
     let (read, mut write) = io.into_split();
+    let inbound = Inbound::new(read, &early, max_frame);
+    let closing = inbound.closing();
     let Running {
         session,
         outbox,
         backlog,
         pump,
-    } = start(Inbound::new(read, &early, max_frame));
+    } = start(inbound);
     // The read side goes with the connection, whichever way it ends.
     let _pump = AbortOnDrop(pump);
     drop(early);
@@ -102,9 +104,20 @@ pub async fn serve<F>(
             break;
         }
         let chunk = outbox.borrow_mut().take();
+        // The client sent a close: nothing goes out until the session's
+        // echo (which drops what was queued before it, see
+        // `Outbox::close_now`), so a long replay page does not hold it up.
+        let chunk = chunk.filter(|_| !closing.is_set() || outbox.borrow().is_closed());
         if let Some(bytes) = chunk {
-            let written =
-                write_chunk(&mut write, &bytes, write_timeout, &backlog, &mut session).await;
+            let written = write_frames(
+                &mut write,
+                &bytes,
+                write_timeout,
+                &backlog,
+                &mut session,
+                &closing,
+            )
+            .await;
             match written {
                 Ok(Ok(())) => continue,
                 // The client is gone.
@@ -127,6 +140,81 @@ pub async fn serve<F>(
         }
     }
     let _ = write.shutdown().await;
+}
+
+/// Most bytes of whole frames written at a time: between two writes the
+/// task looks whether the client sent a close frame.
+const WRITE_SLICE: usize = 16 * 1024;
+
+/// Writes `bytes` (whole server frames) to the client, a few frames at a
+/// time ([`WRITE_SLICE`]), each write within `write_timeout`. Stops at a
+/// frame boundary once the client sent a close frame, unless `bytes` hold
+/// the echo: the rest is what the client no longer wants (it resumes from
+/// the last `cursor` frame it got).
+///
+/// # Errors
+/// As [`write_chunk`].
+async fn write_frames<F>(
+    write: &mut OwnedWriteHalf,
+    bytes: &[u8],
+    write_timeout: Duration,
+    backlog: &Backlog,
+    session: &mut Option<F>,
+    closing: &ClientClosing,
+) -> Result<std::io::Result<()>, Elapsed> {
+    let mut at = 0;
+    let mut holds_echo = None;
+    while at < bytes.len() {
+        if closing.is_set() && !*holds_echo.get_or_insert_with(|| ends_with_close(bytes)) {
+            break;
+        }
+        let end = slice_end(bytes, at);
+        match write_chunk(write, &bytes[at..end], write_timeout, backlog, session).await {
+            Ok(Ok(())) => at = end,
+            failed => return failed,
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Where the server frame starting at `buf[at]` ends. Server frames are
+/// unmasked (RFC 6455 §5.2): a 2-byte header, then a 16- or 64-bit length
+/// when the 7-bit one says 126 or 127. A header cut short ends at `buf`'s end.
+fn frame_end(buf: &[u8], at: usize) -> usize {
+    let b = &buf[at..];
+    let (head, len) = match b.get(1).map(|l| l & 0x7f) {
+        Some(126) if b.len() >= 4 => (4, u64::from(u16::from_be_bytes([b[2], b[3]]))),
+        Some(127) if b.len() >= 10 => (
+            10,
+            u64::from_be_bytes([b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9]]),
+        ),
+        Some(n) if n < 126 => (2, u64::from(n)),
+        _ => return buf.len(),
+    };
+    usize::try_from(len).map_or(buf.len(), |len| {
+        (at + head).saturating_add(len).min(buf.len())
+    })
+}
+
+/// The end of the whole frames from `at` that make up about
+/// [`WRITE_SLICE`] bytes (at least one frame).
+fn slice_end(buf: &[u8], at: usize) -> usize {
+    let mut end = frame_end(buf, at);
+    while end < buf.len() && end - at < WRITE_SLICE {
+        end = frame_end(buf, end);
+    }
+    end
+}
+
+/// Whether the last frame of `buf` is a close frame.
+fn ends_with_close(buf: &[u8]) -> bool {
+    let mut at = 0;
+    let mut last = 0;
+    while at < buf.len() {
+        last = at;
+        at = frame_end(buf, at);
+    }
+    buf.get(last).is_some_and(|b| b & 0x0f == 0x8)
 }
 
 /// Writes `bytes` to the client within `write_timeout`. When the feed
@@ -178,4 +266,33 @@ where
         }
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_http::ws::{OpCode, Parser};
+    use actix_web::web::BytesMut;
+
+    #[test]
+    fn writes_are_cut_at_frame_boundaries_and_a_trailing_close_is_seen() {
+        let mut buf = BytesMut::new();
+        let sizes = [10, 200, 70_000, 5, 20_000];
+        for n in sizes {
+            Parser::write_message(&mut buf, vec![b'x'; n], OpCode::Text, true, false);
+        }
+        let mut ends = Vec::new();
+        let mut at = 0;
+        while at < buf.len() {
+            at = frame_end(&buf, at);
+            ends.push(at);
+        }
+        // Headers of 2, 4, 10, 2 and 4 bytes.
+        assert_eq!(ends, [12, 216, 70_226, 70_233, 90_237]);
+        assert_eq!(slice_end(&buf, 0), 70_226, "whole frames, at least one");
+        assert_eq!(slice_end(&buf, 70_226), 90_237);
+        assert!(!ends_with_close(&buf));
+        Parser::write_close(&mut buf, None, false);
+        assert!(ends_with_close(&buf));
+    }
 }

@@ -13,6 +13,7 @@
 use super::ws::{admit, handshake_refusal, refuse_if_draining, Admitted};
 use crate::auth::authenticate_head;
 use crate::error::ApiError;
+use crate::malformed::JsonBadRequest;
 use crate::middleware::request_log;
 use crate::state::AppState;
 use actix_codec::{Framed, FramedParts};
@@ -34,7 +35,10 @@ use tracing::Instrument;
 pub const WS_PATH: &str = "/api/agent-api/ws";
 
 /// A request that asked for an upgrade, with its connection.
-pub type Upgrade = (Request, Framed<TcpStream, Codec>);
+pub type Upgrade = (Request, Framed<Socket, Codec>);
+
+/// An HTTP connection's socket (see `malformed.rs`).
+pub type Socket = JsonBadRequest<TcpStream>;
 
 /// The upgrade service of one worker (see the module docs). It never fails:
 /// a refusal is an answer, and a connection that breaks is simply over.
@@ -56,7 +60,7 @@ pub fn service(
 
 /// Admits and serves one upgrade, or answers why not. Logged, counted and
 /// given an `x-request-id` like every request the app serves.
-async fn upgrade(state: AppState, req: Request, mut framed: Framed<TcpStream, Codec>) {
+async fn upgrade(state: AppState, req: Request, mut framed: Framed<Socket, Codec>) {
     let started = Instant::now();
     let head = req.head();
     let id = request_log::request_id(&head.headers);
@@ -104,7 +108,8 @@ async fn upgrade(state: AppState, req: Request, mut framed: Framed<TcpStream, Co
     drop(req);
     let (io, early) = {
         let FramedParts { io, read_buf, .. } = framed.into_parts();
-        (io, Bytes::copy_from_slice(&read_buf))
+        // The socket leaves the HTTP wrapper: frames pass untouched.
+        (io.into_inner(), Bytes::copy_from_slice(&read_buf))
     };
     // A task of its own: the HTTP connection's task (the dispatcher, its
     // timers and this future's slot, about 4 KiB) ends here. A drain closes
@@ -168,7 +173,7 @@ async fn refusal(res: HttpResponse) -> (Response<()>, Bytes) {
 }
 
 /// Writes `res` with `body`, marked as the connection's last answer.
-async fn answer(framed: &mut Framed<TcpStream, Codec>, mut res: Response<()>, body: Bytes) {
+async fn answer(framed: &mut Framed<Socket, Codec>, mut res: Response<()>, body: Bytes) {
     res.head_mut().set_connection_type(ConnectionType::Close);
     let size = body.size();
     // Head and body in one write: a WebSocket client reading a refusal

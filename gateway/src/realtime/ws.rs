@@ -623,9 +623,10 @@ impl Handler<FromClient> for WsSession {
             Ok(ClientMessage::Ping(payload)) => self.outbox.borrow_mut().pong(&payload),
             Ok(ClientMessage::Pong) => self.missed_pongs = 0,
             Ok(ClientMessage::Close(reason)) => {
-                // Echo the client's close (RFC 6455 §5.5.1).
+                // Echo the client's close (RFC 6455 §5.5.1), instead of
+                // anything still queued: "as soon as practical".
                 self.phase = Phase::Closing;
-                self.outbox.borrow_mut().close(reason);
+                self.outbox.borrow_mut().close_now(reason);
                 ctx.stop();
             }
             Err(InboundError::TooBig) => {

@@ -4,7 +4,8 @@ use super::log::log_of;
 use super::{ConversationState, MemoryStore};
 use crate::model::Conversation;
 use crate::store::{
-    new_revision, ConversationChange, ConversationStore, Created, Revisioned, StoreError, Updated,
+    new_revision, ConversationChange, ConversationStore, Created, Revisioned, RosterRule,
+    StoreError, Updated,
 };
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -91,7 +92,7 @@ impl ConversationStore for MemoryStore {
         bay: &BayId,
         conversation: &ConversationId,
         change: ConversationChange,
-    ) -> Result<Updated<Conversation>, StoreError> {
+    ) -> Result<Updated<Conversation, RosterRule>, StoreError> {
         let mut guard = self.state.lock();
         let st = &mut *guard;
         let Some(c) = st
@@ -102,11 +103,14 @@ impl ConversationStore for MemoryStore {
             return Ok(Updated::NotFound);
         };
         let before = c.conversation.member_ids();
-        if !change.apply(&mut c.conversation) {
-            return Ok(Updated::NotFound);
+        let mut snapshot = c.conversation.clone();
+        match change.apply(&mut snapshot) {
+            Ok(true) => {}
+            Ok(false) => return Ok(Updated::NotFound),
+            Err(rule) => return Ok(Updated::Refused(rule)),
         }
+        c.conversation = snapshot.clone();
         c.revision = new_revision();
-        let snapshot = c.conversation.clone();
         log_of(&mut st.logs, bay).append_roster(before, &snapshot, &self.limits);
         Ok(Updated::Updated(snapshot))
     }

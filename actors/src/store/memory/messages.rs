@@ -192,9 +192,12 @@ impl MessageStore for MemoryStore {
                     Some((seq, id)) => (*seq, Some(id.clone())),
                     None => (0, None),
                 };
+                // Tombstones are not unread: history is in `seq` order.
+                let after = &conv.messages[conv.messages.partition_point(|m| m.seq <= seq)..];
+                let deleted = after.iter().filter(|m| m.deleted_at.is_some()).count() as u64;
                 ReadState {
                     last_read,
-                    unread: conv.last_seq().saturating_sub(seq),
+                    unread: conv.last_seq().saturating_sub(seq).saturating_sub(deleted),
                 }
             })
             .collect())

@@ -14,7 +14,8 @@ use super::{RedisStore, CAS_ATTEMPTS};
 use crate::model::Conversation;
 use crate::store::log::LogEvent;
 use crate::store::{
-    new_revision, ConversationChange, ConversationStore, Created, Revisioned, StoreError, Updated,
+    new_revision, ConversationChange, ConversationStore, Created, Revisioned, RosterRule,
+    StoreError, Updated,
 };
 use ::redis::{cmd, Value};
 use async_trait::async_trait;
@@ -194,7 +195,7 @@ impl ConversationStore for RedisStore {
         bay: &BayId,
         conversation: &ConversationId,
         change: ConversationChange,
-    ) -> Result<Updated<Conversation>, StoreError> {
+    ) -> Result<Updated<Conversation, RosterRule>, StoreError> {
         let doing = "changing a conversation";
         let k = BayKeys::new(bay);
         let keys = ChangeConversationKeys {
@@ -219,8 +220,11 @@ impl ConversationStore for RedisStore {
             };
             let mut c: Conversation = decode(doing, convs, raw.as_bytes())?;
             let before = c.member_ids();
-            if !change.apply(&mut c) {
-                return Ok(Updated::NotFound);
+            match change.apply(&mut c) {
+                Ok(true) => {}
+                Ok(false) => return Ok(Updated::NotFound),
+                // Refused as of the record just read: a linearizable answer.
+                Err(rule) => return Ok(Updated::Refused(rule)),
             }
             let log = self.log_args();
             let args = ChangeConversationArgs {

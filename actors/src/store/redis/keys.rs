@@ -164,6 +164,13 @@ impl BayKeys {
         format!("{}:conv:{conversation}:bodies", self.base)
     }
 
+    /// `sb:{bay}:conv:<cid>:deleted`: sorted set of deleted message ids,
+    /// scored by `seq`, so `unreadCount` leaves tombstones out without
+    /// reading history.
+    pub fn deleted(&self, conversation: &ConversationId) -> String {
+        format!("{}:conv:{conversation}:deleted", self.base)
+    }
+
     /// `sb:{bay}:conv:<cid>:versions`: hash, message id → its `version`
     /// (absent = 0): the compare-and-set of message changes.
     pub fn versions(&self, conversation: &ConversationId) -> String {
@@ -346,6 +353,7 @@ mod tests {
             k.bodies(&c),
             k.versions(&c),
             k.reads(&c),
+            k.deleted(&c),
             k.polls(),
             k.idempotency("ab12"),
             k.presence(),

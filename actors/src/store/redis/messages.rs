@@ -43,8 +43,8 @@ static CHANGE_MESSAGE: LazyLock<LuaScript> =
 static MARK_READ: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(&[APPEND_LOG, include_str!("messages/mark_read.lua")]));
 
-/// `read_states`' script: per conversation, the newest `seq` and the
-/// participant's marker.
+/// `read_states`' script: per conversation, the newest `seq`, the
+/// participant's marker and the deleted messages after it.
 static READ_STATES: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::read_only(&[include_str!("messages/read_states.lua")]));
 
@@ -76,16 +76,18 @@ lua_params! {
     /// name (of the message's conversation).
     struct ChangeKeys of String {
         conversations, revisions, message_ids, versions, bodies, log, epoch, log_meta, rosters,
+        deleted,
     }
 }
 
 lua_params! {
     /// ARGV of `messages/change.lua`: the revision the change was
     /// authorized with, the new version, the message JSON after the
-    /// change, the log event JSON, then the log append's arguments.
+    /// change, the log event JSON, the log append's arguments, then the
+    /// message's `seq` when the change deletes it (else empty).
     struct ChangeArgs<'a> of &'a str {
         conversation_id, message_id, revision, version, body, event,
-        epoch_candidate, window_ms, max_entries,
+        epoch_candidate, window_ms, max_entries, deleted_seq,
     }
 }
 
@@ -169,8 +171,13 @@ impl MessageStore for RedisStore {
             epoch: k.epoch(),
             log_meta: k.log_meta(),
             rosters: k.rosters(),
+            deleted: k.deleted(cid),
         };
         let log = self.log_args();
+        let deleted_seq = match change.message.deleted_at {
+            Some(_) => change.message.seq.to_string(),
+            None => String::new(),
+        };
         let args = ChangeArgs {
             conversation_id: cid.as_str(),
             message_id: change.message.id.as_str(),
@@ -181,6 +188,7 @@ impl MessageStore for RedisStore {
             epoch_candidate: &log.epoch_candidate,
             window_ms: &log.window_ms,
             max_entries: &log.max_entries,
+            deleted_seq: &deleted_seq,
         };
         let reply = self
             .invoke_status(doing, &CHANGE_MESSAGE, &keys.in_order(), &args.in_order())
@@ -270,18 +278,19 @@ impl MessageStore for RedisStore {
         let k = BayKeys::new(bay);
         let keys: Vec<String> = conversations
             .iter()
-            .flat_map(|c| [k.conversation_state(c), k.reads(c)])
+            .flat_map(|c| [k.conversation_state(c), k.reads(c), k.deleted(c)])
             .collect();
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let reply: Vec<String> = self
             .invoke(doing, &READ_STATES, &key_refs, &[participant.as_str()])
             .await?;
         reply
-            .chunks(2)
-            .map(|pair| {
-                let [last, marker] = pair else {
+            .chunks(3)
+            .map(|triple| {
+                let [last, marker, deleted] = triple else {
                     return Err(corrupt(doing, &keys[0], "odd read-state reply"));
                 };
+                let deleted: u64 = deleted.parse().map_err(|e| corrupt(doing, &keys[2], e))?;
                 let last: u64 = last.parse().map_err(|e| corrupt(doing, &keys[0], e))?;
                 let (seq, last_read) = match marker.split_once(' ') {
                     Some((seq, id)) => (
@@ -293,7 +302,7 @@ impl MessageStore for RedisStore {
                 };
                 Ok(ReadState {
                     last_read,
-                    unread: last.saturating_sub(seq),
+                    unread: last.saturating_sub(seq).saturating_sub(deleted),
                 })
             })
             .collect()

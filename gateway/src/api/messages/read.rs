@@ -36,7 +36,7 @@ pub(crate) struct ReadAnswer {
     operation_id = "markRead",
     tag = "agent",
     summary = "Move your read marker forward",
-    description = "The marker only ever moves forward: an `upTo` older than the marker changes nothing. Posting a message also reads everything before it. When the marker moves, members get a `read.updated` event. `unreadCount` on `GET /conversations` counts the messages after the marker.",
+    description = "The marker only ever moves forward: an `upTo` older than the marker changes nothing. Posting a message also reads everything before it. When the marker moves, members get a `read.updated` event. `unreadCount` on `GET /conversations` counts the messages after the marker that are not deleted.",
     params(("id" = String, Path, description = "Conversation id")),
     request_body = ReadBody,
     responses(

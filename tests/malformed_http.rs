@@ -1,0 +1,149 @@
+//! Requests that are not HTTP/1.1 get the JSON error body like every other
+//! refusal: 400 `MALFORMED_REQUEST`, then the connection closes. Written
+//! over raw TCP, since HTTP clients refuse to send such requests.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Writes `request` on a fresh connection and reads until the server
+/// closes it.
+async fn exchange(gw: &Gateway, request: &[u8]) -> String {
+    let mut tcp = TcpStream::connect(&gw.addr).await.unwrap();
+    tcp.write_all(request).await.unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut got))
+        .await
+        .expect("the server closes the connection")
+        .unwrap();
+    String::from_utf8(got).expect("a textual answer")
+}
+
+/// The answers in `raw`, as (status, content-type, body), in order.
+fn answers(raw: &str) -> Vec<(u16, String, String)> {
+    let mut out = Vec::new();
+    let mut rest = raw;
+    while !rest.is_empty() {
+        let (head, after) = rest.split_once("\r\n\r\n").expect("a whole head");
+        let header = |name: &str| {
+            head.lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+                })
+                .unwrap_or_default()
+        };
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        let len: usize = header("content-length").parse().expect("content-length");
+        out.push((status, header("content-type"), after[..len].to_owned()));
+        rest = &after[len..];
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_malformed_request_head_gets_a_json_400() {
+    let gw = Gateway::spawn().await;
+    let cases: [(&str, &[u8]); 6] = [
+        (
+            "a control byte in a header name",
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad\x01Name: y\r\n\r\n",
+        ),
+        (
+            "a space inside a header name",
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Name: y\r\n\r\n",
+        ),
+        (
+            "a control byte in a header value",
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n",
+        ),
+        ("a request line that is no request line", b"GARBAGE\r\n\r\n"),
+        (
+            "an unknown HTTP version",
+            b"GET /healthz HTTP/9.7\r\nHost: x\r\n\r\n",
+        ),
+        (
+            "a header line without a colon",
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n",
+        ),
+    ];
+    for (what, request) in cases {
+        let raw = exchange(&gw, request).await;
+        let got = answers(&raw);
+        assert_eq!(got.len(), 1, "{what}: {raw:?}");
+        let (status, content_type, body) = &got[0];
+        assert_eq!(*status, 400, "{what}: {raw:?}");
+        assert_eq!(content_type, "application/json", "{what}: {raw:?}");
+        let body: Value = serde_json::from_str(body).unwrap();
+        assert_error(*status, &body, 400, "MALFORMED_REQUEST");
+        assert!(
+            raw.to_ascii_lowercase().contains("connection: close"),
+            "{what}: {raw:?}"
+        );
+    }
+}
+
+/// On a keep-alive connection the answers before the malformed request
+/// stay as they were, and the malformed one gets the JSON body.
+#[tokio::test]
+async fn a_malformed_request_after_a_good_one_keeps_the_first_answer() {
+    let gw = Gateway::spawn().await;
+    let raw = exchange(
+        &gw,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHo st: y\r\n\r\n",
+    )
+    .await;
+    let got = answers(&raw);
+    assert_eq!(got.len(), 2, "{raw:?}");
+    assert_eq!(got[0].0, 200, "{raw:?}");
+    let health: Value = serde_json::from_str(&got[0].2).unwrap();
+    assert_eq!(health["status"], "ok", "{raw:?}");
+    let body: Value = serde_json::from_str(&got[1].2).unwrap();
+    assert_error(got[1].0, &body, 400, "MALFORMED_REQUEST");
+}
+
+/// The wrapper changes nothing else: the app's own 400s keep their
+/// bodies, and a WebSocket still upgrades and echoes a ping whose payload
+/// looks like the bare answer the wrapper replaces.
+#[tokio::test]
+async fn well_formed_traffic_passes_unchanged() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "mh").await;
+    let raw = exchange(
+        &gw,
+        b"GET /api/agent-api/updates?wait=x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let got = answers(&raw);
+    assert_eq!(got.len(), 1, "{raw:?}");
+    assert_ne!(
+        serde_json::from_str::<Value>(&got[0].2).unwrap()["code"],
+        "MALFORMED_REQUEST",
+        "{raw:?}"
+    );
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    ws.read_batch().await;
+    let look_alike = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n".to_vec();
+    ws.stream
+        .send(WsMessage::Ping(look_alike.clone().into()))
+        .await
+        .unwrap();
+    let pong = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match ws.stream.next().await {
+                Some(Ok(WsMessage::Pong(p))) => return p,
+                Some(Ok(_)) => continue,
+                other => panic!("socket ended waiting for pong: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("no pong");
+    assert_eq!(&pong[..], &look_alike[..]);
+}

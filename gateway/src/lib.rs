@@ -33,6 +33,7 @@ pub mod bootstrap;
 pub mod connections;
 pub mod error;
 pub mod method_not_allowed;
+pub mod mcp;
 pub mod metrics;
 pub mod middleware;
 pub mod openapi;
@@ -287,6 +288,7 @@ fn app_state(
             .map(|t| Arc::new(hex::encode(Sha256::digest(t.as_bytes())))),
         draining: Arc::new(tokio::sync::watch::channel(false).0),
         replay_slots: Arc::new(tokio::sync::Semaphore::new(REPLAY_SLOTS)),
+        mcp: mcp::Mcp::new(settings.timing.mcp_session_idle),
         connections: connections::ConnectionLimiter::new(
             settings.limits.max_connections_per_ip,
             settings.limits.max_connections,
@@ -410,6 +412,8 @@ fn app(
                 .configure(realtime::ws::routes)
                 .configure(realtime::sse::routes),
         )
+        // MCP (docs/mcp.md): its own gate, the same bearer tokens.
+        .configure(|cfg| state.mcp.routes(cfg))
         .service(web::scope("/api/admin").configure(api::admin::routes))
         .configure(ops::routes)
         .configure(openapi::routes)

@@ -120,6 +120,9 @@ pub enum ErrorCode {
     SummaryRefreshLimited,
     /// 500.
     Internal,
+    /// 501: the feature is not served by this gateway (files: `list_files`
+    /// and `get_file` over MCP, docs/mcp.md).
+    NotImplemented,
     /// 503: the store cannot be reached; retry after `Retry-After`.
     StoreUnavailable,
     /// 503: the node is draining or full.
@@ -160,6 +163,7 @@ impl ErrorCode {
             UnsupportedMediaType => 415,
             UpdatesRateLimited | RateLimited | SummaryRefreshLimited => 429,
             Internal => 500,
+            NotImplemented => 501,
             StoreUnavailable | Unavailable => 503,
         }
     }
@@ -210,6 +214,7 @@ impl ErrorCode {
             RateLimited => "RATE_LIMITED",
             SummaryRefreshLimited => "SUMMARY_REFRESH_LIMITED",
             Internal => "INTERNAL",
+            NotImplemented => "NOT_IMPLEMENTED",
             StoreUnavailable => "STORE_UNAVAILABLE",
             Unavailable => "UNAVAILABLE",
         }
@@ -419,7 +424,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 44, "{schema}");
+        assert_eq!(listed.len(), 45, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

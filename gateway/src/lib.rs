@@ -288,7 +288,10 @@ fn app_state(
             .map(|t| Arc::new(hex::encode(Sha256::digest(t.as_bytes())))),
         draining: Arc::new(tokio::sync::watch::channel(false).0),
         replay_slots: Arc::new(tokio::sync::Semaphore::new(REPLAY_SLOTS)),
-        mcp: mcp::Mcp::new(settings.timing.mcp_session_idle),
+        mcp: mcp::Mcp::new(
+            settings.timing.mcp_session_idle,
+            settings.limits.max_body_bytes,
+        ),
         connections: connections::ConnectionLimiter::new(
             settings.limits.max_connections_per_ip,
             settings.limits.max_connections,

@@ -51,6 +51,13 @@ pub async fn wait(
     args: &Value,
 ) -> Result<Answer, ApiError> {
     let wait = timeout(args)?;
+    if scope.state.is_draining() {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "this node is draining; connect to another",
+        )
+        .retry_after(Duration::from_secs(1)));
+    }
     let sessions = &scope.state.mcp.sessions;
     let resume = match session.and_then(|s| sessions.cursor(s)) {
         None => None,

@@ -64,8 +64,9 @@ pub struct CallScope {
 
 impl Mcp {
     /// The endpoint with `idle` as the sessions' idle expiry
-    /// (`timing.mcp_session_idle`).
-    pub fn new(idle: Duration) -> Self {
+    /// (`timing.mcp_session_idle`) and `max_body` as the largest request
+    /// body, in bytes (`limits.max_body_bytes`; larger is 413).
+    pub fn new(idle: Duration, max_body: usize) -> Self {
         let mut config = SessionConfig::default();
         config.keep_alive = Some(idle);
         let mut manager = LocalSessionManager::default();
@@ -74,6 +75,7 @@ impl Mcp {
             .service_factory(Arc::new(|| Ok(server::Handler)))
             .session_manager(Arc::new(manager))
             .stateful_mode(true)
+            .max_request_body_bytes(max_body)
             // Switchboard is reached under its own host names: the gate's
             // bearer token is the defence, not the Host header.
             .allowed_hosts(Vec::new())

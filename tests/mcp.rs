@@ -530,3 +530,60 @@ async fn idle_sessions_expire() {
     assert_eq!(again.connect["ok"], true, "{}", again.connect);
     again.ok("list_conversations", json!({})).await;
 }
+
+#[tokio::test]
+async fn a_newer_connection_of_the_token_ends_a_held_wait() {
+    let (gw, w, mut rex) = setup(Opts::default()).await;
+    rex.ok("wait_for_messages", json!({"timeout": 0.2})).await;
+    let (addr, token) = (gw.addr.clone(), w.rex.clone());
+    let socket = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let mut ws = ws_at(&addr, &token).await.unwrap();
+        ws.hello(None).await;
+        ws
+    });
+    let (text, data, error) = rex.call("wait_for_messages", json!({"timeout": 20})).await;
+    assert!(error, "{text}");
+    assert!(text.starts_with("DISPLACED:"), "{text}");
+    assert_eq!(data["error"]["code"], "DISPLACED");
+    let _ws = socket.await.unwrap();
+    // What was posted meanwhile is still there for the next call.
+    let (s, m) = gw.post_message(&w.ana, "group", "after the takeover").await;
+    assert_eq!(s, 201);
+    let (_, data, _) = rex.call("wait_for_messages", json!({"timeout": 5})).await;
+    let ids: Vec<String> = data["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .map(|e| id_of(&e["message"]))
+        .collect();
+    assert_eq!(ids, vec![id_of(&m)]);
+}
+
+#[tokio::test]
+async fn a_suspended_agent_is_refused_before_any_session() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let (s, b) = gw
+        .admin(
+            reqwest::Method::POST,
+            &format!("/bays/{BAY}/participants/rex/suspend"),
+            None,
+        )
+        .await;
+    assert!(s < 300, "{s} {b}");
+    let res = gw
+        .http
+        .post(gw.url("/api/mcp"))
+        .bearer_auth(&w.rex)
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 403);
+    assert!(res.headers().get("mcp-session-id").is_none());
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["code"], "ACCOUNT_SUSPENDED", "{body}");
+}

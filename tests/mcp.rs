@@ -78,12 +78,11 @@ impl Mcp {
             .await;
         assert_eq!(a["ok"], true, "{tool}: {a}");
         let r = &a["result"];
-        let text = r["content"][0]["text"].as_str().unwrap_or_default().to_owned();
-        (
-            text,
-            r["structuredContent"].clone(),
-            r["isError"] == true,
-        )
+        let text = r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (text, r["structuredContent"].clone(), r["isError"] == true)
     }
 
     /// Calls `tool` and expects success; its text.
@@ -195,9 +194,8 @@ async fn the_tools_and_the_protocol_resource_are_listed() {
     ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
-    let schema = |name: &str| {
-        tools.iter().find(|t| t["name"] == name).unwrap()["inputSchema"].clone()
-    };
+    let schema =
+        |name: &str| tools.iter().find(|t| t["name"] == name).unwrap()["inputSchema"].clone();
     assert_eq!(
         schema("send_message")["required"],
         json!(["conversationId", "content"])
@@ -235,7 +233,9 @@ async fn the_tools_and_the_protocol_resource_are_listed() {
 #[tokio::test]
 async fn reading_tools_answer_what_rest_answers_with_the_routing_marker() {
     let (gw, w, mut rex) = setup(Opts::default()).await;
-    let (s, asked) = gw.post_message(&w.ana, "group", "@Rex can you check?").await;
+    let (s, asked) = gw
+        .post_message(&w.ana, "group", "@Rex can you check?")
+        .await;
     assert_eq!(s, 201, "{asked}");
     let (s, aside) = gw.post_message(&w.ana, "group", "@Scout and you?").await;
     assert_eq!(s, 201, "{aside}");
@@ -280,11 +280,17 @@ async fn reading_tools_answer_what_rest_answers_with_the_routing_marker() {
     assert_eq!(text.lines().count(), 1, "{text}");
 
     let text = rex
-        .ok("get_conversation_summary", json!({"conversationId": "group"}))
+        .ok(
+            "get_conversation_summary",
+            json!({"conversationId": "group"}),
+        )
         .await;
     assert!(text.contains("No rolling summary yet"), "{text}");
     assert!(text.contains("untrusted context"), "{text}");
-    assert!(text.contains("@Rex can you check?  → you should respond"), "{text}");
+    assert!(
+        text.contains("@Rex can you check?  → you should respond"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -338,9 +344,15 @@ async fn writing_tools_take_the_rest_paths() {
     let poll = created["pollId"].as_str().unwrap().to_owned();
     assert!(text.contains(&format!("Its id is {poll}")), "{text}");
     let text = rex
-        .ok("vote_in_poll", json!({"pollId": poll, "optionIndexes": [1]}))
+        .ok(
+            "vote_in_poll",
+            json!({"pollId": poll, "optionIndexes": [1]}),
+        )
         .await;
-    assert_eq!(text, "Voted for Sushi. The tally is now — Pizza: 0, Sushi: 1.");
+    assert_eq!(
+        text,
+        "Voted for Sushi. The tally is now — Pizza: 0, Sushi: 1."
+    );
     let (s, view) = gw.get(&w.rex, &format!("/polls/{poll}")).await;
     assert_eq!(s, 200);
     assert_eq!(view["poll"]["mine"], json!([1]), "{view}");
@@ -352,7 +364,10 @@ async fn writing_tools_take_the_rest_paths() {
     // Files are not stored by this gateway: a tool error with its code.
     for tool in ["list_files", "get_file"] {
         let (text, data, error) = rex
-            .call(tool, json!({"conversationId": "group", "attachmentId": "a1"}))
+            .call(
+                tool,
+                json!({"conversationId": "group", "attachmentId": "a1"}),
+            )
             .await;
         assert!(error, "{tool}");
         assert!(text.starts_with("NOT_IMPLEMENTED:"), "{text}");
@@ -366,16 +381,56 @@ async fn protocol_refusals_are_tool_errors_with_their_codes() {
     gw.create_conversation(BAY, "private", "GROUP", &["ana", "ben"])
         .await;
     for (tool, args, code) in [
-        ("get_messages", json!({"conversationId": "private"}), "NOT_PARTICIPANT"),
-        ("get_room_context", json!({"conversationId": "private"}), "NOT_PARTICIPANT"),
-        ("get_conversation_summary", json!({"conversationId": "private"}), "NOT_PARTICIPANT"),
-        ("send_message", json!({"conversationId": "private", "content": "hi"}), "NOT_FOUND"),
-        ("set_typing", json!({"conversationId": "private"}), "NOT_FOUND"),
-        ("get_messages", json!({"conversationId": "nowhere"}), "NOT_PARTICIPANT"),
-        ("send_message", json!({"conversationId": "group", "content": "  "}), "INVALID_CONTENT"),
-        ("vote_in_poll", json!({"pollId": "poll_x", "optionIndexes": [0]}), "POLL_NOT_FOUND"),
-        ("create_poll", json!({"conversationId": "group", "question": "?", "options": ["one"]}), "INVALID_POLL"),
-        ("get_messages", json!({"conversationId": "group", "limit": 0}), "INVALID_REQUEST"),
+        (
+            "get_messages",
+            json!({"conversationId": "private"}),
+            "NOT_PARTICIPANT",
+        ),
+        (
+            "get_room_context",
+            json!({"conversationId": "private"}),
+            "NOT_PARTICIPANT",
+        ),
+        (
+            "get_conversation_summary",
+            json!({"conversationId": "private"}),
+            "NOT_PARTICIPANT",
+        ),
+        (
+            "send_message",
+            json!({"conversationId": "private", "content": "hi"}),
+            "NOT_FOUND",
+        ),
+        (
+            "set_typing",
+            json!({"conversationId": "private"}),
+            "NOT_FOUND",
+        ),
+        (
+            "get_messages",
+            json!({"conversationId": "nowhere"}),
+            "NOT_PARTICIPANT",
+        ),
+        (
+            "send_message",
+            json!({"conversationId": "group", "content": "  "}),
+            "INVALID_CONTENT",
+        ),
+        (
+            "vote_in_poll",
+            json!({"pollId": "poll_x", "optionIndexes": [0]}),
+            "POLL_NOT_FOUND",
+        ),
+        (
+            "create_poll",
+            json!({"conversationId": "group", "question": "?", "options": ["one"]}),
+            "INVALID_POLL",
+        ),
+        (
+            "get_messages",
+            json!({"conversationId": "group", "limit": 0}),
+            "INVALID_REQUEST",
+        ),
     ] {
         let (text, data, error) = rex.call(tool, args).await;
         assert!(error, "{tool}: {text}");
@@ -451,13 +506,20 @@ async fn wait_for_messages_loses_nothing_between_calls() {
     assert!(text.contains("── group (group) ──"), "{text}");
     assert!(text.contains("── dm (dm) ──"), "{text}");
     assert!(
-        text.contains(&format!("Ana (member) [{}]: one @Rex  → you should respond", posted[0])),
+        text.contains(&format!(
+            "Ana (member) [{}]: one @Rex  → you should respond",
+            posted[0]
+        )),
         "{text}"
     );
 
     // Posted while a call is held: it comes back with that call.
     let post = {
-        let (http, url, token) = (gw.http.clone(), gw.url("/api/agent-api/conversations/group/messages"), w.ben.clone());
+        let (http, url, token) = (
+            gw.http.clone(),
+            gw.url("/api/agent-api/conversations/group/messages"),
+            w.ben.clone(),
+        );
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(700)).await;
             let res = http

@@ -95,10 +95,12 @@ pub async fn call(
 
 /// A required string argument.
 fn text_arg(args: &Value, name: &str) -> Result<String, ApiError> {
-    args[name]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| ApiError::new(ErrorCode::InvalidRequest, format!("{name} must be a string")))
+    args[name].as_str().map(str::to_owned).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("{name} must be a string"),
+        )
+    })
 }
 
 /// An optional string argument (absent or `null`: `None`).
@@ -120,7 +122,8 @@ fn reader(caller: &Caller) -> &str {
 async fn list_conversations(state: &AppState, caller: &Caller) -> Result<Answer, ApiError> {
     let list = api::agent::conversation_list(state, caller).await?;
     let text = if list.is_empty() {
-        "You are in no conversations yet. Ask the Bay owner to add this agent to a group.".to_owned()
+        "You are in no conversations yet. Ask the Bay owner to add this agent to a group."
+            .to_owned()
     } else {
         list.iter()
             .map(|c| {
@@ -147,13 +150,21 @@ async fn summary(state: &AppState, caller: &Caller, args: &Value) -> Result<Answ
     let refresh = match &args["refresh"] {
         Value::Null => false,
         Value::Bool(b) => *b,
-        _ => return Err(ApiError::new(ErrorCode::InvalidRequest, "refresh must be a boolean")),
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "refresh must be a boolean",
+            ))
+        }
     };
     let id = conversation(args)?;
     let answer =
         api::summary::summary_of(state, caller, &id, refresh, api::summary::DEFAULT_RECENT).await?;
     let data = serde_json::to_value(&answer).unwrap_or(Value::Null);
-    let recent = data["recentMessages"].as_array().cloned().unwrap_or_default();
+    let recent = data["recentMessages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let mut text = vec![
         render::memory_block(&data["memory"]),
         render::UNTRUSTED_REMINDER.to_owned(),
@@ -162,7 +173,11 @@ async fn summary(state: &AppState, caller: &Caller, args: &Value) -> Result<Answ
     if recent.is_empty() {
         text.push("(no messages after the summary boundary)".to_owned());
     } else {
-        text.push(render::message_lines(&recent, &data["context"], reader(caller)));
+        text.push(render::message_lines(
+            &recent,
+            &data["context"],
+            reader(caller),
+        ));
     }
     Ok(Answer::ok(text.join("\n"), data))
 }
@@ -171,7 +186,12 @@ async fn messages(state: &AppState, caller: &Caller, args: &Value) -> Result<Ans
     let limit = match &args["limit"] {
         Value::Null => None,
         Value::Number(n) => Some(n.to_string()),
-        _ => return Err(ApiError::new(ErrorCode::InvalidRequest, "limit must be an integer")),
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "limit must be an integer",
+            ))
+        }
     };
     let query = api::agent::MessagesQuery {
         since: optional_text(args, "since")?,
@@ -204,7 +224,11 @@ async fn send_message(state: &AppState, caller: &Caller, args: &Value) -> Result
     };
     let posted = post(state, caller, send).await?;
     let m = &posted.message;
-    let text = format!("Sent message {} at {}.", m.view.id.as_str(), m.view.created_at);
+    let text = format!(
+        "Sent message {} at {}.",
+        m.view.id.as_str(),
+        m.view.created_at
+    );
     Ok(Answer::ok(text, m))
 }
 
@@ -213,12 +237,20 @@ async fn create_poll(state: &AppState, caller: &Caller, args: &Value) -> Result<
         .as_array()
         .and_then(|o| o.iter().map(|v| v.as_str().map(str::to_owned)).collect())
         .ok_or_else(|| {
-            ApiError::new(ErrorCode::InvalidPoll, "options must be an array of strings")
+            ApiError::new(
+                ErrorCode::InvalidPoll,
+                "options must be an array of strings",
+            )
         })?;
     let allow_multiple = match &args["allowMultiple"] {
         Value::Null => false,
         Value::Bool(b) => *b,
-        _ => return Err(ApiError::new(ErrorCode::InvalidRequest, "allowMultiple must be a boolean")),
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "allowMultiple must be a boolean",
+            ))
+        }
     };
     let body = api::polls::CreatePoll {
         conversation_id: text_arg(args, "conversationId")?,
@@ -269,7 +301,11 @@ async fn vote(state: &AppState, caller: &Caller, args: &Value) -> Result<Answer,
         .map(|m| {
             m.iter()
                 .filter_map(Value::as_u64)
-                .map(|i| labels.get(i as usize).map_or(format!("#{i}"), |l| (*l).to_owned()))
+                .map(|i| {
+                    labels
+                        .get(i as usize)
+                        .map_or(format!("#{i}"), |l| (*l).to_owned())
+                })
                 .collect()
         })
         .unwrap_or_default();

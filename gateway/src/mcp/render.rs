@@ -92,7 +92,10 @@ pub fn message_lines(messages: &[Value], context: &Value, reader: &str) -> Strin
 
 /// The participants of a context envelope (empty when there is none).
 fn roster_of(context: &Value) -> Vec<Value> {
-    context["participants"].as_array().cloned().unwrap_or_default()
+    context["participants"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The roster and instructions of a context envelope, as the CLI's
@@ -126,7 +129,9 @@ pub fn room_context(context: &Value) -> String {
     }
     if let Some(instructions) = context["instructions"].as_str().filter(|i| !i.is_empty()) {
         let rule = "─".repeat(60);
-        out.push_str(&format!("\n\n{rule}\nRoom instructions:\n{instructions}\n{rule}"));
+        out.push_str(&format!(
+            "\n\n{rule}\nRoom instructions:\n{instructions}\n{rule}"
+        ));
     }
     out
 }
@@ -144,7 +149,9 @@ pub fn events(events: &[Value], reader: &str) -> String {
             if !out.is_empty() {
                 out.push('\n');
             }
-            let title = event["conversation"]["title"].as_str().unwrap_or("(untitled)");
+            let title = event["conversation"]["title"]
+                .as_str()
+                .unwrap_or("(untitled)");
             out.push_str(&format!("── {title} ({conversation}) ──\n"));
         }
         let kind = event["type"].as_str().unwrap_or_default();
@@ -208,7 +215,10 @@ pub fn memory_block(memory: &Value) -> String {
         }
         let mut block = format!("{label}:");
         for item in items {
-            block.push_str(&format!("\n  - {}", item["text"].as_str().unwrap_or_default()));
+            block.push_str(&format!(
+                "\n  - {}",
+                item["text"].as_str().unwrap_or_default()
+            ));
             let meta: Vec<String> = [("owner", "owner"), ("status", "status")]
                 .iter()
                 .filter_map(|(k, word)| item[*k].as_str().map(|v| format!("{word}: {v}")))
@@ -216,7 +226,10 @@ pub fn memory_block(memory: &Value) -> String {
             if !meta.is_empty() {
                 block.push_str(&format!(" ({})", meta.join(", ")));
             }
-            if let Some(ids) = item["sourceMessageIds"].as_array().filter(|i| !i.is_empty()) {
+            if let Some(ids) = item["sourceMessageIds"]
+                .as_array()
+                .filter(|i| !i.is_empty())
+            {
                 let ids: Vec<&str> = ids.iter().filter_map(Value::as_str).collect();
                 block.push_str(&format!(" [src: {}]", ids.join(", ")));
             }

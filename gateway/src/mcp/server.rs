@@ -106,7 +106,10 @@ impl ServerHandler for Handler {
         .await;
         match answer {
             Some(Some(answer)) => tool_result(answer),
-            Some(None) => Err(ErrorData::invalid_params(format!("no tool named {name}"), None)),
+            Some(None) => Err(ErrorData::invalid_params(
+                format!("no tool named {name}"),
+                None,
+            )),
             None => Err(ErrorData::internal_error("the node is shutting down", None)),
         }
     }

@@ -71,7 +71,7 @@ async def latency(base, token):
                 t = time.perf_counter()
                 r = await s.call_tool(tool, args)
                 times.append(time.perf_counter() - t)
-                assert not r.isError, r
+                assert not r.is_error, r
             out[f"mcp_{tool}"] = {"p50_ms": pct(times, 0.5), "p99_ms": pct(times, 0.99)}
 
     await session(url, token, mcp_calls)

@@ -279,6 +279,11 @@ pub struct Timing {
     /// long fails (`message.failed`; 30 s by default). Invariant: not zero.
     #[serde(with = "humantime_serde")]
     pub draft_orphan_timeout: Duration,
+    /// An MCP session (`/api/mcp`) that made no request for this long
+    /// expires: its id answers 404 and the client initializes again
+    /// (10 min by default). Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub mcp_session_idle: Duration,
 }
 
 /// Pairing codes and link requests (protocol §2, "The two ways to

@@ -144,6 +144,7 @@ fn check_timing(timing: &Timing) -> Result<(), ConfigError> {
     }
     non_zero("timing.draft_flush_interval", timing.draft_flush_interval)?;
     non_zero("timing.draft_orphan_timeout", timing.draft_orphan_timeout)?;
+    non_zero("timing.mcp_session_idle", timing.mcp_session_idle)?;
     non_zero("timing.presence_interval", timing.presence_interval)?;
     // timing.presence_linger and presence_poll_linger: zero is valid
     // (offline as the session ends).

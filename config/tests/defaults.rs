@@ -62,6 +62,7 @@ fn defaults_equal_the_protocol_values() {
             connector_answer_timeout: secs(30),
             draft_flush_interval: Duration::from_millis(40),
             draft_orphan_timeout: secs(30),
+            mcp_session_idle: secs(600),
             presence_interval: secs(2),
             presence_linger: Duration::from_millis(2500),
             presence_poll_linger: Duration::from_secs(10),

@@ -33,6 +33,7 @@ pub mod bootstrap;
 pub mod connections;
 pub mod error;
 pub mod malformed;
+pub mod mcp;
 pub mod method_not_allowed;
 pub mod metrics;
 pub mod middleware;
@@ -288,6 +289,10 @@ fn app_state(
             .map(|t| Arc::new(hex::encode(Sha256::digest(t.as_bytes())))),
         draining: Arc::new(tokio::sync::watch::channel(false).0),
         replay_slots: Arc::new(tokio::sync::Semaphore::new(REPLAY_SLOTS)),
+        mcp: mcp::Mcp::new(
+            settings.timing.mcp_session_idle,
+            settings.limits.max_body_bytes,
+        ),
         connections: connections::ConnectionLimiter::new(
             settings.limits.max_connections_per_ip,
             settings.limits.max_connections,
@@ -423,6 +428,8 @@ fn app(
                 .configure(realtime::ws::routes)
                 .configure(realtime::sse::routes),
         )
+        // MCP (docs/mcp.md): its own gate, the same bearer tokens.
+        .configure(|cfg| state.mcp.routes(cfg))
         .service(web::scope("/api/admin").configure(api::admin::routes))
         .configure(ops::routes)
         .configure(openapi::routes)

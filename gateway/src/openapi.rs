@@ -7,6 +7,7 @@
 //! and tags, and serves the result. Wire types derive `utoipa::ToSchema`
 //! where they are defined; [`schemas`] describes answers built ad hoc.
 
+mod mcp;
 pub mod schemas;
 
 use actix_web::http::header::ContentType;
@@ -33,6 +34,9 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
         crate::api::pairing::link::create,
         crate::api::pairing::link::info,
         crate::api::pairing::link::poll,
+        mcp::post,
+        mcp::stream,
+        mcp::end,
     ),
     nest(
         (path = "/api/agent-api", api = AgentApi),
@@ -43,6 +47,7 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
         (name = "agent", description = "Agent API (protocol §11): the same routes for agent (`bay_…`) and user (`bay_u_…`) tokens; each call draws on the caller's agent budget (60/min by default)."),
         (name = "pairing", description = "Pairing codes and reverse linking (protocol §2): how an agent gets its token. No authentication; limited per client IP."),
         (name = "realtime", description = "`/updates` (long-poll), `/ws` (WebSocket) and `/events` (Server-Sent Events): the same events and the same cursor."),
+        (name = "mcp", description = "`/api/mcp`: the BayChat tools over the Model Context Protocol (Streamable HTTP), with the agent's bearer token (docs/mcp.md)."),
         (name = "admin", description = "Admin API for operators and the platform backend. With no admin token configured every admin route answers 404."),
         (name = "operations", description = "Health checks, metrics and this document. No authentication."),
     ),

@@ -33,6 +33,8 @@ pub struct AppState {
     pub draining: Arc<tokio::sync::watch::Sender<bool>>,
     /// Webhook deliveries of this node (and the sealing of their secrets).
     pub webhooks: crate::webhooks::dispatcher::Dispatcher,
+    /// The MCP endpoint (`/api/mcp`): its sessions, shared by every worker.
+    pub mcp: crate::mcp::Mcp,
 }
 
 impl AppState {

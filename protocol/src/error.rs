@@ -138,6 +138,9 @@ pub enum ErrorCode {
     /// 502: the connector answered the relayed call with an error; the
     /// message carries the connector's (docs/connectors.md).
     ConnectorFailed,
+    /// 501: the feature is not served by this gateway (files: `list_files`
+    /// and `get_file` over MCP, docs/mcp.md).
+    NotImplemented,
     /// 503: the store cannot be reached; retry after `Retry-After`.
     StoreUnavailable,
     /// 504: the connector did not answer within
@@ -192,6 +195,7 @@ impl ErrorCode {
             UnsupportedMediaType => 415,
             UpdatesRateLimited | RateLimited | SummaryRefreshLimited => 429,
             Internal => 500,
+            NotImplemented => 501,
             ConnectorFailed => 502,
             StoreUnavailable | Unavailable => 503,
             ConnectorTimeout => 504,
@@ -251,6 +255,7 @@ impl ErrorCode {
             RateLimited => "RATE_LIMITED",
             SummaryRefreshLimited => "SUMMARY_REFRESH_LIMITED",
             Internal => "INTERNAL",
+            NotImplemented => "NOT_IMPLEMENTED",
             StoreUnavailable => "STORE_UNAVAILABLE",
             Unavailable => "UNAVAILABLE",
         }
@@ -460,7 +465,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 51, "{schema}");
+        assert_eq!(listed.len(), 52, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

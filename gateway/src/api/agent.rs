@@ -89,6 +89,16 @@ async fn conversations(
     caller: Caller,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
+    Ok(HttpResponse::Ok().json(conversation_list(&state, &caller).await?))
+}
+
+/// The caller's conversations as `GET /conversations` lists them: `{id,
+/// type, title, role, unreadCount, lastReadMessageId}` each. Shared with
+/// the MCP tool `list_conversations`.
+pub(crate) async fn conversation_list(
+    state: &AppState,
+    caller: &Caller,
+) -> Result<Vec<serde_json::Value>, ApiError> {
     let reader = &caller.principal.participant.id;
     let list = state
         .store
@@ -99,7 +109,7 @@ async fn conversations(
         .store
         .read_states(&caller.principal.bay, reader, &ids)
         .await?;
-    let items: Vec<_> = list
+    Ok(list
         .iter()
         .zip(reads)
         .map(|(c, read)| {
@@ -112,8 +122,7 @@ async fn conversations(
                 "lastReadMessageId": read.last_read,
             })
         })
-        .collect();
-    Ok(HttpResponse::Ok().json(items))
+        .collect())
 }
 
 /// Loads a conversation the caller is a member of. Unknown ids, other Bays'
@@ -171,23 +180,37 @@ async fn context(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
-    let room = room_of(&state, &caller, &ConversationId(path.into_inner()))
-        .await?
-        .ok_or_else(not_participant)?;
-    Ok(HttpResponse::Ok().json(room.envelope(&caller.principal.participant.id)))
+    let id = ConversationId(path.into_inner());
+    Ok(HttpResponse::Ok().json(context_of(&state, &caller, &id).await?))
 }
 
-#[derive(Deserialize, IntoParams)]
+/// The context envelope of conversation `id` for the caller (protocol §3).
+/// Shared with the MCP tool `get_room_context`.
+///
+/// # Errors
+/// 403 NOT_PARTICIPANT for a non-member or an unknown id.
+pub(crate) async fn context_of(
+    state: &AppState,
+    caller: &Caller,
+    id: &ConversationId,
+) -> Result<ContextEnvelope, ApiError> {
+    let room = room_of(state, caller, id)
+        .await?
+        .ok_or_else(not_participant)?;
+    Ok(room.envelope(&caller.principal.participant.id))
+}
+
+#[derive(Deserialize, IntoParams, Default)]
 #[into_params(parameter_in = Query)]
-struct MessagesQuery {
+pub(crate) struct MessagesQuery {
     /// ISO-8601: messages strictly newer than this, ascending (forward polling).
     #[param(format = DateTime)]
-    since: Option<String>,
+    pub since: Option<String>,
     /// A message id: the page of messages older than it (history paging).
-    cursor: Option<String>,
+    pub cursor: Option<String>,
     /// Page size, 1–200 (default 50).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 200)]
-    limit: Option<String>,
+    pub limit: Option<String>,
 }
 
 /// `GET /conversations/{id}/messages` → `{ messages, context, nextCursor }`
@@ -223,7 +246,23 @@ async fn list_messages(
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let id = ConversationId(path.into_inner());
-    let room = room_of(&state, &caller, &id)
+    Ok(HttpResponse::Ok().json(messages_page(&state, &caller, &id, &query).await?))
+}
+
+/// A page of conversation `id` as `GET …/messages` answers it: `{messages,
+/// context, nextCursor}`. Shared with the MCP tool `get_messages`.
+///
+/// # Errors
+/// 403 NOT_PARTICIPANT; 400 INVALID_REQUEST (bad `limit` or `since`) or
+/// INVALID_CURSOR.
+pub(crate) async fn messages_page(
+    state: &AppState,
+    caller: &Caller,
+    id: &ConversationId,
+    query: &MessagesQuery,
+) -> Result<serde_json::Value, ApiError> {
+    let id = id.clone();
+    let room = room_of(state, caller, &id)
         .await?
         .ok_or_else(not_participant)?;
     let limit = match &query.limit {
@@ -278,9 +317,9 @@ async fn list_messages(
         .iter()
         .map(|m| room.rest_message(m, reader))
         .collect();
-    Ok(HttpResponse::Ok().json(json!({
+    Ok(json!({
         "messages": messages,
         "context": room.envelope(reader),
         "nextCursor": next_cursor,
-    })))
+    }))
 }

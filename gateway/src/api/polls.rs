@@ -33,17 +33,17 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 #[schema(examples(json!({"conversationId": "group", "question": "Lunch?", "options": ["Pizza", "Sushi"], "allowMultiple": false})))]
 pub(crate) struct CreatePoll {
     /// The conversation to ask; the caller must be a member.
-    conversation_id: String,
+    pub conversation_id: String,
     /// 1–500 characters.
-    question: String,
+    pub question: String,
     /// Two to ten answers, 1–200 characters each, no two the same word.
-    options: Vec<String>,
+    pub options: Vec<String>,
     /// Whether a voter may hold several answers (default false).
     #[serde(default)]
-    allow_multiple: bool,
+    pub allow_multiple: bool,
     /// The idempotency key, as an alternative to the `Idempotency-Key`
     /// header: a retried creation returns the first poll.
-    client_id: Option<String>,
+    pub client_id: Option<String>,
 }
 
 /// Body of `POST /polls/{id}/vote` (protocol v1.12, `vote_in_poll`).
@@ -102,7 +102,7 @@ impl PollAnswer {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PollCreated {
     /// The new poll's id, for `/polls/{id}` (also `cardPayload.pollId`).
-    poll_id: String,
+    pub poll_id: String,
     /// The poll's message, in the `GET …/messages` shape.
     #[serde(flatten)]
     message: super::views::RestMessage,
@@ -148,7 +148,23 @@ async fn create_poll(
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let body = body.into_inner();
-    let key = super::messages::send::idempotency_key(&req, body.client_id)?;
+    let key = super::messages::send::idempotency_key(&req, body.client_id.clone())?;
+    let (replayed, answer) = open_poll(&state, &caller, body, key).await?;
+    Ok(created(replayed, &answer))
+}
+
+/// Validates and posts a poll for `caller`: whether it is the replay of
+/// an idempotent retry, and the created poll. Shared with the MCP tool
+/// `create_poll`.
+///
+/// # Errors
+/// 400 INVALID_POLL; the refusals of a send (404 for a non-member).
+pub(crate) async fn open_poll(
+    state: &AppState,
+    caller: &Caller,
+    body: CreatePoll,
+    key: Option<String>,
+) -> Result<(bool, PollCreated), ApiError> {
     let (question, options) =
         validate_poll(&body.question, &body.options).map_err(|(c, m)| ApiError::new(c, m))?;
     let poll = PollState::new(
@@ -173,7 +189,7 @@ async fn create_poll(
         key,
         stream: false,
     };
-    let posted = post(&state, &caller, send).await?;
+    let posted = post(state, caller, send).await?;
     // A retry answers the first poll, whose id is on its card.
     let poll_id = posted
         .message
@@ -185,7 +201,7 @@ async fn create_poll(
         poll_id,
         message: posted.message,
     };
-    Ok(created(posted.replayed, &body))
+    Ok((posted.replayed, body))
 }
 
 /// The poll `id` of the caller's Bay: its message, if the caller is a
@@ -244,13 +260,18 @@ async fn get_poll(
     Ok(HttpResponse::Ok().json(PollAnswer::of(&message, poll, &caller)))
 }
 
-/// Runs a poll action and answers with the poll after it.
-async fn act(
+/// Runs a poll action (a vote, closing) and gives the poll after it.
+/// Shared with the MCP tool `vote_in_poll`.
+///
+/// # Errors
+/// 404 POLL_NOT_FOUND, 409 POLL_CLOSED, 400 POLL_SINGLE_CHOICE /
+/// INVALID_OPTION_INDEX, 403 FORBIDDEN (closing another's poll).
+pub(crate) async fn act(
     state: &AppState,
     caller: &Caller,
     id: &str,
     action: Action,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<PollAnswer, ApiError> {
     let (conversation, message) = locate(state, caller, id).await?;
     let outcome = state
         .registry
@@ -273,7 +294,7 @@ async fn act(
         AmendOutcome::Refused(code, message) => return Err(ApiError::new(code, message)),
     };
     let poll = message.poll.as_ref().ok_or_else(poll_not_found)?;
-    Ok(HttpResponse::Ok().json(PollAnswer::of(&message, poll, caller)))
+    Ok(PollAnswer::of(&message, poll, caller))
 }
 
 /// `POST /polls/{id}/vote` `{optionIndexes}` → 200 with the poll.
@@ -304,7 +325,7 @@ async fn vote(
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let indexes = body.into_inner().option_indexes;
-    act(&state, &caller, &path, Action::Vote { indexes }).await
+    Ok(HttpResponse::Ok().json(act(&state, &caller, &path, Action::Vote { indexes }).await?))
 }
 
 /// `POST /polls/{id}/close` → 200 with the poll (`closed: true`).
@@ -331,5 +352,5 @@ async fn close_poll(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
-    act(&state, &caller, &path, Action::ClosePoll).await
+    Ok(HttpResponse::Ok().json(act(&state, &caller, &path, Action::ClosePoll).await?))
 }

@@ -176,6 +176,23 @@ async fn get_summary(
                 )
             })?,
     };
+    Ok(HttpResponse::Ok().json(summary_of(&state, &caller, &id, refresh, limit).await?))
+}
+
+/// The catch-up answer for conversation `id`, as `GET …/summary` gives it;
+/// `refresh` asks the summarizer for a new summary, `limit` caps the
+/// messages after the boundary (1 to [`MAX_RECENT`]). Shared with the MCP
+/// tool `get_conversation_summary`.
+///
+/// # Errors
+/// 403 NOT_PARTICIPANT; 429 SUMMARY_REFRESH_LIMITED for a refresh asked too often.
+pub(crate) async fn summary_of(
+    state: &AppState,
+    caller: &Caller,
+    id: &ConversationId,
+    refresh: bool,
+    limit: usize,
+) -> Result<SummaryAnswer, ApiError> {
     let bay = &caller.principal.bay;
     let reader = &caller.principal.participant.id;
     let not_participant = || {
@@ -186,7 +203,7 @@ async fn get_summary(
     };
     let conversation = state
         .store
-        .conversation(bay, &id)
+        .conversation(bay, id)
         .await?
         .ok_or_else(not_participant)?;
     let summarizer = state.store.summarizer(bay).await?;
@@ -194,17 +211,17 @@ async fn get_summary(
     if !member && summarizer.as_ref() != Some(reader) {
         return Err(not_participant());
     }
-    let stored = state.store.summary(bay, &id).await?;
+    let stored = state.store.summary(bay, id).await?;
     let refresh = if refresh {
-        Some(request_refresh(&state, &caller, &conversation, summarizer, stored.as_ref()).await?)
+        Some(request_refresh(state, caller, &conversation, summarizer, stored.as_ref()).await?)
     } else {
         None
     };
     let after = stored.as_ref().map_or(0, |s| s.through_seq);
-    let (recent, recent_truncated) = after_boundary(&state, &caller, &id, after, limit).await?;
+    let (recent, recent_truncated) = after_boundary(state, caller, id, after, limit).await?;
     let participants = state.store.participants(bay).await?;
     let room = Room::new(conversation, &participants);
-    Ok(HttpResponse::Ok().json(SummaryAnswer {
+    Ok(SummaryAnswer {
         memory: stored.map(|s| s.memory),
         recent_messages: recent
             .iter()
@@ -213,7 +230,7 @@ async fn get_summary(
         recent_truncated,
         context: member.then(|| room.envelope(reader)),
         refresh,
-    }))
+    })
 }
 
 /// `?refresh=1`: counts the request and logs `summary.requested` for the

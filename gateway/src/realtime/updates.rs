@@ -125,14 +125,38 @@ async fn updates(
         // start over.
         Resume::Unaddressable => return Err(cursor_expired("cursor is not one this server issued; catch up over REST and call again without a cursor")),
     };
-    let permit = state.connections.admit(
-        req.peer_addr().map(|a| a.ip()),
-        &caller.principal.token,
-        Transport::Updates,
-    )?;
+    let peer = req.peer_addr().map(|a| a.ip());
+    let body = hold(state.get_ref(), peer, caller, resume, wait).await?;
+    let mut res = HttpResponse::Ok();
+    res.insert_header(("Cache-Control", "no-store"));
+    if let Some(end) = body.ended {
+        res.insert_header((SESSION_END_HEADER, end.as_str()));
+    }
+    Ok(res.json(body))
+}
+
+/// Holds one poll for `caller` from `resume` (`None`: from now) for at
+/// most `wait`, as `/updates` does: admitted like one (per IP and token),
+/// it displaces the token's other connections and answers with the events
+/// since `resume` and the cursor past them. Shared with the MCP tool
+/// `wait_for_messages`.
+///
+/// # Errors
+/// 429 from admission, 409 CURSOR_EXPIRED, 401 on revocation, and the
+/// other refusals of a session opening.
+pub(crate) async fn hold(
+    state: &AppState,
+    peer: Option<std::net::IpAddr>,
+    caller: Caller,
+    resume: Option<LogPosition>,
+    wait: Duration,
+) -> Result<UpdatesBody, ApiError> {
+    let permit = state
+        .connections
+        .admit(peer, &caller.principal.token, Transport::Updates)?;
     let (tx, rx) = oneshot::channel();
     PollSession {
-        state: state.get_ref().clone(),
+        state: state.clone(),
         caller,
         session: SessionId(format!("poll_{}", ulid::Ulid::new())),
         resume,
@@ -143,15 +167,8 @@ async fn updates(
         _permit: permit,
     }
     .start();
-    let body = rx
-        .await
-        .map_err(|_| ApiError::new(ErrorCode::Internal, "the poll ended without an answer"))??;
-    let mut res = HttpResponse::Ok();
-    res.insert_header(("Cache-Control", "no-store"));
-    if let Some(end) = body.ended {
-        res.insert_header((SESSION_END_HEADER, end.as_str()));
-    }
-    Ok(res.json(body))
+    rx.await
+        .map_err(|_| ApiError::new(ErrorCode::Internal, "the poll ended without an answer"))?
 }
 
 /// Registers the route under `/api/agent-api`.

@@ -34,9 +34,9 @@ pub(crate) struct ReactionBody {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Reactions {
     /// The message reacted to.
-    message_id: MessageId,
+    pub message_id: MessageId,
     /// Its reactions after the change, as the caller sees them.
-    reactions: Vec<ReactionView>,
+    pub reactions: Vec<ReactionView>,
 }
 
 /// `emoji` when it is exactly one emoji (Unicode's emoji list, through the
@@ -89,7 +89,9 @@ pub(super) async fn add_reaction(
     path: web::Path<(String, String)>,
     body: Object<ReactionBody>,
 ) -> Result<HttpResponse, ApiError> {
-    react(&state, &caller, path.into_inner(), &body.emoji).await
+    state.limits.check_agent(&caller.principal.token).await?;
+    let answer = react(&state, &caller, path.into_inner(), &body.emoji).await?;
+    Ok(HttpResponse::Ok().json(answer))
 }
 
 /// `PUT /conversations/{id}/messages/{mid}/reaction` `{emoji}`: the same
@@ -124,18 +126,23 @@ pub(super) async fn put_reaction(
     path: web::Path<(String, String)>,
     body: Object<ReactionBody>,
 ) -> Result<HttpResponse, ApiError> {
-    react(&state, &caller, path.into_inner(), &body.emoji).await
+    state.limits.check_agent(&caller.principal.token).await?;
+    let answer = react(&state, &caller, path.into_inner(), &body.emoji).await?;
+    Ok(HttpResponse::Ok().json(answer))
 }
 
 /// Adds the caller's `emoji` to message `mid` of conversation `id`, and
-/// for an agent's 👀 starts its typing indicator.
-async fn react(
+/// for an agent's 👀 starts its typing indicator. Shared with the MCP tool
+/// `react_to_message`.
+///
+/// # Errors
+/// 400 INVALID_REACTION; 404 for a non-member or an unknown message.
+pub(crate) async fn react(
     state: &AppState,
     caller: &Caller,
     (id, mid): (String, String),
     emoji: &str,
-) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+) -> Result<Reactions, ApiError> {
     let emoji = checked_emoji(emoji)?;
     let id = ConversationId(id);
     let pickup = emoji == PICKUP_EMOJI;
@@ -147,15 +154,12 @@ async fn react(
     reactions_answer(outcome, &me.id)
 }
 
-fn reactions_answer(
-    outcome: AmendOutcome,
-    reader: &ParticipantId,
-) -> Result<HttpResponse, ApiError> {
+fn reactions_answer(outcome: AmendOutcome, reader: &ParticipantId) -> Result<Reactions, ApiError> {
     let message = message_of(outcome).ok_or_else(ApiError::not_found)?;
-    Ok(HttpResponse::Ok().json(Reactions {
+    Ok(Reactions {
         message_id: message.id.clone(),
         reactions: reactions_for(&message, reader),
-    }))
+    })
 }
 
 /// `DELETE /conversations/{id}/messages/{mid}/reactions/{emoji}` → 200
@@ -198,7 +202,8 @@ pub(super) async fn remove_reaction(
         Action::Unreact { emoji },
     )
     .await?;
-    reactions_answer(outcome, &caller.principal.participant.id)
+    let answer = reactions_answer(outcome, &caller.principal.participant.id)?;
+    Ok(HttpResponse::Ok().json(answer))
 }
 
 #[cfg(test)]

@@ -1,0 +1,66 @@
+//! The gate in front of `/api/mcp`: the agent's bearer token (protocol
+//! §2) is checked before rmcp sees the request, so a bad token is 401
+//! before any session exists; and a session id is honoured only for the
+//! token that opened it.
+//!
+//! A request naming a session another token opened is answered 404
+//! `NOT_FOUND`, as for an unknown or expired session, so an id learned by
+//! someone else is useless to them and its existence is never confirmed.
+//! (A 404 is also what the MCP transport prescribes for an unknown
+//! session: the client then initializes a new one.)
+
+use crate::auth::authenticate;
+use crate::error::ApiError;
+use crate::state::AppState;
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{web, HttpMessage};
+
+/// The header that names an MCP session (Streamable HTTP transport).
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Middleware around the MCP scope: authenticates, holds sessions to
+/// their tokens, and records the session an `initialize` opened.
+pub async fn mcp_gate(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    let caller = match authenticate(req.request(), false).await {
+        Ok(caller) => caller,
+        Err(e) => return Ok(req.error_response(e).map_into_right_body()),
+    };
+    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
+        return Ok(req
+            .error_response(ApiError::unauthorized())
+            .map_into_right_body());
+    };
+    let sessions = state.mcp.sessions.clone();
+    let named = req
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &named {
+        if !sessions.touch(id, &caller.token_hash) {
+            let refusal = ApiError::new(
+                switchboard_protocol::error::ErrorCode::NotFound,
+                "no such MCP session for this token",
+            );
+            return Ok(req.error_response(refusal).map_into_right_body());
+        }
+    }
+    req.extensions_mut().insert(caller.clone());
+    let res = next.call(req).await?;
+    if named.is_none() {
+        // An `initialize` answered with a new session: it is this token's.
+        if let Some(id) = res
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+        {
+            sessions.bind(id, &caller);
+        }
+    }
+    Ok(res.map_into_left_body())
+}

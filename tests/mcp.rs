@@ -1,0 +1,651 @@
+//! `/api/mcp` (docs/mcp.md) against real gateways, driven by an
+//! independent MCP client: the official Python SDK (`mcp` from PyPI),
+//! through `tests/mcp/client.py`. Covered: the bearer token before any
+//! session, the tool list with the BayChat CLI's schemas, every tool on
+//! the REST code paths (checked against REST), the routing marker,
+//! refusals as tool errors with their codes, a session held to its token,
+//! `wait_for_messages` losing nothing between calls, the request budget
+//! and idle expiry.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+const BAY: &str = "b1";
+
+/// One MCP session of the Python SDK, in a child process.
+struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    /// The `initialize` answer (`ok`, `result`, `session`) or the error.
+    connect: Value,
+}
+
+impl Mcp {
+    /// Connects to `gw`'s endpoint with `token`.
+    async fn connect(gw: &Gateway, token: &str) -> Mcp {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/client.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(gw.url("/api/mcp"))
+            .arg(token)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("python3 with the mcp package (pip install mcp)");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut mcp = Mcp {
+            child,
+            stdin,
+            lines,
+            connect: Value::Null,
+        };
+        mcp.connect = mcp.read().await;
+        mcp
+    }
+
+    async fn read(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(90), self.lines.next_line())
+            .await
+            .expect("the MCP client answers")
+            .unwrap()
+            .unwrap_or_else(|| "{\"ok\": false, \"error\": \"client exited\"}".to_owned());
+        serde_json::from_str(&line).unwrap()
+    }
+
+    async fn send(&mut self, cmd: Value) -> Value {
+        let line = format!("{cmd}\n");
+        if self.stdin.write_all(line.as_bytes()).await.is_err() {
+            return json!({"ok": false, "error": "client exited"});
+        }
+        self.read().await
+    }
+
+    /// Calls `tool`; `(text, structuredContent, isError)`. Panics on a
+    /// JSON-RPC or transport error.
+    async fn call(&mut self, tool: &str, args: Value) -> (String, Value, bool) {
+        let a = self
+            .send(json!({"op": "call", "tool": tool, "args": args}))
+            .await;
+        assert_eq!(a["ok"], true, "{tool}: {a}");
+        let r = &a["result"];
+        let text = r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (text, r["structuredContent"].clone(), r["isError"] == true)
+    }
+
+    /// Calls `tool` and expects success; its text.
+    async fn ok(&mut self, tool: &str, args: Value) -> String {
+        let (text, data, error) = self.call(tool, args).await;
+        assert!(!error, "{tool} refused: {text} {data}");
+        text
+    }
+
+    fn session(&self) -> String {
+        self.connect["session"].as_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// A gateway with the test world, and Rex (an agent of the group and the
+/// DM) connected over MCP.
+async fn setup(opts: Opts) -> (Gateway, World, Mcp) {
+    let gw = Gateway::spawn_with(opts).await;
+    let w = World::create(&gw, BAY).await;
+    let rex = Mcp::connect(&gw, &w.rex).await;
+    assert_eq!(rex.connect["ok"], true, "{}", rex.connect);
+    (gw, w, rex)
+}
+
+/// A raw JSON-RPC POST to the endpoint (for what the SDK would not send).
+async fn raw_post(gw: &Gateway, token: &str, session: Option<&str>, body: Value) -> u16 {
+    let mut req = gw
+        .http
+        .post(gw.url("/api/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&body);
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    req.send().await.unwrap().status().as_u16()
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}})
+}
+
+#[tokio::test]
+async fn a_bad_token_is_401_before_any_session() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    for token in ["bay_not-a-token-of-this-bay", "nonsense", ""] {
+        let res = gw
+            .http
+            .post(gw.url("/api/mcp"))
+            .header("authorization", format!("Bearer {token}"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 401, "{token}");
+        assert!(res.headers().get("mcp-session-id").is_none());
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(body["code"], "UNAUTHORIZED", "{body}");
+    }
+    // The SDK cannot connect with one either.
+    let stranger = Mcp::connect(&gw, "bay_not-a-token-of-this-bay").await;
+    assert_eq!(stranger.connect["ok"], false, "{}", stranger.connect);
+    // A revoked token stops working for an open session too.
+    let mut rex = Mcp::connect(&gw, &w.rex).await;
+    assert_eq!(rex.connect["ok"], true, "{}", rex.connect);
+    rex.ok("list_conversations", json!({})).await;
+    gw.revoke_token(BAY, "rex").await;
+    let a = rex
+        .send(json!({"op": "call", "tool": "list_conversations", "args": {}}))
+        .await;
+    assert_eq!(a["ok"], false, "{a}");
+}
+
+#[tokio::test]
+async fn the_tools_and_the_protocol_resource_are_listed() {
+    let (_gw, _w, mut rex) = setup(Opts::default()).await;
+    let info = &rex.connect["result"];
+    assert_eq!(info["protocolVersion"], "2025-11-25", "{info}");
+    assert_eq!(info["serverInfo"]["name"], "switchboard");
+
+    let a = rex.send(json!({"op": "list_tools"})).await;
+    assert_eq!(a["ok"], true, "{a}");
+    let tools = a["result"]["tools"].as_array().unwrap().clone();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for name in [
+        "list_conversations",
+        "get_room_context",
+        "get_conversation_summary",
+        "get_messages",
+        "send_message",
+        "create_poll",
+        "vote_in_poll",
+        "set_typing",
+        "react_to_message",
+        "list_files",
+        "get_file",
+        "wait_for_messages",
+    ] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    let schema =
+        |name: &str| tools.iter().find(|t| t["name"] == name).unwrap()["inputSchema"].clone();
+    assert_eq!(
+        schema("send_message")["required"],
+        json!(["conversationId", "content"])
+    );
+    assert_eq!(
+        schema("vote_in_poll")["properties"]["optionIndexes"]["type"],
+        "array"
+    );
+    assert_eq!(
+        schema("create_poll")["required"],
+        json!(["conversationId", "question", "options"])
+    );
+    let get_messages = tools.iter().find(|t| t["name"] == "get_messages").unwrap();
+    assert!(get_messages["description"]
+        .as_str()
+        .unwrap()
+        .contains("shouldRespond is the ONLY reply authorization"));
+
+    let a = rex.send(json!({"op": "list_resources"})).await;
+    assert_eq!(
+        a["result"]["resources"][0]["uri"], "baychat://protocol",
+        "{a}"
+    );
+    let a = rex
+        .send(json!({"op": "read_resource", "uri": "baychat://protocol"}))
+        .await;
+    let text = a["result"]["contents"][0]["text"].as_str().unwrap();
+    assert!(text.contains("shouldRespond"), "{text}");
+    let a = rex
+        .send(json!({"op": "read_resource", "uri": "baychat://nothing"}))
+        .await;
+    assert_eq!(a["ok"], false, "{a}");
+}
+
+#[tokio::test]
+async fn reading_tools_answer_what_rest_answers_with_the_routing_marker() {
+    let (gw, w, mut rex) = setup(Opts::default()).await;
+    let (s, asked) = gw
+        .post_message(&w.ana, "group", "@Rex can you check?")
+        .await;
+    assert_eq!(s, 201, "{asked}");
+    let (s, aside) = gw.post_message(&w.ana, "group", "@Scout and you?").await;
+    assert_eq!(s, 201, "{aside}");
+
+    let text = rex.ok("list_conversations", json!({})).await;
+    assert!(text.contains("group  [GROUP]  group"), "{text}");
+    assert!(text.contains("dm  [DM]  dm"), "{text}");
+
+    let text = rex
+        .ok("get_room_context", json!({"conversationId": "group"}))
+        .await;
+    assert!(text.contains("Participants:"), "{text}");
+    assert!(text.contains("Rex (agent) ← you"), "{text}");
+    assert!(text.contains("Bay Brain (agent)"), "{text}");
+
+    let (text, data, _) = rex
+        .call("get_messages", json!({"conversationId": "group"}))
+        .await;
+    let (_, page) = gw.get(&w.rex, "/conversations/group/messages").await;
+    assert_eq!(data["messages"], page["messages"], "the REST page");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let first = format!("Ana (member) [{}]: @Rex can you check?", id_of(&asked));
+    assert!(lines[0].contains(&first), "{text}");
+    // The marker says what REST's shouldRespond says, message by message.
+    for (line, m) in lines.iter().zip(page["messages"].as_array().unwrap()) {
+        assert_eq!(
+            line.ends_with("→ you should respond"),
+            m["shouldRespond"] == true,
+            "{line} vs {m}"
+        );
+    }
+    assert!(lines[0].ends_with("  → you should respond"), "{text}");
+    assert!(!lines[1].contains('→'), "{text}");
+
+    let text = rex
+        .ok(
+            "get_messages",
+            json!({"conversationId": "group", "limit": 1}),
+        )
+        .await;
+    assert_eq!(text.lines().count(), 1, "{text}");
+
+    let text = rex
+        .ok(
+            "get_conversation_summary",
+            json!({"conversationId": "group"}),
+        )
+        .await;
+    assert!(text.contains("No rolling summary yet"), "{text}");
+    assert!(text.contains("untrusted context"), "{text}");
+    assert!(
+        text.contains("@Rex can you check?  → you should respond"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn writing_tools_take_the_rest_paths() {
+    let (gw, w, mut rex) = setup(Opts::default()).await;
+    let text = rex
+        .ok(
+            "send_message",
+            json!({"conversationId": "group", "content": "On it, @Ana."}),
+        )
+        .await;
+    let (_, page) = gw.get(&w.ana, "/conversations/group/messages").await;
+    let sent = &page["messages"][0];
+    assert_eq!(sent["content"], "On it, @Ana.");
+    assert_eq!(sent["senderId"], "rex");
+    let mid = id_of(sent);
+    assert!(text.contains(&format!("Sent message {mid}")), "{text}");
+
+    // A reply quoting it, refused outside its conversation.
+    let (s, q) = gw.post_message(&w.ana, "dm", "private note").await;
+    assert_eq!(s, 201);
+    let (text, _, error) = rex
+        .call(
+            "send_message",
+            json!({"conversationId": "group", "content": "re", "replyToMessageId": id_of(&q)}),
+        )
+        .await;
+    assert!(error && text.starts_with("INVALID_REPLY_TARGET"), "{text}");
+
+    let text = rex
+        .ok(
+            "react_to_message",
+            json!({"conversationId": "group", "messageId": mid, "emoji": "👍"}),
+        )
+        .await;
+    assert!(text.contains("Reacted 👍"), "{text}");
+    let (_, page) = gw.get(&w.ana, "/conversations/group/messages").await;
+    assert_eq!(page["messages"][0]["reactions"][0]["emoji"], "👍", "{page}");
+
+    let text = rex
+        .ok("set_typing", json!({"conversationId": "group"}))
+        .await;
+    assert!(text.starts_with("Typing shown"), "{text}");
+
+    let (text, created, _) = rex
+        .call(
+            "create_poll",
+            json!({"conversationId": "group", "question": "Lunch?", "options": ["Pizza", "Sushi"]}),
+        )
+        .await;
+    let poll = created["pollId"].as_str().unwrap().to_owned();
+    assert!(text.contains(&format!("Its id is {poll}")), "{text}");
+    let text = rex
+        .ok(
+            "vote_in_poll",
+            json!({"pollId": poll, "optionIndexes": [1]}),
+        )
+        .await;
+    assert_eq!(
+        text,
+        "Voted for Sushi. The tally is now — Pizza: 0, Sushi: 1."
+    );
+    let (s, view) = gw.get(&w.rex, &format!("/polls/{poll}")).await;
+    assert_eq!(s, 200);
+    assert_eq!(view["poll"]["mine"], json!([1]), "{view}");
+    let text = rex
+        .ok("vote_in_poll", json!({"pollId": poll, "optionIndexes": []}))
+        .await;
+    assert!(text.starts_with("Vote withdrawn"), "{text}");
+
+    // Files are not stored by this gateway: a tool error with its code.
+    for tool in ["list_files", "get_file"] {
+        let (text, data, error) = rex
+            .call(
+                tool,
+                json!({"conversationId": "group", "attachmentId": "a1"}),
+            )
+            .await;
+        assert!(error, "{tool}");
+        assert!(text.starts_with("NOT_IMPLEMENTED:"), "{text}");
+        assert_eq!(data["error"]["code"], "NOT_IMPLEMENTED");
+    }
+}
+
+#[tokio::test]
+async fn protocol_refusals_are_tool_errors_with_their_codes() {
+    let (gw, _w, mut rex) = setup(Opts::default()).await;
+    gw.create_conversation(BAY, "private", "GROUP", &["ana", "ben"])
+        .await;
+    for (tool, args, code) in [
+        (
+            "get_messages",
+            json!({"conversationId": "private"}),
+            "NOT_PARTICIPANT",
+        ),
+        (
+            "get_room_context",
+            json!({"conversationId": "private"}),
+            "NOT_PARTICIPANT",
+        ),
+        (
+            "get_conversation_summary",
+            json!({"conversationId": "private"}),
+            "NOT_PARTICIPANT",
+        ),
+        (
+            "send_message",
+            json!({"conversationId": "private", "content": "hi"}),
+            "NOT_FOUND",
+        ),
+        (
+            "set_typing",
+            json!({"conversationId": "private"}),
+            "NOT_FOUND",
+        ),
+        (
+            "get_messages",
+            json!({"conversationId": "nowhere"}),
+            "NOT_PARTICIPANT",
+        ),
+        (
+            "send_message",
+            json!({"conversationId": "group", "content": "  "}),
+            "INVALID_CONTENT",
+        ),
+        (
+            "vote_in_poll",
+            json!({"pollId": "poll_x", "optionIndexes": [0]}),
+            "POLL_NOT_FOUND",
+        ),
+        (
+            "create_poll",
+            json!({"conversationId": "group", "question": "?", "options": ["one"]}),
+            "INVALID_POLL",
+        ),
+        (
+            "get_messages",
+            json!({"conversationId": "group", "limit": 0}),
+            "INVALID_REQUEST",
+        ),
+    ] {
+        let (text, data, error) = rex.call(tool, args).await;
+        assert!(error, "{tool}: {text}");
+        assert!(text.starts_with(&format!("{code}:")), "{tool}: {text}");
+        assert_eq!(data["error"]["code"], code, "{tool}");
+    }
+    // Nothing was written into the conversation Rex is not in.
+    let (_, page) = gw.get(&_w.ana, "/conversations/private/messages").await;
+    assert_eq!(page["messages"], json!([]));
+    // An unknown tool is a protocol error, not a tool error.
+    let a = rex
+        .send(json!({"op": "call", "tool": "no_such_tool", "args": {}}))
+        .await;
+    assert_eq!(a["ok"], false, "{a}");
+}
+
+#[tokio::test]
+async fn a_session_answers_only_the_token_that_opened_it() {
+    let (gw, w, rex) = setup(Opts::default()).await;
+    let session = rex.session();
+    assert!(session.len() >= 16, "an unguessable id: {session}");
+    let list = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"});
+    // Brain's token with Rex's session id: refused as if it did not exist.
+    assert_eq!(
+        raw_post(&gw, &w.brain, Some(&session), list.clone()).await,
+        404
+    );
+    assert_eq!(
+        raw_post(&gw, &w.brain, Some("made-up-session"), list.clone()).await,
+        404
+    );
+    // Rex's own token still uses it.
+    assert_eq!(raw_post(&gw, &w.rex, Some(&session), list).await, 200);
+    // And a bad token is 401 whatever session it names.
+    assert_eq!(
+        raw_post(&gw, "bay_wrong", Some(&session), initialize()).await,
+        401
+    );
+}
+
+#[tokio::test]
+async fn wait_for_messages_loses_nothing_between_calls() {
+    let (gw, w, mut rex) = setup(Opts::default()).await;
+    // The first call starts the session's position (nothing yet).
+    let (text, first, _) = rex.call("wait_for_messages", json!({"timeout": 0.5})).await;
+    assert!(text.contains("nothing new"), "{text}");
+    assert_eq!(first["events"], json!([]));
+
+    // Posted while no call is held: the next call has them, in order.
+    let mut posted = Vec::new();
+    for content in ["one @Rex", "two", "three"] {
+        let (s, m) = gw.post_message(&w.ana, "group", content).await;
+        assert_eq!(s, 201);
+        posted.push(id_of(&m));
+    }
+    let (s, dm) = gw.post_message(&w.ana, "dm", "in private").await;
+    assert_eq!(s, 201);
+    posted.push(id_of(&dm));
+    let mut got = Vec::new();
+    let mut text = String::new();
+    while got.len() < posted.len() {
+        let (t, data, error) = rex.call("wait_for_messages", json!({"timeout": 5})).await;
+        assert!(!error, "{t}");
+        for e in data["events"].as_array().unwrap() {
+            if e["type"] == "message" {
+                got.push(id_of(&e["message"]));
+            }
+        }
+        text.push_str(&t);
+        text.push('\n');
+    }
+    assert_eq!(got, posted, "{text}");
+    assert!(text.contains("── group (group) ──"), "{text}");
+    assert!(text.contains("── dm (dm) ──"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Ana (member) [{}]: one @Rex  → you should respond",
+            posted[0]
+        )),
+        "{text}"
+    );
+
+    // Posted while a call is held: it comes back with that call.
+    let post = {
+        let (http, url, token) = (
+            gw.http.clone(),
+            gw.url("/api/agent-api/conversations/group/messages"),
+            w.ben.clone(),
+        );
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            let res = http
+                .post(url)
+                .bearer_auth(token)
+                .json(&json!({"content": "held"}))
+                .send()
+                .await
+                .unwrap();
+            let m: Value = res.json().await.unwrap();
+            id_of(&m)
+        })
+    };
+    let (_, data, _) = rex.call("wait_for_messages", json!({"timeout": 20})).await;
+    let held = post.await.unwrap();
+    let ids: Vec<String> = data["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .map(|e| id_of(&e["message"]))
+        .collect();
+    assert_eq!(ids, vec![held]);
+
+    // Nothing is delivered twice.
+    let (_, data, _) = rex.call("wait_for_messages", json!({"timeout": 0.5})).await;
+    let again: Vec<&Value> = data["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .collect();
+    assert!(again.is_empty(), "{data}");
+
+    let (text, _, error) = rex
+        .call("wait_for_messages", json!({"timeout": "soon"}))
+        .await;
+    assert!(error && text.starts_with("INVALID_REQUEST"), "{text}");
+}
+
+#[tokio::test]
+async fn tool_calls_draw_on_the_agent_budget() {
+    let opts = Opts::default().env("SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE", "3");
+    let (_gw, _w, mut rex) = setup(opts).await;
+    let mut refused = None;
+    for i in 0..6 {
+        let (text, _, error) = rex.call("list_conversations", json!({})).await;
+        if error {
+            refused = Some((i, text));
+            break;
+        }
+    }
+    let (i, text) = refused.expect("the budget runs out");
+    assert_eq!(i, 3, "three calls fit a budget of 3: {text}");
+    assert!(text.starts_with("RATE_LIMITED:"), "{text}");
+    assert!(text.contains("retry in"), "{text}");
+}
+
+#[tokio::test]
+async fn idle_sessions_expire() {
+    let opts = Opts::default().env("SWITCHBOARD_TIMING__MCP_SESSION_IDLE", "1s");
+    let (gw, w, mut rex) = setup(opts).await;
+    let session = rex.session();
+    rex.ok("list_conversations", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"});
+    assert_eq!(raw_post(&gw, &w.rex, Some(&session), list).await, 404);
+    // A new session works.
+    let mut again = Mcp::connect(&gw, &w.rex).await;
+    assert_eq!(again.connect["ok"], true, "{}", again.connect);
+    again.ok("list_conversations", json!({})).await;
+}
+
+#[tokio::test]
+async fn a_newer_connection_of_the_token_ends_a_held_wait() {
+    let (gw, w, mut rex) = setup(Opts::default()).await;
+    rex.ok("wait_for_messages", json!({"timeout": 0.2})).await;
+    let (addr, token) = (gw.addr.clone(), w.rex.clone());
+    let socket = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let mut ws = ws_at(&addr, &token).await.unwrap();
+        ws.hello(None).await;
+        ws
+    });
+    let (text, data, error) = rex.call("wait_for_messages", json!({"timeout": 20})).await;
+    assert!(error, "{text}");
+    assert!(text.starts_with("DISPLACED:"), "{text}");
+    assert_eq!(data["error"]["code"], "DISPLACED");
+    let _ws = socket.await.unwrap();
+    // What was posted meanwhile is still there for the next call.
+    let (s, m) = gw.post_message(&w.ana, "group", "after the takeover").await;
+    assert_eq!(s, 201);
+    let (_, data, _) = rex.call("wait_for_messages", json!({"timeout": 5})).await;
+    let ids: Vec<String> = data["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .map(|e| id_of(&e["message"]))
+        .collect();
+    assert_eq!(ids, vec![id_of(&m)]);
+}
+
+#[tokio::test]
+async fn a_suspended_agent_is_refused_before_any_session() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let (s, b) = gw
+        .admin(
+            reqwest::Method::POST,
+            &format!("/bays/{BAY}/participants/rex/suspend"),
+            None,
+        )
+        .await;
+    assert!(s < 300, "{s} {b}");
+    let res = gw
+        .http
+        .post(gw.url("/api/mcp"))
+        .bearer_auth(&w.rex)
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 403);
+    assert!(res.headers().get("mcp-session-id").is_none());
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["code"], "ACCOUNT_SUSPENDED", "{body}");
+}

@@ -106,8 +106,12 @@ pub enum ErrorCode {
     /// 410: the message was deleted (an edit of it, or a retried send whose
     /// message has since been deleted: it is never recreated).
     MessageDeleted,
+    /// 410: the room's links expired after its inactivity timeout (rooms by link).
+    RoomExpired,
     /// 413: request body above the configured limit.
     PayloadTooLarge,
+    /// 414: a GET-only send's path and query pass 4,096 bytes (rooms by link).
+    UriTooLong,
     /// 415.
     UnsupportedMediaType,
     /// 429: the 20/min `/updates` bucket is spent (protocol §11).
@@ -155,8 +159,9 @@ impl ErrorCode {
             MethodNotAllowed => 405,
             AlreadyExists | CursorExpired | IdempotencyKeyReused | PollClosed | AppendGap
             | AppendConflict | DraftClosed | SummaryStale => 409,
-            MessageDeleted => 410,
+            MessageDeleted | RoomExpired => 410,
             PayloadTooLarge => 413,
+            UriTooLong => 414,
             UnsupportedMediaType => 415,
             UpdatesRateLimited | RateLimited | SummaryRefreshLimited => 429,
             Internal => 500,
@@ -204,7 +209,9 @@ impl ErrorCode {
             DraftClosed => "DRAFT_CLOSED",
             SummaryStale => "SUMMARY_STALE",
             MessageDeleted => "MESSAGE_DELETED",
+            RoomExpired => "ROOM_EXPIRED",
             PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            UriTooLong => "URI_TOO_LONG",
             UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             UpdatesRateLimited => "UPDATES_RATE_LIMITED",
             RateLimited => "RATE_LIMITED",
@@ -419,7 +426,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 44, "{schema}");
+        assert_eq!(listed.len(), 46, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

@@ -14,6 +14,7 @@
 //! | [`presence`] | [`PresenceStore`] | node presence records, published states |
 //! | [`summaries`] | [`SummaryStore`] | conversation summaries, the summarizer, refresh budget |
 //! | [`pairing`] | [`PairingStore`] | pairing codes and link requests (hashed, with a TTL) |
+//! | [`rooms`] | [`RoomStore`] | rooms shared by link: records, briefs, capabilities (hashed) |
 //!
 //! [`Store`] is all of them together, implemented for every type that
 //! implements each area, so `Arc<dyn Store>` is what nodes pass around;
@@ -40,6 +41,7 @@ pub mod messages;
 pub mod pairing;
 pub mod presence;
 pub mod redis;
+pub mod rooms;
 pub mod summaries;
 pub mod webhooks;
 
@@ -55,6 +57,7 @@ pub use messages::{
 };
 pub use pairing::{Approval, LinkRequest, PairingStore, PairingTarget, SecretHash};
 pub use presence::{ParticipantPresence, PresenceChange, PresenceStore, Published};
+pub use rooms::{BriefChange, Room, RoomLink, RoomRole, RoomStore, Visibility};
 pub use summaries::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
 pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 
@@ -62,6 +65,7 @@ pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 /// calling a method on an `Arc<dyn Store>` needs its area's trait in scope.
 pub mod prelude {
     pub use super::PairingStore;
+    pub use super::RoomStore;
     pub use super::SummaryStore;
     pub use super::{
         ConversationStore, DirectoryStore, DisplacementStore, DraftStore, LeaseStore, LogStore,
@@ -155,6 +159,7 @@ pub trait Store:
     + PresenceStore
     + SummaryStore
     + PairingStore
+    + RoomStore
 {
 }
 
@@ -170,6 +175,7 @@ impl<T> Store for T where
         + PresenceStore
         + SummaryStore
         + PairingStore
+        + RoomStore
         + ?Sized
 {
 }

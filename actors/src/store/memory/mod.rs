@@ -19,6 +19,7 @@ mod log;
 mod messages;
 mod pairing;
 mod presence;
+mod rooms;
 mod summaries;
 mod webhooks;
 
@@ -64,6 +65,8 @@ struct State {
     summaries: summaries::SummaryState,
     /// Pairing codes and link requests.
     pairing: pairing::PairingState,
+    /// Rooms and their capabilities.
+    rooms: rooms::RoomState,
 }
 
 struct BayState {

@@ -75,6 +75,7 @@ mod log;
 mod messages;
 mod pairing;
 mod presence;
+mod rooms;
 mod summaries;
 mod webhooks;
 

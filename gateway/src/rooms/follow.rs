@@ -94,7 +94,7 @@ impl RoomCursor {
 
 /// A FOLLOW's answer (an empty one has the same shape).
 #[derive(Serialize, ToSchema)]
-pub struct FollowAnswer {
+pub struct RoomFollow {
     /// Messages created or changed since the cursor, as they are now, by id.
     pub upserts: Vec<RoomMessage>,
     /// Decimal ids of messages removed since the cursor.
@@ -345,7 +345,7 @@ async fn answer(
         (None, None)
     };
     cursor.metadata_revision = link.room.metadata_revision;
-    Ok(HttpResponse::Ok().json(FollowAnswer {
+    Ok(HttpResponse::Ok().json(RoomFollow {
         upserts,
         tombstones,
         room,

@@ -20,14 +20,14 @@ use utoipa::ToSchema;
 /// Body of the share call.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ShareBody {
+pub struct RoomShareBody {
     /// `guest` (may send, pin, react) or `reader`.
     pub role: String,
 }
 
 /// The new link.
 #[derive(Serialize, ToSchema)]
-pub struct Shared {
+pub struct RoomShareLink {
     /// `<public base URL>/r/<capability>`; keep it private.
     pub url: String,
 }
@@ -42,9 +42,9 @@ pub struct Shared {
         ("bay" = String, Path, description = "Bay id"),
         ("cid" = String, Path, description = "Conversation id"),
     ),
-    request_body = ShareBody,
+    request_body = RoomShareBody,
     responses(
-        (status = 201, description = "The link", body = Shared),
+        (status = 201, description = "The link", body = RoomShareLink),
         (status = 400, description = "INVALID_REQUEST: bad role, or not a GROUP conversation", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 404, description = "NOT_FOUND", body = ErrorBody),
@@ -56,7 +56,7 @@ pub async fn share(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
-    body: web::Json<ShareBody>,
+    body: web::Json<RoomShareBody>,
 ) -> Result<HttpResponse, ApiError> {
     let role = match body.role.as_str() {
         "guest" => RoomRole::Guest,
@@ -105,7 +105,7 @@ pub async fn share(
         }
     };
     let capability = store_link(&state, &room, role).await?;
-    Ok(HttpResponse::Created().json(Shared {
+    Ok(HttpResponse::Created().json(RoomShareLink {
         url: link_url(&super::base(&state, &req), &capability),
     }))
 }

@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 
 /// A deletion's answer.
 #[derive(Serialize, ToSchema)]
-pub struct Deleted {
+pub struct RoomMessageDeleted {
     /// The removed message's decimal id.
     pub id: String,
     /// Always true (a repeat of a done deletion answers the same).
@@ -35,7 +35,7 @@ pub struct Deleted {
         ("id" = String, Path, description = "The message's decimal id"),
     ),
     responses(
-        (status = 200, description = "Deleted", body = Deleted),
+        (status = 200, description = "Deleted", body = RoomMessageDeleted),
         (status = 403, description = "FORBIDDEN: not the owner link", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown link or message", body = ErrorBody),
         (status = 410, description = "ROOM_EXPIRED", body = ErrorBody),
@@ -83,7 +83,7 @@ pub async fn delete_message(
         .store
         .set_brief(bay, conv, BriefChange::Unpin(id))
         .await?;
-    Ok(HttpResponse::Ok().json(Deleted {
+    Ok(HttpResponse::Ok().json(RoomMessageDeleted {
         id: wire,
         deleted: true,
     }))

@@ -16,14 +16,14 @@ use utoipa::ToSchema;
 /// Body of `POST /r/{cap}/pins`.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PinBody {
+pub struct RoomPinBody {
     /// The decimal id of a message of this room.
     pub message_id: String,
 }
 
 /// A pin's answer: the brief after the change.
 #[derive(Serialize, ToSchema)]
-pub struct BriefAnswer {
+pub struct RoomBrief {
     /// The pinned message, or null.
     pub brief: Option<RoomMessage>,
     /// Decimal; the room's metadata revision after the change.
@@ -62,7 +62,7 @@ async fn change_brief(
         return Err(ApiError::not_found());
     };
     let link = super::Opened { room, ..link };
-    Ok(HttpResponse::Ok().json(BriefAnswer {
+    Ok(HttpResponse::Ok().json(RoomBrief {
         brief: read::brief(state, &link).await?,
         metadata_revision: link.room.metadata_revision.to_string(),
     }))
@@ -75,9 +75,9 @@ async fn change_brief(
     summary = "Pin a message as the room's brief",
     description = "Replaces the brief with the message; pinning the brief again changes nothing. Guest and owner links.",
     params(("cap" = String, Path, description = "The link's capability")),
-    request_body = PinBody,
+    request_body = RoomPinBody,
     responses(
-        (status = 200, description = "The brief after the pin", body = BriefAnswer),
+        (status = 200, description = "The brief after the pin", body = RoomBrief),
         (status = 403, description = "FORBIDDEN: the link cannot pin", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown link or message", body = ErrorBody),
         (status = 410, description = "ROOM_EXPIRED", body = ErrorBody),
@@ -88,7 +88,7 @@ async fn change_brief(
 pub async fn pin(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    body: web::Json<PinBody>,
+    body: web::Json<RoomPinBody>,
 ) -> Result<HttpResponse, ApiError> {
     change_brief(&state, &path, "pin", &body.message_id, true).await
 }
@@ -104,7 +104,7 @@ pub async fn pin(
         ("id" = String, Path, description = "The pinned message's decimal id"),
     ),
     responses(
-        (status = 200, description = "The brief after the change", body = BriefAnswer),
+        (status = 200, description = "The brief after the change", body = RoomBrief),
         (status = 403, description = "FORBIDDEN: the link cannot unpin", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown link", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),

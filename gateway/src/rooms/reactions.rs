@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 /// Body of both reaction calls.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReactionBody {
+pub struct RoomReactionBody {
     /// The decimal id of a message of this room.
     pub message_id: String,
     /// Your display name (unverified).
@@ -29,7 +29,7 @@ pub struct ReactionBody {
 async fn apply(
     state: &AppState,
     cap: &str,
-    body: ReactionBody,
+    body: RoomReactionBody,
     add: bool,
 ) -> Result<HttpResponse, ApiError> {
     let link = super::open(state, cap).await?;
@@ -90,7 +90,7 @@ async fn apply(
     summary = "Add a reaction",
     description = "Adds `author`'s `emoji` to the message; repeating it changes nothing. Guest and owner links.",
     params(("cap" = String, Path, description = "The link's capability")),
-    request_body = ReactionBody,
+    request_body = RoomReactionBody,
     responses(
         (status = 200, description = "The message after the change", body = RoomMessage),
         (status = 400, description = "INVALID_REACTION or INVALID_REQUEST", body = ErrorBody),
@@ -104,7 +104,7 @@ async fn apply(
 pub async fn react(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    body: web::Json<ReactionBody>,
+    body: web::Json<RoomReactionBody>,
 ) -> Result<HttpResponse, ApiError> {
     apply(&state, &path, body.into_inner(), true).await
 }
@@ -116,7 +116,7 @@ pub async fn react(
     summary = "Take a reaction back",
     description = "Removes `author`'s `emoji` from the message; repeating it changes nothing. Guest and owner links.",
     params(("cap" = String, Path, description = "The link's capability")),
-    request_body = ReactionBody,
+    request_body = RoomReactionBody,
     responses(
         (status = 200, description = "The message after the change", body = RoomMessage),
         (status = 403, description = "FORBIDDEN: the link cannot react", body = ErrorBody),
@@ -129,7 +129,7 @@ pub async fn react(
 pub async fn unreact(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    body: web::Json<ReactionBody>,
+    body: web::Json<RoomReactionBody>,
 ) -> Result<HttpResponse, ApiError> {
     apply(&state, &path, body.into_inner(), false).await
 }

@@ -38,7 +38,7 @@ const ACTIVITY_WINDOW_SECONDS: u64 = 60;
 
 /// `activity` of a READ.
 #[derive(Serialize, ToSchema)]
-pub struct Activity {
+pub struct RoomActivity {
     /// Seconds since the room's last recorded authorized access (recorded
     /// at most once per window).
     pub poll_age_seconds: u64,
@@ -48,7 +48,7 @@ pub struct Activity {
 
 /// A READ's JSON answer, in the protocol's order.
 #[derive(Serialize, ToSchema)]
-pub struct ReadAnswer {
+pub struct RoomRead {
     /// The protocol text, this link's URLs filled in.
     pub protocol: String,
     /// The room record.
@@ -64,7 +64,7 @@ pub struct ReadAnswer {
     /// Whether older messages exist (history).
     pub has_older: bool,
     /// How recently the room was used.
-    pub activity: Activity,
+    pub activity: RoomActivity,
     /// The pinned message, or null.
     pub brief: Option<RoomMessage>,
     /// The latest messages, oldest first.
@@ -73,7 +73,7 @@ pub struct ReadAnswer {
 
 /// A history page.
 #[derive(Serialize, ToSchema)]
-pub struct HistoryAnswer {
+pub struct RoomHistory {
     /// Older messages, oldest first.
     pub messages: Vec<RoomMessage>,
     /// Whether still older ones exist.
@@ -158,7 +158,7 @@ fn is_prefetch(req: &HttpRequest) -> bool {
     description = "READ: with `Accept: application/json` or `?format=json`, the room, role, allowed_operations, protocol text, brief, latest 20 messages (oldest first) and an opaque cursor; otherwise the protocol text as `text/markdown`. FOLLOW: `?cursor=&wait=&limit=` holds up to `wait` seconds (at most 25) until something changes, then answers upserts, tombstones, the brief or room when they changed, has_more and the next cursor. A cursor that cannot be resumed is 409 CURSOR_EXPIRED: READ again. History: `?before=ID&limit=`. GET-only send: `?send=1&author=&body=&client_id=` (strict parameters, at most 4,096 bytes of path and query: 414 URI_TOO_LONG; prefetches never write).",
     params(("cap" = String, Path, description = "The link's capability")),
     responses(
-        (status = 200, description = "READ (or a FOLLOW, history page, or identical GET-send retry)", body = ReadAnswer),
+        (status = 200, description = "READ (or a FOLLOW, history page, or identical GET-send retry)", body = RoomRead),
         (status = 201, description = "GET-only send: sent", body = RoomMessage),
         (status = 400, description = "INVALID_REQUEST (unknown parameter, bad limit or wait), INVALID_CONTENT, INVALID_IDEMPOTENCY_KEY", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: the link cannot send", body = ErrorBody),
@@ -277,7 +277,7 @@ pub async fn latest_visible(
 }
 
 /// A READ's JSON answer for `link`.
-async fn read(state: &AppState, req: &HttpRequest, link: &Opened) -> Result<ReadAnswer, ApiError> {
+async fn read(state: &AppState, req: &HttpRequest, link: &Opened) -> Result<RoomRead, ApiError> {
     let (bay, conv) = (&link.room.bay, &link.room.conversation);
     // The head first: whatever changes after it is the first FOLLOW's.
     let head = state.store.log_head(bay).await?;
@@ -293,7 +293,7 @@ async fn read(state: &AppState, req: &HttpRequest, link: &Opened) -> Result<Read
     .await?;
     let _ = conv;
     let base = super::base(state, req);
-    Ok(ReadAnswer {
+    Ok(RoomRead {
         protocol: super::text::protocol(link, &base, &state.settings.rooms),
         room: RoomView::of(link, &state.settings.rooms),
         allowed_operations: super::allowed_operations(link.role).to_vec(),
@@ -305,7 +305,7 @@ async fn read(state: &AppState, req: &HttpRequest, link: &Opened) -> Result<Read
         revision: view::revision(head.entry).to_string(),
         has_more: false,
         has_older,
-        activity: Activity {
+        activity: RoomActivity {
             poll_age_seconds: now_ms().saturating_sub(link.room.last_activity_ms) / 1000,
             window_seconds: ACTIVITY_WINDOW_SECONDS,
         },
@@ -355,7 +355,7 @@ async fn history(
         &HashMap::new(),
     )
     .await?;
-    Ok(HttpResponse::Ok().json(HistoryAnswer {
+    Ok(HttpResponse::Ok().json(RoomHistory {
         messages,
         has_older,
     }))

@@ -32,7 +32,7 @@ pub const MAX_CLIENT_ID: usize = 255;
 /// Body of a REPLY.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReplyBody {
+pub struct RoomReplyBody {
     /// Your display name, 1–200 characters (unverified).
     pub author: String,
     /// The text, 1 to `limits.max_content_chars` characters.
@@ -222,7 +222,7 @@ fn bad_target() -> ApiError {
     summary = "Send a message in a room",
     description = "Posts as `author` (an unverified display name). `client_id` is required: an identical retry answers the first message with 200, a changed retry is 409 IDEMPOTENCY_KEY_REUSED, a retry of a removed message is 410 MESSAGE_DELETED. The answer carries no cursor. The post reaches the Bay's members like a person's message (mentions wake agents).",
     params(("cap" = String, Path, description = "The link's capability")),
-    request_body = ReplyBody,
+    request_body = RoomReplyBody,
     responses(
         (status = 201, description = "Sent", body = RoomMessage),
         (status = 200, description = "An identical retry: the first message", body = RoomMessage),
@@ -240,7 +240,7 @@ fn bad_target() -> ApiError {
 pub async fn reply(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    body: web::Json<ReplyBody>,
+    body: web::Json<RoomReplyBody>,
     _req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let link = super::open(&state, &path).await?;

@@ -61,7 +61,7 @@ fn revision_at_ms(ms: i64) -> u64 {
 
 /// One emoji's reactions: the names of who reacted, in order.
 #[derive(Serialize, ToSchema, Clone, Debug)]
-pub struct ReactionView {
+pub struct RoomReaction {
     /// The emoji.
     pub emoji: String,
     /// Display names of who reacted with it.
@@ -86,7 +86,7 @@ pub struct RoomMessage {
     /// Whether it is the room's brief.
     pub pinned: bool,
     /// Reactions, one entry per emoji.
-    pub reactions: Vec<ReactionView>,
+    pub reactions: Vec<RoomReaction>,
     /// Decimal revision at creation.
     pub created_revision: String,
     /// Decimal revision of its last change.
@@ -95,7 +95,7 @@ pub struct RoomMessage {
 
 /// `expiration` of the room record.
 #[derive(Serialize, ToSchema, Clone, Debug)]
-pub struct Expiration {
+pub struct RoomExpiration {
     /// Grace after the inactivity timeout, seconds.
     pub grace_seconds: u64,
     /// Inactivity timeout, seconds.
@@ -108,7 +108,7 @@ pub struct RoomView {
     /// ISO 8601 UTC creation time.
     pub created_at: String,
     /// When it expires without activity.
-    pub expiration: Expiration,
+    pub expiration: RoomExpiration,
     /// Decimal; bumped by every brief or metadata change.
     pub metadata_revision: String,
     /// Display name.
@@ -128,7 +128,7 @@ impl RoomView {
     pub fn of(link: &Opened, settings: &switchboard_config::RoomsSettings) -> Self {
         RoomView {
             created_at: crate::api::pairing::iso(link.room.created_at_ms),
-            expiration: Expiration {
+            expiration: RoomExpiration {
                 grace_seconds: settings.expiry_grace.as_secs(),
                 inactivity_seconds: settings.inactivity_timeout.as_secs(),
             },
@@ -205,7 +205,7 @@ fn one(
         reactions: m
             .reactions
             .iter()
-            .map(|r| ReactionView {
+            .map(|r| RoomReaction {
                 emoji: r.emoji.clone(),
                 authors: r
                     .by

@@ -327,7 +327,7 @@ async fn answer(
             _ => tombstones.extend(view::wire_id(id)),
         }
     }
-    current.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+    current.sort_by_key(|m| m.created_at);
     let upserts = view::render(
         &*state.store,
         bay,

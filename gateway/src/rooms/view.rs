@@ -24,6 +24,12 @@ use utoipa::ToSchema;
 /// Participant ids of link authors start with this (see [`super::authors`]).
 pub const LINK_AUTHOR_PREFIX: &str = "p_link_";
 
+/// Whether a sender posted through a link (a link author, or a created
+/// room's owner) rather than as a member of the Bay.
+fn link_side(sender: &ParticipantId) -> bool {
+    sender.0.starts_with(LINK_AUTHOR_PREFIX) || sender.0 == super::create::OWNER_ID
+}
+
 /// The decimal wire id of a stored message id (`msg_<ulid>`), or `None`
 /// for an id of another shape.
 pub fn wire_id(id: &MessageId) -> Option<String> {
@@ -77,7 +83,7 @@ pub struct RoomMessage {
     pub author: String,
     /// The text.
     pub body: String,
-    /// `null` for a link post, `"bay"` for a post of a Bay member.
+    /// `null` for a link post (or the room's own brief), `"bay"` for a post of a Bay member.
     pub source: Option<&'static str>,
     /// ISO 8601 UTC, ms precision.
     pub created_at: String,
@@ -198,7 +204,7 @@ fn one(
         id,
         author: m.sender.name.clone(),
         body: m.content.clone(),
-        source: (!m.sender.id.0.starts_with(LINK_AUTHOR_PREFIX)).then_some("bay"),
+        source: (!link_side(&m.sender.id)).then_some("bay"),
         created_at: wire_time(m.created_at),
         reply_to: m.reply_to.as_ref().and_then(|r| wire_id(&r.id)),
         pinned: brief == Some(&m.id),

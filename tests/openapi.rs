@@ -112,6 +112,15 @@ const ROUTES: &[(&str, &str)] = &[
         "/api/admin/bays/{bay}/participants/{pid}/pairing-codes",
     ),
     ("POST", "/api/admin/link-requests/{id}/approve"),
+    ("POST", "/api/admin/bays/{bay}/conversations/{cid}/links"),
+    ("POST", "/rooms"),
+    ("GET", "/r/{cap}"),
+    ("POST", "/r/{cap}"),
+    ("POST", "/r/{cap}/pins"),
+    ("DELETE", "/r/{cap}/pins/{id}"),
+    ("POST", "/r/{cap}/reactions"),
+    ("DELETE", "/r/{cap}/reactions"),
+    ("DELETE", "/r/{cap}/messages/{id}"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
@@ -936,6 +945,51 @@ async fn real_answers_match_the_documented_schemas() {
     assert!(collected["token"]
         .as_str()
         .is_some_and(|t| t.starts_with("bay_")));
+
+    // ---- rooms by link ----
+    let created = expect!(spec, 201, "POST" "/rooms",
+        call(&gw, Method::POST, "/rooms", None, Body::Json(json!({"name": "lab", "brief": "Hi"}))).await);
+    let cap = |role: &str| {
+        created["links"][role]
+            .as_str()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let (guest, owner) = (
+        format!("/r/{}", cap("guest")),
+        format!("/r/{}", cap("owner")),
+    );
+    let read = expect!(spec, 200, "GET" "/r/{cap}",
+        call(&gw, Method::GET, &format!("{guest}?format=json"), None, Body::None).await);
+    expect!(spec, 404, "GET" "/r/{cap}",
+        call(&gw, Method::GET, "/r/AAAAAAAAAAAAAAAAAAAAAA", None, Body::None).await);
+    let sent = expect!(spec, 201, "POST" "/r/{cap}",
+        call(&gw, Method::POST, &guest, None, Body::Json(json!({"author": "A", "body": "x", "client_id": "k"}))).await);
+    expect!(spec, 200, "POST" "/r/{cap}",
+        call(&gw, Method::POST, &guest, None, Body::Json(json!({"author": "A", "body": "x", "client_id": "k"}))).await);
+    expect!(spec, 409, "POST" "/r/{cap}",
+        call(&gw, Method::POST, &guest, None, Body::Json(json!({"author": "A", "body": "y", "client_id": "k"}))).await);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    expect!(spec, 200, "POST" "/r/{cap}/reactions",
+        call(&gw, Method::POST, &format!("{guest}/reactions"), None, Body::Json(json!({"message_id": id, "author": "A", "emoji": "👍"}))).await);
+    expect!(spec, 200, "DELETE" "/r/{cap}/reactions",
+        call(&gw, Method::DELETE, &format!("{guest}/reactions"), None, Body::Json(json!({"message_id": id, "author": "A", "emoji": "👍"}))).await);
+    expect!(spec, 200, "POST" "/r/{cap}/pins",
+        call(&gw, Method::POST, &format!("{guest}/pins"), None, Body::Json(json!({"message_id": id}))).await);
+    expect!(spec, 200, "DELETE" "/r/{cap}/pins/{id}",
+        call(&gw, Method::DELETE, &format!("{guest}/pins/{id}"), None, Body::None).await);
+    expect!(spec, 403, "DELETE" "/r/{cap}/messages/{id}",
+        call(&gw, Method::DELETE, &format!("{guest}/messages/{id}"), None, Body::None).await);
+    expect!(spec, 200, "DELETE" "/r/{cap}/messages/{id}",
+        call(&gw, Method::DELETE, &format!("{owner}/messages/{id}"), None, Body::None).await);
+    expect!(spec, 410, "POST" "/r/{cap}",
+        call(&gw, Method::POST, &guest, None, Body::Json(json!({"author": "A", "body": "x", "client_id": "k"}))).await);
+    assert!(read["cursor"].is_string());
+    expect!(spec, 201, "POST" "/api/admin/bays/{bay}/conversations/{cid}/links",
+        admin(&gw, Method::POST, "/bays/b1/conversations/g/links", Some(json!({"role": "reader"}))).await);
 
     // ---- operations ----
     expect!(spec, 200, "GET" "/healthz",

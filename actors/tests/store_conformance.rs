@@ -125,6 +125,8 @@ mod messages;
 mod pairing;
 #[path = "store_conformance/presence.rs"]
 mod presence;
+#[path = "store_conformance/rooms.rs"]
+mod rooms;
 #[path = "store_conformance/summaries.rs"]
 mod summaries;
 #[path = "store_conformance/webhooks.rs"]

@@ -67,6 +67,8 @@ pub struct Settings {
     pub public_url: Option<String>,
     /// Pairing codes and reverse linking (protocol §2).
     pub pairing: PairingSettings,
+    /// Rooms shared by capability link (docs/rooms.md).
+    pub rooms: RoomsSettings,
 }
 
 /// Storage engine of the node.
@@ -303,6 +305,47 @@ pub struct PairingSettings {
     pub link_requests_per_minute: u32,
 }
 
+/// Rooms shared by capability link (docs/rooms.md): who may create them,
+/// their limits and lifetime. Every rate is a GCRA bucket of `*_burst`
+/// calls refilled at `*_per_minute` (or per hour); every count is at least 1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoomsSettings {
+    /// Only the admin token may `POST /rooms` (the admin token is always accepted).
+    pub admin_only_creation: bool,
+    /// `POST /rooms` per client IP per hour.
+    pub create_per_hour: u32,
+    /// Burst of `POST /rooms` per client IP.
+    pub create_burst: u32,
+    /// Participant writes (sends, pins, reactions) per public room per minute.
+    pub public_writes_per_minute: u32,
+    /// Burst of participant writes per public room.
+    pub public_write_burst: u32,
+    /// Participant writes per private room per minute.
+    pub private_writes_per_minute: u32,
+    /// Burst of participant writes per private room.
+    pub private_write_burst: u32,
+    /// Owner management calls (deletions) per room per minute.
+    pub owner_per_minute: u32,
+    /// Burst of owner management calls per room.
+    pub owner_burst: u32,
+    /// Dynamic reads (READ, FOLLOW, history) per client IP per minute.
+    pub reads_per_minute: u32,
+    /// Burst of dynamic reads per client IP.
+    pub read_burst: u32,
+    /// FOLLOWs one client IP may hold waiting at once on a node, across rooms.
+    pub max_waiting_per_ip: u32,
+    /// Longest FOLLOW hold (`wait`, the protocol's 25 s).
+    #[serde(with = "humantime_serde")]
+    pub max_wait: Duration,
+    /// A room without an authorized read or write for this long expires…
+    #[serde(with = "humantime_serde")]
+    pub inactivity_timeout: Duration,
+    /// …once this grace has passed too; its links then answer 410.
+    #[serde(with = "humantime_serde")]
+    pub expiry_grace: Duration,
+}
+
 /// Push delivery to agents' webhooks (protocol §11, "Webhook contract v2";
 /// deliveries are signed as the Standard Webhooks spec says).
 ///
@@ -385,6 +428,13 @@ impl Default for PairingSettings {
     }
 }
 
+impl Default for RoomsSettings {
+    /// `[rooms]` of the embedded `default.toml`.
+    fn default() -> Self {
+        Settings::default().rooms
+    }
+}
+
 impl Default for WebhookSettings {
     /// `[webhooks]` of the embedded `default.toml`.
     fn default() -> Self {
@@ -437,6 +487,7 @@ impl fmt::Debug for Settings {
             .field("webhooks", &self.webhooks)
             .field("public_url", &self.public_url)
             .field("pairing", &self.pairing)
+            .field("rooms", &self.rooms)
             .finish()
     }
 }

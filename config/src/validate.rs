@@ -6,7 +6,8 @@ use std::time::Duration;
 use base64::Engine;
 
 use crate::{
-    ConfigError, Limits, PairingSettings, RedisSettings, Settings, Timing, WebhookSettings,
+    ConfigError, Limits, PairingSettings, RedisSettings, RoomsSettings, Settings, Timing,
+    WebhookSettings,
 };
 
 /// Most threads `workers` or `actor_threads` may ask for: each is an OS
@@ -49,7 +50,8 @@ impl Settings {
         if let Some(url) = &self.public_url {
             check_public_url(url)?;
         }
-        check_pairing(&self.pairing)
+        check_pairing(&self.pairing)?;
+        check_rooms(&self.rooms)
     }
 
     /// The node's own top-level keys: `admin_token`, `workers` and
@@ -234,6 +236,34 @@ fn check_pairing(pairing: &PairingSettings) -> Result<(), ConfigError> {
         "pairing.link_requests_per_minute",
         pairing.link_requests_per_minute as usize,
     )
+}
+
+/// The `[rooms]` section: durations not zero, counts at least 1.
+fn check_rooms(rooms: &RoomsSettings) -> Result<(), ConfigError> {
+    non_zero("rooms.max_wait", rooms.max_wait)?;
+    non_zero("rooms.inactivity_timeout", rooms.inactivity_timeout)?;
+    for (key, n) in [
+        ("rooms.create_per_hour", rooms.create_per_hour),
+        ("rooms.create_burst", rooms.create_burst),
+        (
+            "rooms.public_writes_per_minute",
+            rooms.public_writes_per_minute,
+        ),
+        ("rooms.public_write_burst", rooms.public_write_burst),
+        (
+            "rooms.private_writes_per_minute",
+            rooms.private_writes_per_minute,
+        ),
+        ("rooms.private_write_burst", rooms.private_write_burst),
+        ("rooms.owner_per_minute", rooms.owner_per_minute),
+        ("rooms.owner_burst", rooms.owner_burst),
+        ("rooms.reads_per_minute", rooms.reads_per_minute),
+        ("rooms.read_burst", rooms.read_burst),
+        ("rooms.max_waiting_per_ip", rooms.max_waiting_per_ip),
+    ] {
+        at_least_one(key, n as usize)?;
+    }
+    Ok(())
 }
 
 /// The `[webhooks]` section: timeouts and the retry backoff not zero,

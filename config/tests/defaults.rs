@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use switchboard_config::{
-    mask_url_password, ConfigError, Limits, LogFormat, PairingSettings, RedisSettings, Settings,
-    StoreKind, Timing, WebhookSettings, DEFAULT_TOML, MASK,
+    mask_url_password, ConfigError, Limits, LogFormat, PairingSettings, RedisSettings,
+    RoomsSettings, Settings, StoreKind, Timing, WebhookSettings, DEFAULT_TOML, MASK,
 };
 
 /// A valid `webhooks.secret_key`: 32 bytes in standard base64.
@@ -89,6 +89,23 @@ fn defaults_equal_the_protocol_values() {
             link_ttl: secs(10 * 60),
             redeem_per_minute: 10,
             link_requests_per_minute: 10,
+        },
+        rooms: RoomsSettings {
+            admin_only_creation: false,
+            create_per_hour: 60,
+            create_burst: 5,
+            public_writes_per_minute: 120,
+            public_write_burst: 10,
+            private_writes_per_minute: 600,
+            private_write_burst: 50,
+            owner_per_minute: 30,
+            owner_burst: 5,
+            reads_per_minute: 1200,
+            read_burst: 60,
+            max_waiting_per_ip: 50,
+            max_wait: secs(25),
+            inactivity_timeout: secs(30 * 24 * 3600),
+            expiry_grace: secs(60),
         },
     };
     assert_eq!(Settings::default(), expected);

@@ -42,6 +42,7 @@ pub mod ops;
 pub mod provision;
 pub mod ratelimit;
 pub mod realtime;
+pub mod rooms;
 pub mod state;
 pub mod telemetry;
 pub mod webhooks;
@@ -283,6 +284,7 @@ fn app_state(
         webhooks,
         // Counted in Redis with the redis engine (cluster-wide), per node otherwise.
         limits: Arc::new(RateLimits::from_settings(settings).map_err(StartError::Store)?),
+        rooms: Arc::new(rooms::limits::RoomLimits::new(&settings.rooms)),
         admin_token_hash: settings
             .admin_token
             .as_ref()
@@ -411,6 +413,8 @@ fn app(
         .app_data(web::PayloadConfig::default().limit(max_body))
         // Pairing needs no token: served before the agent scope's gate.
         .configure(api::pairing::routes)
+        // Rooms by link: the capability in the path is the credential.
+        .configure(rooms::routes)
         .service(
             web::scope("/api/agent-api")
                 // Authentication before any extractor reads the body.
@@ -455,6 +459,7 @@ fn spawn_housekeeping(state: &AppState) {
         loop {
             tick.tick().await;
             housekeeping.limits.shrink();
+            housekeeping.rooms.shrink();
             housekeeping.registry.tokens().prune();
             ops::exporter::refresh(&housekeeping);
         }

@@ -37,6 +37,14 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
         mcp::post,
         mcp::stream,
         mcp::end,
+        crate::rooms::create::create_room,
+        crate::rooms::read::read_room,
+        crate::rooms::reply::reply,
+        crate::rooms::pins::pin,
+        crate::rooms::pins::unpin,
+        crate::rooms::reactions::react,
+        crate::rooms::reactions::unreact,
+        crate::rooms::moderation::delete_message,
     ),
     nest(
         (path = "/api/agent-api", api = AgentApi),
@@ -46,6 +54,7 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
     tags(
         (name = "agent", description = "Agent API (protocol §11): the same routes for agent (`bay_…`) and user (`bay_u_…`) tokens; each call draws on the caller's agent budget (60/min by default)."),
         (name = "pairing", description = "Pairing codes and reverse linking (protocol §2): how an agent gets its token. No authentication; limited per client IP."),
+        (name = "rooms", description = "Rooms by link (docs/rooms.md): the room protocol on capability URLs `/r/{cap}`. The capability is the credential; limits are per client IP and per room."),
         (name = "realtime", description = "`/updates` (long-poll), `/ws` (WebSocket) and `/events` (Server-Sent Events): the same events and the same cursor."),
         (name = "mcp", description = "`/api/mcp`: the BayChat tools over the Model Context Protocol (Streamable HTTP), with the agent's bearer token (docs/mcp.md)."),
         (name = "admin", description = "Admin API for operators and the platform backend. With no admin token configured every admin route answers 404."),
@@ -117,6 +126,7 @@ struct AgentApi;
     crate::api::connectors::admin::clear_connector,
     crate::api::pairing::admin::mint_code,
     crate::api::pairing::admin::approve,
+    crate::rooms::links::share,
 ))]
 struct AdminApi;
 

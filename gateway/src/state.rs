@@ -20,6 +20,8 @@ pub struct AppState {
     /// Per-token request budgets (protocol §11: 60/min agent API, 20/min
     /// `/updates`); cluster-wide with the redis engine.
     pub limits: Arc<RateLimits>,
+    /// The room protocol's buckets and FOLLOW counts (per node).
+    pub rooms: Arc<crate::rooms::limits::RoomLimits>,
     /// Concurrent replays allowed on this node; the rest wait their turn,
     /// so a resume storm's memory is bounded.
     pub replay_slots: Arc<tokio::sync::Semaphore>,

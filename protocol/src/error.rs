@@ -121,8 +121,12 @@ pub enum ErrorCode {
     /// 410: the message was deleted (an edit of it, or a retried send whose
     /// message has since been deleted: it is never recreated).
     MessageDeleted,
+    /// 410: the room's links expired after its inactivity timeout (rooms by link).
+    RoomExpired,
     /// 413: request body above the configured limit.
     PayloadTooLarge,
+    /// 414: a GET-only send's path and query pass 4,096 bytes (rooms by link).
+    UriTooLong,
     /// 415.
     UnsupportedMediaType,
     /// 429: the 20/min `/updates` bucket is spent (protocol §11).
@@ -190,8 +194,9 @@ impl ErrorCode {
             | MemberIsDesignatedAgent
             | NotAConnector
             | ConnectorSuspended => 409,
-            MessageDeleted => 410,
+            MessageDeleted | RoomExpired => 410,
             PayloadTooLarge => 413,
+            UriTooLong => 414,
             UnsupportedMediaType => 415,
             UpdatesRateLimited | RateLimited | SummaryRefreshLimited => 429,
             Internal => 500,
@@ -249,7 +254,9 @@ impl ErrorCode {
             DirectMembersFixed => "DIRECT_MEMBERS_FIXED",
             MemberIsDesignatedAgent => "MEMBER_IS_DESIGNATED_AGENT",
             MessageDeleted => "MESSAGE_DELETED",
+            RoomExpired => "ROOM_EXPIRED",
             PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            UriTooLong => "URI_TOO_LONG",
             UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             UpdatesRateLimited => "UPDATES_RATE_LIMITED",
             RateLimited => "RATE_LIMITED",
@@ -465,7 +472,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 52, "{schema}");
+        assert_eq!(listed.len(), 54, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

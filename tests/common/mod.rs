@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod nginx;
+pub mod rooms;
 pub mod sse;
 
 use futures_util::{SinkExt, StreamExt};

@@ -60,7 +60,7 @@ pub use crate::presence::PRESENCE_TTL_INTERVALS;
 pub use answers::WaitForAnswer;
 pub use presence::{ActivityKind, NoteActivity};
 pub use recent::{RECENT_RECORDS, WARM_WINDOW};
-pub use waiters::WaitForMessage;
+pub use waiters::{WaitForEntry, WaitForMessage};
 
 use crate::presence::PresenceSettings;
 use crate::session::{estimate_bytes, Close, CloseReason, Deliver, SessionHandle, Watermark};

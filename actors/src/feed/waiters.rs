@@ -34,15 +34,43 @@ impl Handler<WaitForMessage> for BayFeed {
         // Waits whose callers gave up are dropped here and on wake-up.
         waiting.retain(|w| !w.reply.is_closed());
         waiting.push(Waiter {
-            excluding: msg.excluding,
+            excluding: Some(msg.excluding),
             reply: msg.reply,
         });
     }
 }
 
-/// One [`WaitForMessage`] still waiting.
+/// Registers a wait for the next log entry of any kind about
+/// `conversation` (a message, any change of one, a roster change): a room
+/// link's FOLLOW (docs/rooms.md), which answers edits, reactions and
+/// deletions too. Answered once registered, like [`WaitForMessage`].
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WaitForEntry {
+    /// The conversation to watch.
+    pub conversation: ConversationId,
+    /// Gets the entry's log record; dropping the receiver cancels.
+    pub reply: tokio::sync::oneshot::Sender<Arc<LogRecord>>,
+}
+
+impl Handler<WaitForEntry> for BayFeed {
+    type Result = ();
+
+    fn handle(&mut self, msg: WaitForEntry, _: &mut Self::Context) {
+        let waiting = self.waiters.entry(msg.conversation).or_default();
+        waiting.retain(|w| !w.reply.is_closed());
+        waiting.push(Waiter {
+            excluding: None,
+            reply: msg.reply,
+        });
+    }
+}
+
+/// One [`WaitForMessage`] or [`WaitForEntry`] still waiting.
 pub(super) struct Waiter {
-    excluding: ParticipantId,
+    /// `Some`: a reply wait, ended by a final message someone else sent;
+    /// `None`: ended by any entry of the conversation.
+    excluding: Option<ParticipantId>,
     reply: tokio::sync::oneshot::Sender<Arc<LogRecord>>,
 }
 
@@ -50,26 +78,32 @@ impl BayFeed {
     /// Hands `record`, a message, to the waiters of its conversation that
     /// did not send it.
     pub(super) fn wake_waiters(&mut self, record: &Arc<LogRecord>) {
-        // A message is a reply once it is final: posted whole, or a draft
-        // completed (an open draft wakes nobody).
-        let (conversation, message) = match &record.event {
-            LogEvent::Message {
-                conversation,
-                message,
-            } if !message.is_streaming() => (conversation, message),
-            LogEvent::Change {
-                conversation,
-                change: Change::Completed { message },
-            } => (conversation, message),
-            _ => return,
+        let Some(conversation) = record.event.conversation() else {
+            return;
         };
-        let Some(waiting) = self.waiters.remove(&conversation.id) else {
+        // A message is a reply once it is final: posted whole, or a draft
+        // completed (an open draft wakes no reply wait).
+        let sender = match &record.event {
+            LogEvent::Message { message, .. } if !message.is_streaming() => {
+                Some(&message.sender.id)
+            }
+            LogEvent::Change {
+                change: Change::Completed { message },
+                ..
+            } => Some(&message.sender.id),
+            _ => None,
+        };
+        let Some(waiting) = self.waiters.remove(conversation) else {
             return;
         };
         let still: Vec<Waiter> = waiting
             .into_iter()
             .filter_map(|w| {
-                if w.excluding == message.sender.id {
+                let wakes = match &w.excluding {
+                    None => true,
+                    Some(me) => sender.is_some_and(|s| s != me),
+                };
+                if !wakes {
                     return (!w.reply.is_closed()).then_some(w);
                 }
                 let _ = w.reply.send(record.clone());
@@ -77,7 +111,7 @@ impl BayFeed {
             })
             .collect();
         if !still.is_empty() {
-            self.waiters.insert(conversation.id.clone(), still);
+            self.waiters.insert(conversation.clone(), still);
         }
     }
 
@@ -88,7 +122,7 @@ impl BayFeed {
     /// its 401 / 403 at once instead of when it times out.
     pub(super) fn release_waiters(&mut self, participant: Option<&ParticipantId>) {
         self.waiters.retain(|_, waiting| {
-            waiting.retain(|w| participant.is_some_and(|p| &w.excluding != p));
+            waiting.retain(|w| participant.is_some_and(|p| w.excluding.as_ref() != Some(p)));
             !waiting.is_empty()
         });
     }

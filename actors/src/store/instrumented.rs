@@ -652,3 +652,54 @@ impl PairingStore for Instrumented {
         timed("claim_link_request", self.inner.claim_link_request(id)).await
     }
 }
+
+#[async_trait]
+impl super::RoomStore for Instrumented {
+    async fn create_room(&self, room: super::Room) -> Result<Created<super::Room>, StoreError> {
+        timed("create_room", self.inner.create_room(room)).await
+    }
+    async fn room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+    ) -> Result<Option<super::Room>, StoreError> {
+        timed("room", self.inner.room(bay, conversation)).await
+    }
+    async fn create_room_link(
+        &self,
+        capability: &SecretHash,
+        link: super::RoomLink,
+    ) -> Result<Created<()>, StoreError> {
+        timed(
+            "create_room_link",
+            self.inner.create_room_link(capability, link),
+        )
+        .await
+    }
+    async fn room_link(
+        &self,
+        capability: &SecretHash,
+    ) -> Result<Option<super::RoomLink>, StoreError> {
+        timed("room_link", self.inner.room_link(capability)).await
+    }
+    async fn set_brief(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        change: super::BriefChange,
+    ) -> Result<Updated<super::Room>, StoreError> {
+        timed("set_brief", self.inner.set_brief(bay, conversation, change)).await
+    }
+    async fn touch_room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        timed(
+            "touch_room",
+            self.inner.touch_room(bay, conversation, at_ms),
+        )
+        .await
+    }
+}

@@ -15,6 +15,7 @@
 //! | [`summaries`] | [`SummaryStore`] | conversation summaries, the summarizer, refresh budget |
 //! | [`pairing`] | [`PairingStore`] | pairing codes and link requests (hashed, with a TTL) |
 //! | [`connectors`] | [`ConnectorStore`] | connector agents, requests awaiting their answer |
+//! | [`rooms`] | [`RoomStore`] | rooms shared by link: records, briefs, capabilities (hashed) |
 //!
 //! [`Store`] is all of them together, implemented for every type that
 //! implements each area, so `Arc<dyn Store>` is what nodes pass around;
@@ -42,6 +43,7 @@ pub mod messages;
 pub mod pairing;
 pub mod presence;
 pub mod redis;
+pub mod rooms;
 pub mod summaries;
 pub mod webhooks;
 
@@ -58,6 +60,7 @@ pub use messages::{
 };
 pub use pairing::{Approval, LinkRequest, PairingStore, PairingTarget, SecretHash};
 pub use presence::{ParticipantPresence, PresenceChange, PresenceStore, Published};
+pub use rooms::{BriefChange, Room, RoomLink, RoomRole, RoomStore, Visibility};
 pub use summaries::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
 pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 
@@ -66,6 +69,7 @@ pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 pub mod prelude {
     pub use super::ConnectorStore;
     pub use super::PairingStore;
+    pub use super::RoomStore;
     pub use super::SummaryStore;
     pub use super::{
         ConversationStore, DirectoryStore, DisplacementStore, DraftStore, LeaseStore, LogStore,
@@ -165,6 +169,7 @@ pub trait Store:
     + SummaryStore
     + PairingStore
     + ConnectorStore
+    + RoomStore
 {
 }
 
@@ -181,6 +186,7 @@ impl<T> Store for T where
         + SummaryStore
         + PairingStore
         + ConnectorStore
+        + RoomStore
         + ?Sized
 {
 }

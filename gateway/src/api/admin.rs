@@ -48,7 +48,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(remove_webhook)
             .configure(super::summarizer::routes)
             .configure(super::connectors::admin_routes)
-            .configure(super::pairing::admin_routes),
+            .configure(super::pairing::admin_routes)
+            .configure(crate::rooms::admin_routes),
     );
 }
 

@@ -20,6 +20,7 @@ mod log;
 mod messages;
 mod pairing;
 mod presence;
+mod rooms;
 mod summaries;
 mod webhooks;
 
@@ -67,6 +68,8 @@ struct State {
     pairing: pairing::PairingState,
     /// Connector designations and pending requests.
     connectors: connectors::ConnectorState,
+    /// Rooms and their capabilities.
+    rooms: rooms::RoomState,
 }
 
 struct BayState {

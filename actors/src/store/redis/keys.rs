@@ -32,6 +32,8 @@
 //! | `sb:{tok:<4 hex>}:<token hash>`   | string | token index: JSON `{bay, participant}`             |
 //! | `sb:pairing-code:<code hash>`     | string | JSON `PairingTarget`, expiring with the code (`PX`)|
 //! | `sb:link-request:<id>`            | hash   | `r` JSON `LinkRequest`, `a` its approval; `PX`'d   |
+//! | `sb:{bay}:room:<cid>`             | hash   | `r` JSON `Room`, `brief`, `mrev`, `a` (activity ms)|
+//! | `sb:room-link:<capability hash>`  | string | JSON `RoomLink`: the room and role it opens        |
 //!
 //! The token index is the one global lookup (a token names its Bay), so it
 //! cannot share the Bay's slot. It is a *pointer*, not the truth: the truth
@@ -273,6 +275,14 @@ impl BayKeys {
         format!("{}:connector-request:{connector}:{id}", self.base)
     }
 
+    /// `sb:{bay}:room:<cid>`: hash, the conversation's room: `r` = JSON
+    /// `Room` as created, `brief` = the pinned message id (absent: none),
+    /// `mrev` = the metadata revision, `a` = the last activity (Unix ms).
+    /// The fields that change are kept apart so each change is one field.
+    pub fn room(&self, conversation: &ConversationId) -> String {
+        format!("{}:room:{conversation}", self.base)
+    }
+
     /// `sb:{bay}:conv:<cid>:draft:<mid>`: string, an open draft's text so
     /// far (appends are `APPEND`s; the body keeps the text at opening).
     pub fn draft_text(&self, conversation: &ConversationId, message: &str) -> String {
@@ -309,6 +319,13 @@ pub fn pairing_code(code: &crate::store::SecretHash) -> String {
 /// `a` the JSON target once approved; expires with the request.
 pub fn link_request(id: &str) -> String {
     format!("{PREFIX}:link-request:{id}")
+}
+
+/// `sb:room-link:<capability hash>`: string, the JSON
+/// [`RoomLink`](crate::store::rooms::RoomLink) a capability opens. Not
+/// hash-tagged: a capability names its Bay, like a token.
+pub fn room_link(capability: &crate::store::SecretHash) -> String {
+    format!("{PREFIX}:room-link:{}", capability.0)
 }
 
 /// The token index entry of `token`: hash-tagged by its first four hex

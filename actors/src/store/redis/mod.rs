@@ -76,6 +76,7 @@ mod log;
 mod messages;
 mod pairing;
 mod presence;
+mod rooms;
 mod summaries;
 mod webhooks;
 

@@ -1,0 +1,174 @@
+//! Room records and capabilities: the Redis engine's [`RoomStore`].
+//!
+//! A room is one hash in its Bay's slot (`sb:{bay}:room:<cid>`: the
+//! record as created, the brief, the metadata revision and the last
+//! activity as separate fields, so a pin and a read never overwrite each
+//! other); its changes are scripts (`rooms/*.lua`) on that one key. A
+//! capability is one string key written with `NX`. No operation touches
+//! two slots, so all of it works on Redis Cluster.
+
+use super::codec::{bytes, corrupt, decode, encode, status, ScriptStatus};
+use super::keys::{self, BayKeys};
+use super::lua::LuaScript;
+use super::RedisStore;
+use crate::store::rooms::{BriefChange, Room, RoomLink, RoomStore};
+use crate::store::{Created, SecretHash, StoreError, Updated};
+use ::redis::{cmd, Value};
+use async_trait::async_trait;
+use std::sync::LazyLock;
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId};
+
+/// Stores a room unless its conversation has one (KEYS: the room; ARGV:
+/// JSON, creation ms).
+static CREATE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("rooms/create.lua")]));
+
+/// Pins or unpins (KEYS: the room; ARGV: `pin`|`unpin`, message id).
+static BRIEF: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("rooms/brief.lua")]));
+
+/// Moves the last activity forward (KEYS: the room; ARGV: ms).
+static TOUCH: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("rooms/touch.lua")]));
+
+/// A reply value as text (`None` for nil / false).
+fn text(doing: &'static str, key: &str, v: &Value) -> Result<Option<String>, StoreError> {
+    match v {
+        Value::Nil | Value::Boolean(false) => Ok(None),
+        Value::Int(n) => Ok(Some(n.to_string())),
+        other => Ok(Some(
+            String::from_utf8(bytes(doing, key, other)?.to_vec())
+                .map_err(|e| corrupt(doing, key, e.to_string()))?,
+        )),
+    }
+}
+
+fn number(doing: &'static str, key: &str, raw: Option<String>) -> Result<u64, StoreError> {
+    raw.unwrap_or_default()
+        .parse()
+        .map_err(|e: std::num::ParseIntError| corrupt(doing, key, e.to_string()))
+}
+
+#[async_trait]
+impl RoomStore for RedisStore {
+    async fn create_room(&self, room: Room) -> Result<Created<Room>, StoreError> {
+        const DOING: &str = "creating a room";
+        let key = BayKeys::new(&room.bay).room(&room.conversation);
+        let room = Room {
+            brief: None,
+            metadata_revision: 1,
+            last_activity_ms: room.created_at_ms,
+            ..room
+        };
+        let json = encode(DOING, &key, &room)?;
+        let reply = self
+            .invoke_status(
+                DOING,
+                &CREATE,
+                &[&key],
+                &[&json, &room.created_at_ms.to_string()],
+            )
+            .await?;
+        Ok(match status(DOING, &key, &reply)? {
+            ScriptStatus::Ok => Created::Created(room),
+            ScriptStatus::Exists => Created::AlreadyExists,
+            other => return Err(corrupt(DOING, &key, format!("script said {other:?}"))),
+        })
+    }
+
+    async fn room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+    ) -> Result<Option<Room>, StoreError> {
+        const DOING: &str = "reading a room";
+        let key = BayKeys::new(bay).room(conversation);
+        let fields: Vec<Value> = self
+            .query(
+                DOING,
+                &key,
+                cmd("HMGET")
+                    .arg(&key)
+                    .arg("r")
+                    .arg("brief")
+                    .arg("mrev")
+                    .arg("a"),
+            )
+            .await?;
+        let [r, brief, mrev, a] = fields.as_slice() else {
+            return Err(corrupt(DOING, &key, "HMGET answered the wrong count"));
+        };
+        let Some(r) = text(DOING, &key, r)? else {
+            return Ok(None);
+        };
+        let mut room: Room = decode(DOING, &key, r.as_bytes())?;
+        room.brief = text(DOING, &key, brief)?.map(MessageId);
+        room.metadata_revision = number(DOING, &key, text(DOING, &key, mrev)?)?;
+        room.last_activity_ms = number(DOING, &key, text(DOING, &key, a)?)?;
+        Ok(Some(room))
+    }
+
+    async fn create_room_link(
+        &self,
+        capability: &SecretHash,
+        link: RoomLink,
+    ) -> Result<Created<()>, StoreError> {
+        const DOING: &str = "storing a room link";
+        let key = keys::room_link(capability);
+        let json = encode(DOING, &key, &link)?;
+        let set: Option<String> = self
+            .query(DOING, &key, cmd("SET").arg(&key).arg(json).arg("NX"))
+            .await?;
+        Ok(match set {
+            Some(_) => Created::Created(()),
+            None => Created::AlreadyExists,
+        })
+    }
+
+    async fn room_link(&self, capability: &SecretHash) -> Result<Option<RoomLink>, StoreError> {
+        const DOING: &str = "reading a room link";
+        let key = keys::room_link(capability);
+        let raw: Option<Vec<u8>> = self.query(DOING, &key, cmd("GET").arg(&key)).await?;
+        raw.map(|r| decode(DOING, &key, &r)).transpose()
+    }
+
+    async fn set_brief(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        change: BriefChange,
+    ) -> Result<Updated<Room>, StoreError> {
+        const DOING: &str = "changing a room's brief";
+        let key = BayKeys::new(bay).room(conversation);
+        let (op, id) = match &change {
+            BriefChange::Pin(id) => ("pin", id),
+            BriefChange::Unpin(id) => ("unpin", id),
+        };
+        let reply = self
+            .invoke_status(DOING, &BRIEF, &[&key], &[op, &id.0])
+            .await?;
+        match status(DOING, &key, &reply)? {
+            ScriptStatus::Ok => {}
+            ScriptStatus::Missing => return Ok(Updated::NotFound),
+            other => return Err(corrupt(DOING, &key, format!("script said {other:?}"))),
+        }
+        // The record's other fields as they are now (the change is done).
+        match self.room(bay, conversation).await? {
+            Some(room) => Ok(Updated::Updated(room)),
+            None => Ok(Updated::NotFound),
+        }
+    }
+
+    async fn touch_room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        const DOING: &str = "recording a room's activity";
+        let key = BayKeys::new(bay).room(conversation);
+        self.invoke_status(DOING, &TOUCH, &[&key], &[&at_ms.to_string()])
+            .await?;
+        Ok(())
+    }
+}

@@ -37,7 +37,7 @@ use figment::{Error, Metadata, Profile, Provider};
 pub const ENV_PREFIX: &str = "SWITCHBOARD_";
 
 /// The top-level keys of [`crate::Settings`] (a test keeps this in step).
-pub(crate) const TOP_LEVEL_KEYS: [&str; 15] = [
+pub(crate) const TOP_LEVEL_KEYS: [&str; 16] = [
     "bind",
     "store",
     "redis",
@@ -53,10 +53,11 @@ pub(crate) const TOP_LEVEL_KEYS: [&str; 15] = [
     "webhooks",
     "public_url",
     "pairing",
+    "files",
 ];
 
 /// The top-level keys that are tables.
-const SECTIONS: [&str; 5] = ["redis", "limits", "timing", "webhooks", "pairing"];
+const SECTIONS: [&str; 6] = ["redis", "limits", "timing", "webhooks", "pairing", "files"];
 
 /// A snapshot of the `SWITCHBOARD_*` variables that are settings.
 #[derive(Clone, Debug)]

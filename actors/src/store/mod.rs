@@ -14,6 +14,7 @@
 //! | [`presence`] | [`PresenceStore`] | node presence records, published states |
 //! | [`summaries`] | [`SummaryStore`] | conversation summaries, the summarizer, refresh budget |
 //! | [`pairing`] | [`PairingStore`] | pairing codes and link requests (hashed, with a TTL) |
+//! | [`files`] | [`FileStore`] | attachment metadata, claims and links, file libraries |
 //!
 //! [`Store`] is all of them together, implemented for every type that
 //! implements each area, so `Arc<dyn Store>` is what nodes pass around;
@@ -32,6 +33,7 @@ pub mod conversations;
 pub mod directory;
 pub mod displacement;
 pub mod drafts;
+pub mod files;
 pub mod instrumented;
 pub mod leases;
 pub mod log;
@@ -47,6 +49,9 @@ pub use conversations::{ConversationChange, ConversationStore};
 pub use directory::{DirectoryStore, Principal, Suspension};
 pub use displacement::{DisplacementStore, Opening, OPENINGS_KEPT};
 pub use drafts::{DraftAppend, DraftAppended, DraftStore, OpenDraft, RoundStep};
+pub use files::{
+    Claim, FileEntry, FileLink, FilePage, FileStore, StoredFile, ATTACHMENT_ID_PREFIX,
+};
 pub use leases::LeaseStore;
 pub use log::{LogStore, Replay, RosterChange};
 pub use messages::{
@@ -61,6 +66,7 @@ pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 /// The store traits, for `use switchboard_actors::store::prelude::*`:
 /// calling a method on an `Arc<dyn Store>` needs its area's trait in scope.
 pub mod prelude {
+    pub use super::FileStore;
     pub use super::PairingStore;
     pub use super::SummaryStore;
     pub use super::{
@@ -155,6 +161,7 @@ pub trait Store:
     + PresenceStore
     + SummaryStore
     + PairingStore
+    + FileStore
 {
 }
 
@@ -170,6 +177,7 @@ impl<T> Store for T where
         + PresenceStore
         + SummaryStore
         + PairingStore
+        + FileStore
         + ?Sized
 {
 }

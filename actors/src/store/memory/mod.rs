@@ -14,6 +14,7 @@ mod conversations;
 mod directory;
 mod displacement;
 mod drafts;
+mod files;
 mod leases;
 mod log;
 mod messages;
@@ -64,6 +65,8 @@ struct State {
     summaries: summaries::SummaryState,
     /// Pairing codes and link requests.
     pairing: pairing::PairingState,
+    /// Attachment metadata and file libraries.
+    files: files::FileState,
 }
 
 struct BayState {

@@ -1,0 +1,66 @@
+//! Signed attachment URLs on every copy of a message (protocol §10).
+//!
+//! A message stores its files as `metadata.attachments[]` `{attachmentId,
+//! type, mimeType, sizeBytes}`, without URLs: a URL is a credential that
+//! expires (about 1 h), so each copy handed to a reader gets fresh ones.
+//! Every agent-facing copy (REST, `/updates`, `/ws`, SSE, webhooks,
+//! replays) is rendered through [`crate::model::StoredMessage::wire_metadata`],
+//! which calls [`decorate`]; the gateway installs the signer that mints
+//! the URLs once at start ([`install`]), since only it holds the key and
+//! knows its public address.
+
+use parking_lot::RwLock;
+use std::sync::Arc;
+
+/// Mints the download URL of one attachment, valid from now.
+pub trait LinkSigner: Send + Sync + 'static {
+    /// An absolute, signed, expiring URL of attachment `id`'s bytes.
+    fn url(&self, attachment_id: &str) -> String;
+}
+
+static SIGNER: RwLock<Option<Arc<dyn LinkSigner>>> = RwLock::new(None);
+
+/// Installs the process's signer (a later call replaces it).
+pub fn install(signer: Arc<dyn LinkSigner>) {
+    *SIGNER.write() = Some(signer);
+}
+
+/// Adds `attachmentUrl` to each item of `metadata.attachments` and the
+/// legacy single-file mirror of the first one (`metadata.attachmentId` /
+/// `metadata.attachmentUrl`, protocol §10). Metadata without attachments
+/// is left as it is; without a signer, URLs are left out.
+pub fn decorate(metadata: &mut serde_json::Value) {
+    let Some(map) = metadata.as_object_mut() else {
+        return;
+    };
+    let Some(serde_json::Value::Array(items)) = map.get_mut("attachments") else {
+        return;
+    };
+    let signer = SIGNER.read().clone();
+    let mut first: Option<(serde_json::Value, Option<String>)> = None;
+    for item in items.iter_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        let Some(id) = item
+            .get("attachmentId")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        let url = signer.as_ref().map(|s| s.url(&id));
+        if let Some(url) = &url {
+            item.insert("attachmentUrl".into(), url.clone().into());
+        }
+        if first.is_none() {
+            first = Some((id.into(), url));
+        }
+    }
+    if let Some((id, url)) = first {
+        map.insert("attachmentId".into(), id);
+        if let Some(url) = url {
+            map.insert("attachmentUrl".into(), url.into());
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! Signed attachment URLs on every copy of a message (protocol §10).
 //!
 //! A message stores its files as `metadata.attachments[]` `{attachmentId,
-//! type, mimeType, sizeBytes}`, without URLs: a URL is a credential that
+//! type, mimeType, sizeBytes, bay}`, without URLs (`bay`, the file's Bay,
+//! is for the signer only and never leaves the server): a URL is a credential that
 //! expires (about 1 h), so each copy handed to a reader gets fresh ones.
 //! Every agent-facing copy (REST, `/updates`, `/ws`, SSE, webhooks,
 //! replays) is rendered through [`crate::model::StoredMessage::wire_metadata`],
@@ -14,9 +15,13 @@ use std::sync::Arc;
 
 /// Mints the download URL of one attachment, valid from now.
 pub trait LinkSigner: Send + Sync + 'static {
-    /// An absolute, signed, expiring URL of attachment `id`'s bytes.
-    fn url(&self, attachment_id: &str) -> String;
+    /// An absolute, signed, expiring URL of the bytes of attachment
+    /// `attachment_id` of Bay `bay`.
+    fn url(&self, bay: &str, attachment_id: &str) -> String;
 }
+
+/// The key of an item's Bay in stored metadata; removed from every copy.
+pub const STORED_BAY: &str = "bay";
 
 static SIGNER: RwLock<Option<Arc<dyn LinkSigner>>> = RwLock::new(None);
 
@@ -49,7 +54,11 @@ pub fn decorate(metadata: &mut serde_json::Value) {
         else {
             continue;
         };
-        let url = signer.as_ref().map(|s| s.url(&id));
+        let bay = match item.remove(STORED_BAY) {
+            Some(serde_json::Value::String(bay)) => bay,
+            _ => continue,
+        };
+        let url = signer.as_ref().map(|s| s.url(&bay, &id));
         if let Some(url) = &url {
             item.insert("attachmentUrl".into(), url.clone().into());
         }

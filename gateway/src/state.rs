@@ -33,6 +33,8 @@ pub struct AppState {
     pub draining: Arc<tokio::sync::watch::Sender<bool>>,
     /// Webhook deliveries of this node (and the sealing of their secrets).
     pub webhooks: crate::webhooks::dispatcher::Dispatcher,
+    /// Attachment bytes, URL signing and filename sealing (protocol §10).
+    pub files: crate::files::Files,
 }
 
 impl AppState {

@@ -118,6 +118,21 @@ pub enum ErrorCode {
     /// (`limits.summary_refresh_max` per `limits.summary_refresh_window`,
     /// 3 per 5 minutes by default; docs/summary.md).
     SummaryRefreshLimited,
+    /// 403: a signed attachment URL whose signature is altered or whose
+    /// `exp` has passed (protocol §10: the signature is the credential and
+    /// it expires). Fetch a fresh one.
+    InvalidSignature,
+    /// 409: one of a send's attachment ids cannot be attached: unknown,
+    /// another Bay's or uploader's, already attached, or held by another
+    /// send. Which one is never said; nothing was sent (protocol §10).
+    AttachmentConflict,
+    /// 410: the file's message was deleted, and the file with it.
+    AttachmentGone,
+    /// 413: an upload above the Bay's cap (at most 25 MB, protocol §10).
+    FileTooLarge,
+    /// 415: an upload whose bytes are not one of the allowed types
+    /// (protocol §10: images, PDF, Office documents, text, CSV, zip).
+    UnsupportedFileType,
     /// 500.
     Internal,
     /// 503: the store cannot be reached; retry after `Retry-After`.
@@ -150,14 +165,15 @@ impl ErrorCode {
             | InvalidSummarySource => 400,
             InvalidPairingCode => 400,
             Unauthorized => 401,
-            NotParticipant | Forbidden | AccountSuspended | BaySuspended | NotSummarizer => 403,
+            NotParticipant | Forbidden | AccountSuspended | BaySuspended | NotSummarizer
+            | InvalidSignature => 403,
             NotFound | PollNotFound => 404,
             MethodNotAllowed => 405,
             AlreadyExists | CursorExpired | IdempotencyKeyReused | PollClosed | AppendGap
-            | AppendConflict | DraftClosed | SummaryStale => 409,
-            MessageDeleted => 410,
-            PayloadTooLarge => 413,
-            UnsupportedMediaType => 415,
+            | AppendConflict | DraftClosed | SummaryStale | AttachmentConflict => 409,
+            MessageDeleted | AttachmentGone => 410,
+            PayloadTooLarge | FileTooLarge => 413,
+            UnsupportedMediaType | UnsupportedFileType => 415,
             UpdatesRateLimited | RateLimited | SummaryRefreshLimited => 429,
             Internal => 500,
             StoreUnavailable | Unavailable => 503,
@@ -209,6 +225,11 @@ impl ErrorCode {
             UpdatesRateLimited => "UPDATES_RATE_LIMITED",
             RateLimited => "RATE_LIMITED",
             SummaryRefreshLimited => "SUMMARY_REFRESH_LIMITED",
+            InvalidSignature => "INVALID_SIGNATURE",
+            AttachmentConflict => "ATTACHMENT_CONFLICT",
+            AttachmentGone => "ATTACHMENT_GONE",
+            FileTooLarge => "FILE_TOO_LARGE",
+            UnsupportedFileType => "UNSUPPORTED_FILE_TYPE",
             Internal => "INTERNAL",
             StoreUnavailable => "STORE_UNAVAILABLE",
             Unavailable => "UNAVAILABLE",
@@ -419,7 +440,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 44, "{schema}");
+        assert_eq!(listed.len(), 49, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

@@ -97,8 +97,9 @@ pub enum Claim {
 /// One page of a conversation's library, newest first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FilePage {
-    /// The files, newest first, each with its library `seq`.
-    pub files: Vec<(StoredFile, u64)>,
+    /// The files, newest first, each [`FileLink::Sent`] (its `seq` orders
+    /// the library).
+    pub files: Vec<FileEntry>,
     /// Files in the whole library.
     pub total_files: u64,
     /// Their bytes.

@@ -169,14 +169,17 @@ async fn linked_files_join_the_library_newest_first_with_totals(store: Arc<dyn S
         .await
         .unwrap();
     assert_eq!((first.total_files, first.total_bytes), (3, 60));
-    let got: Vec<&str> = first.files.iter().map(|(f, _)| f.id.as_str()).collect();
+    let got: Vec<&str> = first.files.iter().map(|e| e.file.id.as_str()).collect();
     assert_eq!(got, [sent[2].as_str(), sent[1].as_str()]);
-    let before = first.files.last().unwrap().1;
+    let before = match &first.files.last().unwrap().link {
+        FileLink::Sent { seq, .. } => *seq,
+        other => panic!("listed but not sent: {other:?}"),
+    };
     let next = store
         .conversation_files(&bay, &conv, Some(before), 2)
         .await
         .unwrap();
-    let got: Vec<&str> = next.files.iter().map(|(f, _)| f.id.as_str()).collect();
+    let got: Vec<&str> = next.files.iter().map(|e| e.file.id.as_str()).collect();
     assert_eq!(got, [sent[0].as_str()]);
     let empty = store
         .conversation_files(&bay, &ConversationId(unique("c")), None, 10)
@@ -347,7 +350,7 @@ async fn a_deleted_messages_files_are_gone_and_leave_the_library(store: Arc<dyn 
         .await
         .unwrap();
     assert_eq!((page.total_files, page.total_bytes), (1, 100));
-    assert_eq!(page.files[0].0.id, keep);
+    assert_eq!(page.files[0].file.id, keep);
     assert!(store
         .drop_message_files(&bay, &conv, &msg)
         .await

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod body;
 pub mod directory;
 pub mod drafts;
+pub mod files;
 pub mod messages;
 pub mod pairing;
 pub mod polls;

@@ -172,6 +172,7 @@ async fn create_poll(
         usage: None,
         key,
         stream: false,
+        attachments: Vec::new(),
     };
     let posted = post(&state, &caller, send).await?;
     // A retry answers the first poll, whose id is on its card.

@@ -177,7 +177,7 @@ impl FileStore for MemoryStore {
         limit: usize,
     ) -> Result<FilePage, StoreError> {
         let st = self.state.lock();
-        let mut all: Vec<(StoredFile, u64)> = st
+        let mut all: Vec<(FileEntry, u64)> = st
             .files
             .files
             .iter()
@@ -187,17 +187,18 @@ impl FileStore for MemoryStore {
                     conversation: c,
                     seq,
                     ..
-                } if c == conversation => Some((e.file.clone(), *seq)),
+                } if c == conversation => Some((e.clone(), *seq)),
                 _ => None,
             })
             .collect();
         let total_files = all.len() as u64;
-        let total_bytes = all.iter().map(|(f, _)| f.size).sum();
+        let total_bytes = all.iter().map(|(e, _)| e.file.size).sum();
         all.sort_by(|a, b| b.1.cmp(&a.1));
         let files = all
             .into_iter()
             .filter(|(_, seq)| before.is_none_or(|b| *seq < b))
             .take(limit)
+            .map(|(e, _)| e)
             .collect();
         Ok(FilePage {
             files,

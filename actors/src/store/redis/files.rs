@@ -268,7 +268,7 @@ impl FileStore for RedisStore {
         let k = BayKeys::new(bay);
         let library = k.library(conversation);
         let max = before.map_or("+inf".to_owned(), |b| format!("({b}"));
-        let listed: Vec<(String, u64)> = self
+        let listed: Vec<(String, f64)> = self
             .query(
                 DOING,
                 &library,
@@ -286,16 +286,24 @@ impl FileStore for RedisStore {
             .await?;
         let mut files = Vec::with_capacity(listed.len());
         if !listed.is_empty() {
-            let key = k.files();
-            let mut hmget = cmd("HMGET");
-            hmget.arg(&key);
+            let (key, links) = (k.files(), k.file_links());
+            let mut records = cmd("HMGET");
+            records.arg(&key);
+            let mut states = cmd("HMGET");
+            states.arg(&links);
             for (id, _) in &listed {
-                hmget.arg(id);
+                records.arg(id);
+                states.arg(id);
             }
-            let raw: Vec<Option<Vec<u8>>> = self.query(DOING, &key, &hmget).await?;
-            for ((_, seq), raw) in listed.iter().zip(raw) {
-                if let Some(raw) = raw {
-                    files.push((decode::<StoredFile>(DOING, &key, &raw)?, *seq));
+            let raw: Vec<Option<Vec<u8>>> = self.query(DOING, &key, &records).await?;
+            let states: Vec<Option<String>> = self.query(DOING, &links, &states).await?;
+            for (raw, state) in raw.into_iter().zip(states) {
+                if let (Some(raw), Some(state)) = (raw, state) {
+                    let link = parse_link(DOING, &links, &state)?;
+                    if matches!(link, FileLink::Sent { .. }) {
+                        let file = decode::<StoredFile>(DOING, &key, &raw)?;
+                        files.push(FileEntry { file, link });
+                    }
                 }
             }
         }

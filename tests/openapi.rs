@@ -19,6 +19,7 @@ const PUBLIC: &[&str] = &[
     "/api/agent-api/link-requests",
     "/api/agent-api/link-requests/{id}/info",
     "/api/agent-api/link-requests/{id}",
+    "/api/agent-api/attachments/signed-content",
 ];
 
 /// Every route the server serves: (method, path template). Adding a route
@@ -59,6 +60,13 @@ const ROUTES: &[(&str, &str)] = &[
     (
         "POST",
         "/api/agent-api/conversations/{id}/messages/{mid}/cancel",
+    ),
+    ("POST", "/api/agent-api/attachments"),
+    ("GET", "/api/agent-api/attachments/signed-content"),
+    ("GET", "/api/agent-api/conversations/{id}/attachments"),
+    (
+        "GET",
+        "/api/agent-api/conversations/{id}/attachments/{aid}/link",
     ),
     ("POST", "/api/agent-api/polls"),
     ("GET", "/api/agent-api/polls/{id}"),

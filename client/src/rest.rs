@@ -23,6 +23,9 @@ pub struct SendOptions {
     /// `Idempotency-Key`: retries with the same key and body store the
     /// message once (within the replay window, on any node).
     pub idempotency_key: Option<String>,
+    /// `attachments`: ids from [`Client::upload_file`], 1 to 10, in render
+    /// order (protocol §10); empty sends none.
+    pub attachments: Vec<String>,
 }
 
 impl Client {
@@ -114,6 +117,14 @@ impl Client {
         if let Some(r) = &options.reply_to {
             body["replyToMessageId"] = json!(r);
         }
+        if !options.attachments.is_empty() {
+            let items: Vec<Value> = options
+                .attachments
+                .iter()
+                .map(|id| json!({ "attachmentId": id }))
+                .collect();
+            body["attachments"] = json!(items);
+        }
         let mut req = self
             .http
             .post(self.url(&format!(
@@ -193,7 +204,7 @@ fn one_ms_before(at: &str) -> Result<String, ClientError> {
 
 /// Percent-encodes a path segment (conversation ids are `[A-Za-z0-9_-]`,
 /// but a CLI argument may be anything).
-fn path_segment(s: &str) -> String {
+pub(crate) fn path_segment(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {

@@ -280,7 +280,8 @@ fn app_state(
     let key = sealing_key(settings);
     let webhooks = webhook_dispatcher(settings, store.clone(), registry.clone(), &key);
     webhooks.start();
-    let files = files::Files::new(settings, store.clone(), &key, public_base).map_err(StartError::Files)?;
+    let files =
+        files::Files::new(settings, store.clone(), &key, public_base).map_err(StartError::Files)?;
     files.start_sweep();
     actix::Actor::start(OrphanSweep::new(
         store.clone(),

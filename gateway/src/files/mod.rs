@@ -124,7 +124,10 @@ impl Files {
     /// The filename sealed in `file`; `None` when it does not open (sealed
     /// under another key).
     pub fn name_of(&self, file: &StoredFile) -> Option<String> {
-        self.inner.names.open_as(NAME_CONTEXT, &file.sealed_name).ok()
+        self.inner
+            .names
+            .open_as(NAME_CONTEXT, &file.sealed_name)
+            .ok()
     }
 
     /// The blob key of attachment `id` of `bay`.

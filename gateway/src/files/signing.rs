@@ -78,7 +78,14 @@ impl UrlSigner {
 
     /// Checks a presented URL's fields at `now` (Unix seconds); the
     /// signature is compared in constant time.
-    pub fn verify(&self, bay: &str, id: &str, exp: u64, sig: &str, now: u64) -> Result<(), Refused> {
+    pub fn verify(
+        &self,
+        bay: &str,
+        id: &str,
+        exp: u64,
+        sig: &str,
+        now: u64,
+    ) -> Result<(), Refused> {
         let sig = hex::decode(sig).map_err(|_| Refused::BadSignature)?;
         self.mac(bay, id, exp)
             .verify_slice(&sig)
@@ -110,7 +117,12 @@ mod tests {
                 .1
                 .into_owned()
         };
-        (get("bay"), get("id"), get("exp").parse().unwrap(), get("sig"))
+        (
+            get("bay"),
+            get("id"),
+            get("exp").parse().unwrap(),
+            get("sig"),
+        )
     }
 
     #[test]
@@ -121,12 +133,30 @@ mod tests {
         assert_eq!(exp, 4600);
         let (bay, id, exp, sig) = fields(&url);
         assert_eq!(signer.verify(&bay, &id, exp, &sig, 4599), Ok(()));
-        assert_eq!(signer.verify(&bay, &id, exp, &sig, 4600), Err(Refused::Expired));
-        assert_eq!(signer.verify(&bay, "att_2", exp, &sig, 1), Err(Refused::BadSignature));
-        assert_eq!(signer.verify(&bay, &id, exp + 1, &sig, 1), Err(Refused::BadSignature));
-        assert_eq!(signer.verify("bay_2", &id, exp, &sig, 1), Err(Refused::BadSignature));
-        assert_eq!(signer.verify(&bay, &id, exp, "zz", 1), Err(Refused::BadSignature));
+        assert_eq!(
+            signer.verify(&bay, &id, exp, &sig, 4600),
+            Err(Refused::Expired)
+        );
+        assert_eq!(
+            signer.verify(&bay, "att_2", exp, &sig, 1),
+            Err(Refused::BadSignature)
+        );
+        assert_eq!(
+            signer.verify(&bay, &id, exp + 1, &sig, 1),
+            Err(Refused::BadSignature)
+        );
+        assert_eq!(
+            signer.verify("bay_2", &id, exp, &sig, 1),
+            Err(Refused::BadSignature)
+        );
+        assert_eq!(
+            signer.verify(&bay, &id, exp, "zz", 1),
+            Err(Refused::BadSignature)
+        );
         let other = UrlSigner::new(&[8; 32], "http://h:1", Duration::from_secs(3600));
-        assert_eq!(other.verify(&bay, &id, exp, &sig, 1), Err(Refused::BadSignature));
+        assert_eq!(
+            other.verify(&bay, &id, exp, &sig, 1),
+            Err(Refused::BadSignature)
+        );
     }
 }

@@ -75,7 +75,10 @@ mod tests {
     fn signatures_win_over_names() {
         let png = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 0];
         assert_eq!(sniff(&png, "notes.txt", true), Some("image/png"));
-        assert_eq!(sniff(b"%PDF-1.7\n...", "a.png", true), Some("application/pdf"));
+        assert_eq!(
+            sniff(b"%PDF-1.7\n...", "a.png", true),
+            Some("application/pdf")
+        );
         // An executable is refused whatever it is called.
         assert_eq!(sniff(b"MZ\x90\x00\x03\x00\x00\x00", "a.txt", true), None);
         assert_eq!(sniff(b"\x7fELF\x02\x01\x01\x00", "a.pdf", true), None);

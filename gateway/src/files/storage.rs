@@ -184,7 +184,10 @@ impl BlobStore for ObjectBlobs {
             })?;
         let size = got.meta.size;
         let range = got.range.clone();
-        let body = got.into_stream().map(|r| r.map_err(BlobError::from)).boxed();
+        let body = got
+            .into_stream()
+            .map(|r| r.map_err(BlobError::from))
+            .boxed();
         Ok(Blob { size, range, body })
     }
 

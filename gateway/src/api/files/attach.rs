@@ -186,11 +186,18 @@ mod tests {
         assert_eq!(requested(Some(&list), None).unwrap(), ["att_1", "att_2"]);
         assert_eq!(requested(None, Some(&json!("att_9"))).unwrap(), ["att_9"]);
         assert!(requested(None, None).unwrap().is_empty());
-        assert!(requested(Some(&Value::Null), Some(&Value::Null)).unwrap().is_empty());
+        assert!(requested(Some(&Value::Null), Some(&Value::Null))
+            .unwrap()
+            .is_empty());
         for (a, b) in [
             (Some(list.clone()), Some(json!("att_1"))),
             (Some(json!([])), None),
-            (Some(json!((0..11).map(|i| json!({"attachmentId": format!("att_{i}")})).collect::<Vec<_>>())), None),
+            (
+                Some(json!((0..11)
+                    .map(|i| json!({"attachmentId": format!("att_{i}")}))
+                    .collect::<Vec<_>>())),
+                None,
+            ),
             (Some(json!([{"id": "att_1"}])), None),
             (Some(json!([{"attachmentId": "a b"}])), None),
             (None, Some(json!(5))),

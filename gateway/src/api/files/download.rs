@@ -79,7 +79,9 @@ fn verified(state: &AppState, q: &Signed) -> Result<(BayId, String), ApiError> {
     let (Some(bay), Some(id), Some(exp), Some(sig)) = (&q.bay, &q.id, &q.exp, &q.sig) else {
         return Err(refused("a signed url carries bay, id, exp and sig"));
     };
-    let exp: u64 = exp.parse().map_err(|_| refused("the signature does not match"))?;
+    let exp: u64 = exp
+        .parse()
+        .map_err(|_| refused("the signature does not match"))?;
     match state.files.signer().verify(bay, id, exp, sig, unix_now()) {
         Ok(()) => Ok((BayId(bay.clone()), id.clone())),
         Err(Refused::BadSignature) => Err(refused("the signature does not match")),
@@ -97,16 +99,14 @@ async fn serve(
 ) -> Result<HttpResponse, ApiError> {
     let size = file.size;
     let range = match Range::parse(req) {
-        Ok(Range::Bytes(specs)) if specs.len() == 1 => {
-            match satisfiable(&specs[0], size) {
-                Some(r) => Some(r),
-                None => {
-                    return Ok(HttpResponse::build(StatusCode::RANGE_NOT_SATISFIABLE)
-                        .insert_header((header::CONTENT_RANGE, format!("bytes */{size}")))
-                        .finish())
-                }
+        Ok(Range::Bytes(specs)) if specs.len() == 1 => match satisfiable(&specs[0], size) {
+            Some(r) => Some(r),
+            None => {
+                return Ok(HttpResponse::build(StatusCode::RANGE_NOT_SATISFIABLE)
+                    .insert_header((header::CONTENT_RANGE, format!("bytes */{size}")))
+                    .finish())
             }
-        }
+        },
         // No range, several (not served: the whole file instead), or one
         // in a unit other than bytes.
         _ => None,
@@ -118,17 +118,19 @@ async fn serve(
         .read(&key, range.clone())
         .await
         .map_err(|e| match e {
-            BlobError::NotFound => ApiError::new(
-                ErrorCode::AttachmentGone,
-                "the bytes of this file are gone",
-            ),
+            BlobError::NotFound => {
+                ApiError::new(ErrorCode::AttachmentGone, "the bytes of this file are gone")
+            }
             other => {
                 tracing::warn!("file storage: {other}");
                 ApiError::new(ErrorCode::Unavailable, "the file storage cannot serve now")
                     .retry_after(std::time::Duration::from_secs(5))
             }
         })?;
-    let name = state.files.name_of(file).unwrap_or_else(|| "file".to_owned());
+    let name = state
+        .files
+        .name_of(file)
+        .unwrap_or_else(|| "file".to_owned());
     let mut answer = match &range {
         Some(r) => {
             let mut b = HttpResponse::build(StatusCode::PARTIAL_CONTENT);
@@ -148,9 +150,10 @@ async fn serve(
         .insert_header((header::CACHE_CONTROL, "private, no-store"))
         .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
         .no_chunking(length);
-    Ok(answer.streaming(blob.body.map(|r| {
-        r.map_err(|e| std::io::Error::other(e.to_string()))
-    })))
+    Ok(answer.streaming(
+        blob.body
+            .map(|r| r.map_err(|e| std::io::Error::other(e.to_string()))),
+    ))
 }
 
 /// The byte range `spec` asks of a `size`-byte file, end exclusive;
@@ -165,7 +168,13 @@ fn satisfiable(spec: &ByteRangeSpec, size: u64) -> Option<std::ops::Range<u64>> 
 fn disposition(name: &str) -> ContentDisposition {
     let ascii: String = name
         .chars()
-        .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '_'
+            }
+        })
         .filter(|c| *c != '"' && *c != '\\')
         .collect();
     let mut parameters = vec![DispositionParam::Filename(ascii)];

@@ -104,7 +104,11 @@ fn rfc3339_ms(ms: u64) -> String {
 
 /// 403 NOT_PARTICIPANT unless the caller is a member of `id` (unknown ids
 /// alike), as the other conversation reads answer.
-async fn check_member(state: &AppState, caller: &Caller, id: &ConversationId) -> Result<(), ApiError> {
+async fn check_member(
+    state: &AppState,
+    caller: &Caller,
+    id: &ConversationId,
+) -> Result<(), ApiError> {
     let member = state
         .store
         .conversation(&caller.principal.bay, id)
@@ -127,7 +131,9 @@ fn paging(q: &ListQuery) -> Result<(Option<u64>, usize), ApiError> {
         Some(c) => Some(
             c.strip_prefix('f')
                 .and_then(|n| n.parse::<u64>().ok())
-                .ok_or_else(|| ApiError::new(ErrorCode::InvalidCursor, "not a cursor of this listing"))?,
+                .ok_or_else(|| {
+                    ApiError::new(ErrorCode::InvalidCursor, "not a cursor of this listing")
+                })?,
         ),
     };
     let limit = match q.limit.as_deref() {
@@ -136,9 +142,7 @@ fn paging(q: &ListQuery) -> Result<(Option<u64>, usize), ApiError> {
             .parse::<usize>()
             .ok()
             .filter(|n| (1..=MAX_LIMIT).contains(n))
-            .ok_or_else(|| {
-                ApiError::new(ErrorCode::InvalidRequest, "limit must be 1 to 100")
-            })?,
+            .ok_or_else(|| ApiError::new(ErrorCode::InvalidRequest, "limit must be 1 to 100"))?,
     };
     Ok((before, limit))
 }
@@ -171,13 +175,22 @@ pub(super) async fn list_files(
     check_member(&state, &caller, &id).await?;
     let (before, limit) = paging(&query)?;
     let bay = &caller.principal.bay;
-    let page = state.store.conversation_files(bay, &id, before, limit).await?;
+    let page = state
+        .store
+        .conversation_files(bay, &id, before, limit)
+        .await?;
     let mut last_seq = None;
     let attachments = page
         .files
         .iter()
         .filter_map(|e| {
-            let FileLink::Sent { seq, sent_at_ms, message, .. } = &e.link else {
+            let FileLink::Sent {
+                seq,
+                sent_at_ms,
+                message,
+                ..
+            } = &e.link
+            else {
                 return None;
             };
             last_seq = Some(*seq);

@@ -142,7 +142,8 @@ async fn store_field(
     );
     let key = Files::key(bay, &id);
     let mut writer = state.files.blobs().writer(&key);
-    let size = match copy(&mut *writer, head.freeze(), &mut field, cap).await {
+    let rest = (!complete).then_some(&mut field);
+    let size = match copy(&mut *writer, head.freeze(), rest, cap).await {
         Ok(size) => size,
         Err(e) => {
             writer.abort().await;
@@ -173,22 +174,29 @@ async fn store_field(
             let _ = state.files.blobs().delete(&key).await;
             match other {
                 Err(e) => Err(e.into()),
-                _ => Err(ApiError::new(ErrorCode::Internal, "attachment id collision")),
+                _ => Err(ApiError::new(
+                    ErrorCode::Internal,
+                    "attachment id collision",
+                )),
             }
         }
     }
 }
 
-/// Writes `head`, then the rest of `field`, to `writer`, counting against
-/// `cap`; answers the size.
+/// Writes `head`, then the rest of `field` (when the part did not end
+/// within the head: a finished part must not be polled again), to
+/// `writer`, counting against `cap`; answers the size.
 async fn copy(
     writer: &mut dyn BlobWriter,
     head: Bytes,
-    field: &mut Field,
+    field: Option<&mut Field>,
     cap: u64,
 ) -> Result<u64, ApiError> {
     let mut size = head.len() as u64;
     writer.write(head).await.map_err(storage_error)?;
+    let Some(field) = field else {
+        return Ok(size);
+    };
     while let Some(chunk) = field.next().await {
         let chunk = chunk.map_err(read_error)?;
         size += chunk.len() as u64;
@@ -240,8 +248,11 @@ fn read_error(e: actix_multipart::MultipartError) -> ApiError {
 
 fn storage_error(e: crate::files::storage::BlobError) -> ApiError {
     tracing::warn!("file storage: {e}");
-    ApiError::new(ErrorCode::Unavailable, "the file storage cannot take the file now")
-        .retry_after(std::time::Duration::from_secs(5))
+    ApiError::new(
+        ErrorCode::Unavailable,
+        "the file storage cannot take the file now",
+    )
+    .retry_after(std::time::Duration::from_secs(5))
 }
 
 #[cfg(test)]

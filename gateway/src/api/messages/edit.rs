@@ -104,7 +104,14 @@ pub(super) async fn delete_message(
     state.limits.check_agent(&caller.principal.token).await?;
     let (id, mid) = path.into_inner();
     let (conversation, message) = (ConversationId(id), MessageId(mid));
-    amend(&state, &caller, &conversation, message.clone(), Action::Delete).await?;
+    amend(
+        &state,
+        &caller,
+        &conversation,
+        message.clone(),
+        Action::Delete,
+    )
+    .await?;
     // Its files go with it (protocol §10); deleting again finds none.
     state
         .files

@@ -121,7 +121,13 @@ async fn a_sent_file_comes_back_signed_and_downloads_without_a_token() {
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), 416);
+    assert_eq!(
+        res.headers()["content-range"],
+        format!("bytes */{}", pdf.len()).as_str()
+    );
+    let status = res.status().as_u16();
+    let body: Value = res.json().await.unwrap();
+    assert_error(status, &body, 416, "RANGE_NOT_SATISFIABLE");
 }
 
 #[tokio::test]

@@ -130,6 +130,8 @@ pub enum ErrorCode {
     AttachmentGone,
     /// 413: an upload above the Bay's cap (at most 25 MB, protocol §10).
     FileTooLarge,
+    /// 416: a download's `Range` lies outside the file.
+    RangeNotSatisfiable,
     /// 415: an upload whose bytes are not one of the allowed types
     /// (protocol §10: images, PDF, Office documents, text, CSV, zip).
     UnsupportedFileType,
@@ -174,6 +176,7 @@ impl ErrorCode {
             MessageDeleted | AttachmentGone => 410,
             PayloadTooLarge | FileTooLarge => 413,
             UnsupportedMediaType | UnsupportedFileType => 415,
+            RangeNotSatisfiable => 416,
             UpdatesRateLimited | RateLimited | SummaryRefreshLimited => 429,
             Internal => 500,
             StoreUnavailable | Unavailable => 503,
@@ -230,6 +233,7 @@ impl ErrorCode {
             AttachmentGone => "ATTACHMENT_GONE",
             FileTooLarge => "FILE_TOO_LARGE",
             UnsupportedFileType => "UNSUPPORTED_FILE_TYPE",
+            RangeNotSatisfiable => "RANGE_NOT_SATISFIABLE",
             Internal => "INTERNAL",
             StoreUnavailable => "STORE_UNAVAILABLE",
             Unavailable => "UNAVAILABLE",
@@ -440,7 +444,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 49, "{schema}");
+        assert_eq!(listed.len(), 50, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

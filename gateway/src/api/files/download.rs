@@ -46,9 +46,10 @@ pub(crate) struct Signed {
         (status = 403, description = "INVALID_SIGNATURE: altered, forged or expired URL", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: no such file", body = ErrorBody),
         (status = 410, description = "ATTACHMENT_GONE: the message carrying it was deleted", body = ErrorBody),
-        (status = 416, description = "The range lies outside the file"),
-        (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE", body = ErrorBody),
+        (status = 416, description = "RANGE_NOT_SATISFIABLE: the range lies outside the file (`Content-Range: bytes */<size>`)", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE: the store or the file storage cannot serve now", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
+    security(()),
 )]
 #[get("/api/agent-api/attachments/signed-content")]
 pub(super) async fn download_attachment(
@@ -104,7 +105,10 @@ async fn serve(
             None => {
                 return Ok(HttpResponse::build(StatusCode::RANGE_NOT_SATISFIABLE)
                     .insert_header((header::CONTENT_RANGE, format!("bytes */{size}")))
-                    .finish())
+                    .json(ErrorBody::new(
+                        ErrorCode::RangeNotSatisfiable,
+                        format!("the range lies outside the file ({size} bytes)"),
+                    )))
             }
         },
         // No range, several (not served: the whole file instead), or one

@@ -159,7 +159,8 @@ fn paging(q: &ListQuery) -> Result<(Option<u64>, usize), ApiError> {
         (status = 400, description = "INVALID_CURSOR or INVALID_REQUEST (`limit`)", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 403, description = "NOT_PARTICIPANT", body = ErrorBody),
-        (status = 503, description = "STORE_UNAVAILABLE", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED: the agent request budget is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "STORE_UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
     security(("agent_token" = [])),
 )]
@@ -234,7 +235,8 @@ pub(super) async fn list_files(
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 403, description = "NOT_PARTICIPANT", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: no such file in this conversation (or its message was deleted)", body = ErrorBody),
-        (status = 503, description = "STORE_UNAVAILABLE", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED: the agent request budget is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "STORE_UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
     security(("agent_token" = [])),
 )]

@@ -60,8 +60,9 @@ pub(crate) struct Uploaded {
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 413, description = "FILE_TOO_LARGE: above the Bay's cap (25 MB at most)", body = ErrorBody),
         (status = 415, description = "UNSUPPORTED_FILE_TYPE: the bytes are not an allowed type", body = ErrorBody),
-        (status = 429, description = "RATE_LIMITED", body = ErrorBody),
-        (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE: the store or the file storage cannot serve now", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED: the agent request budget is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 500, description = "INTERNAL", body = ErrorBody),
+        (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE: the store or the file storage cannot serve now", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
     security(("agent_token" = [])),
 )]

@@ -286,7 +286,7 @@ async fn expired_unsent_uploads_are_swept_and_sent_ones_are_not(store: Arc<dyn S
         .filter(|f| f.bay == bay)
         .map(|f| f.id)
         .collect();
-    assert_eq!(due, [old.clone()]);
+    assert_eq!(due, std::slice::from_ref(&old));
     assert!(store.delete_upload(&bay, &old, now_ms()).await.unwrap());
     assert!(
         !store.delete_upload(&bay, &old, now_ms()).await.unwrap(),

@@ -193,7 +193,7 @@ impl FileStore for MemoryStore {
             .collect();
         let total_files = all.len() as u64;
         let total_bytes = all.iter().map(|(e, _)| e.file.size).sum();
-        all.sort_by(|a, b| b.1.cmp(&a.1));
+        all.sort_by_key(|(_, seq)| std::cmp::Reverse(*seq));
         let files = all
             .into_iter()
             .filter(|(_, seq)| before.is_none_or(|b| *seq < b))

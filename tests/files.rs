@@ -181,6 +181,75 @@ async fn every_transport_and_replay_carries_fresh_signed_urls() {
 }
 
 #[tokio::test]
+async fn a_webhook_delivery_carries_signed_urls_too() {
+    use std::sync::{Arc, Mutex};
+    let got: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let sink = sink.clone();
+            async move {
+                if let Ok(v) = serde_json::from_slice::<Value>(&body) {
+                    sink.lock().unwrap().push(v);
+                }
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let gw = Gateway::spawn_with(
+        Opts::default()
+            .env("SWITCHBOARD_WEBHOOKS__ALLOW_HTTP", "true")
+            .env("SWITCHBOARD_WEBHOOKS__ALLOW_PRIVATE_DESTINATIONS", "true"),
+    )
+    .await;
+    let w = World::create(&gw, BAY).await;
+    let (s, b) = gw.post_json(&w.rex, "/webhook", json!({"url": hook})).await;
+    assert_eq!(s, 200, "{b}");
+    let id = uploaded(&gw, &w.ana, "plan.pdf", &pdf_bytes(2000)).await;
+    let (s, sent) = gw
+        .post_json(
+            &w.ana,
+            "/conversations/group/messages",
+            json!({"content": "the plan", "attachments": [{"attachmentId": id}]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{sent}");
+    let delivered = eventually(Duration::from_secs(20), || async {
+        got.lock()
+            .unwrap()
+            .iter()
+            .any(|b| b["message"]["id"] == sent["id"])
+    })
+    .await;
+    assert!(delivered, "no delivery: {:?}", got.lock().unwrap());
+    let body = got
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|b| b["message"]["id"] == sent["id"])
+        .cloned()
+        .unwrap();
+    let item = &body["message"]["metadata"]["attachments"][0];
+    assert_eq!(item["attachmentId"], id.as_str());
+    assert_eq!(item["mimeType"], "application/pdf");
+    let url = item["attachmentUrl"].as_str().unwrap();
+    assert_eq!(
+        reqwest::get(url)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+            .len(),
+        2000
+    );
+}
+
+#[tokio::test]
 async fn the_type_is_sniffed_from_the_bytes_and_only_allowed_types_are_kept() {
     let (gw, w) = world().await;
     let cases: [(&str, Vec<u8>, Option<&str>); 7] = [

@@ -676,7 +676,10 @@ fn send_with_files_uploads_them_and_download_saves_without_overwriting() {
     assert!(!out.status.success());
     // Another server's URL is not fetched.
     let out = cli(Some(ANA))
-        .args(["download", "http://203.0.113.9/api/agent-api/attachments/signed-content?x=1"])
+        .args([
+            "download",
+            "http://203.0.113.9/api/agent-api/attachments/signed-content?x=1",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());

@@ -8,7 +8,9 @@
 //! replays) is rendered through [`crate::model::StoredMessage::wire_metadata`],
 //! which calls [`decorate`]; the gateway installs the signer that mints
 //! the URLs once at start ([`install`]), since only it holds the key and
-//! knows its public address.
+//! knows its public address. A process that runs several gateways (tests
+//! do) also installs each one's signer on that gateway's own threads
+//! ([`install_for_thread`]), which wins over the process-wide one.
 
 use parking_lot::RwLock;
 use std::sync::Arc;
@@ -25,9 +27,27 @@ pub const STORED_BAY: &str = "bay";
 
 static SIGNER: RwLock<Option<Arc<dyn LinkSigner>>> = RwLock::new(None);
 
+thread_local! {
+    static THREAD_SIGNER: std::cell::RefCell<Option<Arc<dyn LinkSigner>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// Installs the process's signer (a later call replaces it).
 pub fn install(signer: Arc<dyn LinkSigner>) {
     *SIGNER.write() = Some(signer);
+}
+
+/// Installs `signer` for the current thread only; it wins over
+/// [`install`]'s on this thread.
+pub fn install_for_thread(signer: Arc<dyn LinkSigner>) {
+    THREAD_SIGNER.with(|s| *s.borrow_mut() = Some(signer));
+}
+
+/// The signer in force on this thread.
+fn current() -> Option<Arc<dyn LinkSigner>> {
+    THREAD_SIGNER
+        .with(|s| s.borrow().clone())
+        .or_else(|| SIGNER.read().clone())
 }
 
 /// Adds `attachmentUrl` to each item of `metadata.attachments` and the
@@ -41,7 +61,7 @@ pub fn decorate(metadata: &mut serde_json::Value) {
     let Some(serde_json::Value::Array(items)) = map.get_mut("attachments") else {
         return;
     };
-    let signer = SIGNER.read().clone();
+    let signer = current();
     let mut first: Option<(serde_json::Value, Option<String>)> = None;
     for item in items.iter_mut() {
         let Some(item) = item.as_object_mut() else {

@@ -638,6 +638,10 @@ fn pair_writes_the_credentials_file_and_prints_no_token() {
 
 #[test]
 fn send_with_files_uploads_them_and_download_saves_without_overwriting() {
+    // A gateway of its own: the other tests listen on the demo rooms, and
+    // a third gateway in this process checks each signs for itself.
+    let url = start_gateway(None);
+    let cli = |token: Option<&str>| cli_at(&url, token);
     let dir = tempfile::tempdir().unwrap();
     let png = dir.path().join("shot.png");
     std::fs::write(&png, b"\x89PNG\r\n\x1a\n0123456789").unwrap();
@@ -645,7 +649,7 @@ fn send_with_files_uploads_them_and_download_saves_without_overwriting() {
     std::fs::write(&notes, "line one\n").unwrap();
     let sent = json_out(
         cli(Some(REX))
-            .args(["send", "launch", "two files", "--file"])
+            .args(["send", "ana-rex", "two files", "--file"])
             .arg(&png)
             .arg("--file")
             .arg(&notes),
@@ -668,7 +672,7 @@ fn send_with_files_uploads_them_and_download_saves_without_overwriting() {
     }
     // Eleven files are refused before anything is uploaded.
     let mut cmd = cli(Some(REX));
-    cmd.args(["send", "launch", "too many"]);
+    cmd.args(["send", "ana-rex", "too many"]);
     for _ in 0..11 {
         cmd.arg("--file").arg(&notes);
     }

@@ -345,6 +345,7 @@ fn listen(
             .listen("switchboard", listener, move || {
                 // Called once on each worker thread: the actors may run here too.
                 state.registry.share_current_thread();
+                state.files.sign_on_this_thread();
                 let shutdown = shutdown.clone();
                 HttpService::build()
                     // Keep-alive connections end when a drain stops the server.

@@ -97,8 +97,16 @@ impl Files {
             settings: settings.files.clone(),
             store,
         });
-        attachment_links::install(Arc::new(Links(inner.clone())));
+        let links: Arc<dyn LinkSigner> = Arc::new(Links(inner.clone()));
+        attachment_links::install(links.clone());
+        attachment_links::install_for_thread(links);
         Files { inner }
+    }
+
+    /// Makes this node's signer the one of the current thread (each HTTP
+    /// worker calls it), so gateways sharing a process sign for themselves.
+    pub fn sign_on_this_thread(&self) {
+        attachment_links::install_for_thread(Arc::new(Links(self.inner.clone())));
     }
 
     /// The blob storage.

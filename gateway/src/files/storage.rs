@@ -33,9 +33,6 @@ pub enum BlobError {
     /// No blob under that key.
     #[error("no such file")]
     NotFound,
-    /// The requested range lies outside the blob.
-    #[error("range not satisfiable")]
-    BadRange,
     /// The backend failed (disk, network, credentials, bucket).
     #[error("file storage failed: {0}")]
     Backend(String),
@@ -77,7 +74,8 @@ pub trait BlobWriter {
 pub trait BlobStore: Send + Sync + 'static {
     /// A writer for a new blob under `key`.
     fn writer(&self, key: &str) -> Box<dyn BlobWriter>;
-    /// The blob under `key`, or the bytes `range` of it (clamped to its end).
+    /// The blob under `key`, or the bytes `range` of it (the caller checks
+    /// the range against the stored size first).
     async fn read(&self, key: &str, range: Option<Range<u64>>) -> Result<Blob, BlobError>;
     /// The size of the blob under `key`, bytes.
     async fn size(&self, key: &str) -> Result<u64, BlobError>;
@@ -176,12 +174,7 @@ impl BlobStore for ObjectBlobs {
             .store
             .get_opts(&Path::from(key), options)
             .await
-            .map_err(|e| match e {
-                object_store::Error::NotFound { .. } => BlobError::NotFound,
-                object_store::Error::NotModified { .. } => BlobError::BadRange,
-                other if other.to_string().contains("range") => BlobError::BadRange,
-                other => BlobError::Backend(other.to_string()),
-            })?;
+            .map_err(BlobError::from)?;
         let size = got.meta.size;
         let range = got.range.clone();
         let body = got

@@ -19,6 +19,7 @@ const PUBLIC: &[&str] = &[
     "/api/agent-api/link-requests",
     "/api/agent-api/link-requests/{id}/info",
     "/api/agent-api/link-requests/{id}",
+    "/api/agent-api/attachments/signed-content",
 ];
 
 /// Every route the server serves: (method, path template). Adding a route
@@ -62,6 +63,13 @@ const ROUTES: &[(&str, &str)] = &[
     (
         "POST",
         "/api/agent-api/conversations/{id}/messages/{mid}/cancel",
+    ),
+    ("POST", "/api/agent-api/attachments"),
+    ("GET", "/api/agent-api/attachments/signed-content"),
+    ("GET", "/api/agent-api/conversations/{id}/attachments"),
+    (
+        "GET",
+        "/api/agent-api/conversations/{id}/attachments/{aid}/link",
     ),
     ("POST", "/api/agent-api/polls"),
     ("GET", "/api/agent-api/polls/{id}"),
@@ -828,6 +836,58 @@ async fn real_answers_match_the_documented_schemas() {
     expect!(spec, 400, "POST" "/api/agent-api/conversations/{id}/messages",
         call(&gw, Method::POST, &api("/conversations/g/messages"), Some(rex),
             Body::Json(json!({"content": "x", "usage": {"inputTokens": -1}}))).await);
+    // Files (protocol §10): upload, send, library, link, signed download.
+    const PNG: &str = "multipart/form-data; boundary=XyZ";
+    let up = expect!(spec, 201, "POST" "/api/agent-api/attachments",
+        call(&gw, Method::POST, &api("/attachments"), Some(rex), Body::Raw(PNG,
+            "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"n.txt\"\r\n\r\nnotes\r\n--XyZ--\r\n")).await);
+    expect!(spec, 415, "POST" "/api/agent-api/attachments",
+        call(&gw, Method::POST, &api("/attachments"), Some(rex), Body::Raw(PNG,
+            "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"x\"\r\n\r\n\x7fELF\u{0}\u{0}\r\n--XyZ--\r\n")).await);
+    expect!(spec, 400, "POST" "/api/agent-api/attachments",
+        call(&gw, Method::POST, &api("/attachments"), Some(rex), Body::Raw(PNG, "--XyZ--\r\n")).await);
+    let with_file = expect!(spec, 201, "POST" "/api/agent-api/conversations/{id}/messages",
+        call(&gw, Method::POST, &api("/conversations/g/messages"), Some(rex),
+            Body::Json(json!({"content": "notes", "attachments": [{"attachmentId": up["attachmentId"]}]}))).await);
+    expect!(spec, 409, "POST" "/api/agent-api/conversations/{id}/messages",
+        call(&gw, Method::POST, &api("/conversations/g/messages"), Some(rex),
+            Body::Json(json!({"content": "again", "attachments": [{"attachmentId": up["attachmentId"]}]}))).await);
+    expect!(spec, 200, "GET" "/api/agent-api/conversations/{id}/attachments",
+        call(&gw, Method::GET, &api("/conversations/g/attachments"), Some(ana), Body::None).await);
+    expect!(spec, 400, "GET" "/api/agent-api/conversations/{id}/attachments",
+        call(&gw, Method::GET, &api("/conversations/g/attachments?limit=500"), Some(ana), Body::None).await);
+    expect!(spec, 403, "GET" "/api/agent-api/conversations/{id}/attachments",
+        call(&gw, Method::GET, &api("/conversations/g/attachments"), Some(ben), Body::None).await);
+    let aid = up["attachmentId"].as_str().unwrap();
+    let link = expect!(spec, 200, "GET" "/api/agent-api/conversations/{id}/attachments/{aid}/link",
+        call(&gw, Method::GET, &api(&format!("/conversations/g/attachments/{aid}/link")), Some(ana), Body::None).await);
+    expect!(spec, 404, "GET" "/api/agent-api/conversations/{id}/attachments/{aid}/link",
+        call(&gw, Method::GET, &api("/conversations/g/attachments/att_nope/link"), Some(ana), Body::None).await);
+    let url = link["attachmentUrl"].as_str().unwrap();
+    let path = &url[url.find("/api/").unwrap()..];
+    let (status, headers, _) = call(&gw, Method::GET, path, None, Body::None).await;
+    assert_eq!(status, 200);
+    spec.answer(
+        "GET",
+        "/api/agent-api/attachments/signed-content",
+        status,
+        &headers,
+        &Value::Null,
+    );
+    expect!(spec, 403, "GET" "/api/agent-api/attachments/signed-content",
+        call(&gw, Method::GET, &path.replace("sig=", "sig=0"), None, Body::None).await);
+    let mid = with_file["id"].as_str().unwrap();
+    call(
+        &gw,
+        Method::DELETE,
+        &api(&format!("/conversations/g/messages/{mid}")),
+        Some(rex),
+        Body::None,
+    )
+    .await;
+    expect!(spec, 410, "GET" "/api/agent-api/attachments/signed-content",
+        call(&gw, Method::GET, path, None, Body::None).await);
+
     let created = expect!(spec, 201, "POST" "/api/agent-api/polls",
         call(&gw, Method::POST, &api("/polls"), Some(rex),
             Body::Json(json!({"conversationId": "g", "question": "Q?", "options": ["A", "B"]}))).await);

@@ -31,13 +31,16 @@
 //! - [`orphans`]: the sweep that fails drafts whose author went away;
 //! - [`token_cache::TokenCache`]: authenticated tokens per node, kept
 //!   exact by the feeds' `CredentialRevoked` entries;
-//! - [`node`]: this process's node id, for leases and presence records.
+//! - [`node`]: this process's node id, for leases and presence records;
+//! - [`attachment_links`]: fresh signed attachment URLs on every copy of a
+//!   message (the gateway installs the signer).
 //!
 //! It knows nothing about HTTP or WebSocket framing: the gateway crate owns
 //! transports and turns what arrives here into frames and response bodies.
 
 #![warn(missing_docs)]
 
+pub mod attachment_links;
 pub mod conversation;
 pub mod drafts;
 pub mod feed;

@@ -245,12 +245,21 @@ impl StoredMessage {
 
     /// The wire `metadata`: the sender's object, with `type` set to the
     /// card type when the message carries a card or a poll (protocol
-    /// v1.11, v1.12: a poll is a message whose `metadata.type` is `card.poll`).
+    /// v1.11, v1.12: a poll is a message whose `metadata.type` is `card.poll`),
+    /// and for a message with files, freshly signed URLs on each
+    /// (protocol §10, [`crate::attachment_links`]; a card never has files).
     pub fn wire_metadata(&self) -> Option<serde_json::Value> {
         let kind = match (&self.poll, &self.card) {
             (Some(_), _) => switchboard_protocol::poll::POLL_CARD_TYPE,
             (None, Some(card)) => card.kind.as_str(),
-            (None, None) => return self.metadata.clone(),
+            (None, None) => {
+                let mut metadata = self.metadata.clone();
+                // Each copy gets fresh signed URLs (protocol §10).
+                if let Some(m) = &mut metadata {
+                    crate::attachment_links::decorate(m);
+                }
+                return metadata;
+            }
         };
         let mut map = match &self.metadata {
             Some(serde_json::Value::Object(map)) => map.clone(),

@@ -113,6 +113,8 @@ mod directory;
 mod displacement;
 #[path = "store_conformance/drafts.rs"]
 mod drafts;
+#[path = "store_conformance/files.rs"]
+mod files;
 #[path = "store_conformance/idempotency.rs"]
 mod idempotency;
 #[path = "store_conformance/leases.rs"]

@@ -23,6 +23,9 @@ pub struct SendOptions {
     /// `Idempotency-Key`: retries with the same key and body store the
     /// message once (within the replay window, on any node).
     pub idempotency_key: Option<String>,
+    /// `attachments`: ids from [`Client::upload_file`], 1 to 10, in render
+    /// order (protocol §10); empty sends none.
+    pub attachments: Vec<String>,
 }
 
 impl Client {
@@ -119,6 +122,14 @@ impl Client {
         let mut body = json!({ "content": content });
         if let Some(r) = &options.reply_to {
             body["replyToMessageId"] = json!(r);
+        }
+        if !options.attachments.is_empty() {
+            let items: Vec<Value> = options
+                .attachments
+                .iter()
+                .map(|id| json!({ "attachmentId": id }))
+                .collect();
+            body["attachments"] = json!(items);
         }
         let mut req = self
             .http

@@ -31,6 +31,8 @@ fn start_gateway_with(replay_max_entries: Option<usize>, admin_token: Option<&st
     if let Some(n) = replay_max_entries {
         settings.replay_max_entries = n;
     }
+    // Attachment bytes in a directory of this test run's own.
+    settings.files.dir = std::env::temp_dir().join(format!("sb-cli-files-{port}"));
     std::thread::spawn(move || {
         let system = actix_rt::System::new();
         let _ = system.block_on(switchboard_gateway::serve(settings));
@@ -632,4 +634,58 @@ fn pair_writes_the_credentials_file_and_prints_no_token() {
     assert_eq!(err["error"], "INVALID_PAIRING_CODE", "{err}");
     let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(kept, creds);
+}
+
+#[test]
+fn send_with_files_uploads_them_and_download_saves_without_overwriting() {
+    // A gateway of its own: the other tests listen on the demo rooms, and
+    // a third gateway in this process checks each signs for itself.
+    let url = start_gateway(None);
+    let cli = |token: Option<&str>| cli_at(&url, token);
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("shot.png");
+    std::fs::write(&png, b"\x89PNG\r\n\x1a\n0123456789").unwrap();
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "line one\n").unwrap();
+    let sent = json_out(
+        cli(Some(REX))
+            .args(["send", "ana-rex", "two files", "--file"])
+            .arg(&png)
+            .arg("--file")
+            .arg(&notes),
+    );
+    let items = sent["metadata"]["attachments"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{sent}");
+    assert_eq!(items[0]["mimeType"], "image/png");
+    assert_eq!(items[1]["mimeType"], "text/plain");
+    let url = items[1]["attachmentUrl"].as_str().unwrap();
+    let out_dir = dir.path().join("downloads");
+    for want in ["notes.txt", "notes-1.txt"] {
+        let got = json_out(
+            cli(Some(ANA))
+                .args(["download", url, "--dir"])
+                .arg(&out_dir),
+        );
+        let path = std::path::PathBuf::from(got["path"].as_str().unwrap());
+        assert_eq!(path.file_name().unwrap(), want);
+        assert_eq!(std::fs::read(&path).unwrap(), b"line one\n");
+    }
+    // Eleven files are refused before anything is uploaded.
+    let mut cmd = cli(Some(REX));
+    cmd.args(["send", "ana-rex", "too many"]);
+    for _ in 0..11 {
+        cmd.arg("--file").arg(&notes);
+    }
+    let out = cmd.output().unwrap();
+    assert!(!out.status.success());
+    // Another server's URL is not fetched.
+    let out = cli(Some(ANA))
+        .args([
+            "download",
+            "http://203.0.113.9/api/agent-api/attachments/signed-content?x=1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("outside"));
 }

@@ -37,7 +37,7 @@ use figment::{Error, Metadata, Profile, Provider};
 pub const ENV_PREFIX: &str = "SWITCHBOARD_";
 
 /// The top-level keys of [`crate::Settings`] (a test keeps this in step).
-pub(crate) const TOP_LEVEL_KEYS: [&str; 16] = [
+pub(crate) const TOP_LEVEL_KEYS: [&str; 17] = [
     "bind",
     "store",
     "redis",
@@ -54,10 +54,11 @@ pub(crate) const TOP_LEVEL_KEYS: [&str; 16] = [
     "public_url",
     "pairing",
     "rooms",
+    "files",
 ];
 
 /// The top-level keys that are tables.
-const SECTIONS: [&str; 6] = ["redis", "limits", "timing", "webhooks", "pairing", "rooms"];
+const SECTIONS: [&str; 7] = ["redis", "limits", "timing", "webhooks", "pairing", "rooms", "files"];
 
 /// A snapshot of the `SWITCHBOARD_*` variables that are settings.
 #[derive(Clone, Debug)]

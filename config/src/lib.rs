@@ -43,8 +43,9 @@ pub use crate::cli::{CheckArgs, Cli, Command, ConfigCommand, Overrides, ServeArg
 pub use crate::env::{ignored_vars, ENV_PREFIX};
 pub use crate::error::ConfigError;
 pub use crate::settings::{
-    mask_url_password, split_urls, Limits, LogFormat, PairingSettings, RedisSettings,
-    RoomsSettings, Settings, StoreKind, Timing, WebhookSettings, DEFAULT_TOML, MASK,
+    mask_url_password, split_urls, FileBackend, FileSettings, Limits, LogFormat, PairingSettings,
+    RedisSettings, RoomsSettings, S3Settings, Settings, StoreKind, Timing, WebhookSettings,
+    DEFAULT_TOML, FILE_HARD_CAP_BYTES, MASK,
 };
 pub use crate::validate::{UPDATES_WAIT_CEILING, UPDATES_WAIT_FLOOR, WEBHOOK_SECRET_KEY_BYTES};
 

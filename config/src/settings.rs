@@ -69,6 +69,8 @@ pub struct Settings {
     pub pairing: PairingSettings,
     /// Rooms shared by capability link (docs/rooms.md).
     pub rooms: RoomsSettings,
+    /// Attachments and the file library (protocol §10).
+    pub files: FileSettings,
 }
 
 /// Storage engine of the node.
@@ -346,6 +348,101 @@ pub struct RoomsSettings {
     pub expiry_grace: Duration,
 }
 
+/// The hard cap of one upload, bytes (protocol §10: "max 25MB hard cap").
+pub const FILE_HARD_CAP_BYTES: u64 = 25 * 1024 * 1024;
+
+/// Where attachment bytes live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileBackend {
+    /// A directory on local disk (`files.dir`).
+    #[default]
+    Local,
+    /// S3-compatible object storage (`files.s3`).
+    S3,
+}
+
+/// Attachments and the file library (protocol §10). `Debug` masks the S3
+/// secret key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSettings {
+    /// Where the bytes live.
+    pub backend: FileBackend,
+    /// Directory of the local backend; created when missing.
+    pub dir: PathBuf,
+    /// Largest upload, bytes. Invariant (validated): 1 to [`FILE_HARD_CAP_BYTES`].
+    pub max_bytes: u64,
+    /// Per-Bay caps (Bay id → bytes), each at most `max_bytes` in effect.
+    #[serde(default)]
+    pub bay_max_bytes: std::collections::BTreeMap<String, u64>,
+    /// How long an upload never attached to a message is kept (protocol
+    /// §10: 24 h). Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub unlinked_ttl: Duration,
+    /// Lifetime of a signed attachment URL (protocol §10: about 1 h).
+    /// Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub url_ttl: Duration,
+    /// Interval of each node's sweep of expired uploads. Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub sweep_interval: Duration,
+    /// The object storage of the `s3` backend.
+    pub s3: S3Settings,
+}
+
+impl FileSettings {
+    /// The upload cap of `bay`, bytes: its own cap when it has one, never
+    /// above `max_bytes` nor the hard cap.
+    pub fn cap_for(&self, bay: &str) -> u64 {
+        let cap = self.max_bytes.min(FILE_HARD_CAP_BYTES);
+        self.bay_max_bytes
+            .get(bay)
+            .map_or(cap, |own| (*own).min(cap))
+    }
+}
+
+/// S3-compatible object storage settings (`files.s3`).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Settings {
+    /// Endpoint URL; `None` = AWS S3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Bucket; required with the `s3` backend (validated).
+    pub bucket: String,
+    /// Region.
+    pub region: String,
+    /// Access key id; `None` = from the AWS environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<String>,
+    /// Secret access key. Secret. `None` = from the AWS environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_access_key: Option<String>,
+}
+
+impl fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("bucket", &self.bucket)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| MASK),
+            )
+            .finish()
+    }
+}
+
+impl Default for FileSettings {
+    /// `[files]` of the embedded `default.toml`.
+    fn default() -> Self {
+        Settings::default().files
+    }
+}
+
 /// Push delivery to agents' webhooks (protocol §11, "Webhook contract v2";
 /// deliveries are signed as the Standard Webhooks spec says).
 ///
@@ -454,6 +551,9 @@ impl Settings {
         if masked.webhooks.secret_key.is_some() {
             masked.webhooks.secret_key = Some(MASK.to_owned());
         }
+        if masked.files.s3.secret_access_key.is_some() {
+            masked.files.s3.secret_access_key = Some(MASK.to_owned());
+        }
         masked.redis.url = mask_url_password(&self.redis.url);
         masked
     }
@@ -488,6 +588,7 @@ impl fmt::Debug for Settings {
             .field("public_url", &self.public_url)
             .field("pairing", &self.pairing)
             .field("rooms", &self.rooms)
+            .field("files", &self.files)
             .finish()
     }
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use base64::Engine;
 
 use crate::{
-    ConfigError, Limits, PairingSettings, RedisSettings, RoomsSettings, Settings, Timing,
-    WebhookSettings,
+    ConfigError, FileBackend, FileSettings, Limits, PairingSettings, RedisSettings, RoomsSettings,
+    Settings, Timing, WebhookSettings, FILE_HARD_CAP_BYTES,
 };
 
 /// Most threads `workers` or `actor_threads` may ask for: each is an OS
@@ -51,7 +51,8 @@ impl Settings {
             check_public_url(url)?;
         }
         check_pairing(&self.pairing)?;
-        check_rooms(&self.rooms)
+        check_rooms(&self.rooms)?;
+        check_files(&self.files)
     }
 
     /// The node's own top-level keys: `admin_token`, `workers` and
@@ -220,6 +221,33 @@ fn check_public_url(url: &str) -> Result<(), ConfigError> {
     }
     if url.ends_with('/') {
         return bad("must not end with '/' (clients append /api/agent-api/... to it)");
+    }
+    Ok(())
+}
+
+/// The `[files]` section: caps within protocol §10's 25 MB, durations not
+/// zero, and a bucket when the backend is `s3`.
+fn check_files(files: &FileSettings) -> Result<(), ConfigError> {
+    if files.max_bytes == 0 || files.max_bytes > FILE_HARD_CAP_BYTES {
+        return Err(ConfigError::invalid(
+            "files.max_bytes",
+            format!("must be 1 to {FILE_HARD_CAP_BYTES} bytes (the 25 MB hard cap)"),
+        ));
+    }
+    if let Some((bay, _)) = files.bay_max_bytes.iter().find(|(_, cap)| **cap == 0) {
+        return Err(ConfigError::invalid(
+            "files.bay_max_bytes",
+            format!("the cap of {bay} must be at least 1 byte"),
+        ));
+    }
+    non_zero("files.unlinked_ttl", files.unlinked_ttl)?;
+    non_zero("files.url_ttl", files.url_ttl)?;
+    non_zero("files.sweep_interval", files.sweep_interval)?;
+    if files.backend == FileBackend::S3 && files.s3.bucket.trim().is_empty() {
+        return Err(ConfigError::invalid(
+            "files.s3.bucket",
+            "must be set when files.backend is \"s3\"".to_owned(),
+        ));
     }
     Ok(())
 }

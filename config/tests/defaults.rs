@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use switchboard_config::{
-    mask_url_password, ConfigError, Limits, LogFormat, PairingSettings, RedisSettings,
-    RoomsSettings, Settings, StoreKind, Timing, WebhookSettings, DEFAULT_TOML, MASK,
+    mask_url_password, ConfigError, FileBackend, FileSettings, Limits, LogFormat, PairingSettings,
+    RedisSettings, RoomsSettings, S3Settings, Settings, StoreKind, Timing, WebhookSettings,
+    DEFAULT_TOML, MASK,
 };
 
 /// A valid `webhooks.secret_key`: 32 bytes in standard base64.
@@ -107,9 +108,26 @@ fn defaults_equal_the_protocol_values() {
             inactivity_timeout: secs(30 * 24 * 3600),
             expiry_grace: secs(60),
         },
+        files: FileSettings {
+            backend: FileBackend::Local,
+            dir: PathBuf::from("switchboard-files"),
+            max_bytes: 25 * 1024 * 1024, // protocol §10: the 25 MB hard cap
+            bay_max_bytes: Default::default(),
+            unlinked_ttl: secs(24 * 3600), // protocol §10: unsent uploads go after 24 h
+            url_ttl: secs(3600),           // protocol §10: URLs expire in about 1 h
+            sweep_interval: secs(60),
+            s3: S3Settings {
+                endpoint: None,
+                bucket: String::new(),
+                region: "us-east-1".into(),
+                access_key_id: None,
+                secret_access_key: None,
+            },
+        },
     };
     assert_eq!(Settings::default(), expected);
     assert_eq!(WebhookSettings::default(), expected.webhooks);
+    assert_eq!(FileSettings::default(), expected.files);
     assert_eq!(Limits::default(), expected.limits);
     assert_eq!(Timing::default(), expected.timing);
     assert_eq!(RedisSettings::default(), expected.redis);
@@ -548,4 +566,34 @@ fn serde_names_of_the_enums() {
     );
     assert_eq!(serde_json::to_string(&LogFormat::Json).unwrap(), "\"json\"");
     assert_eq!(serde_json::to_string(&LogFormat::Text).unwrap(), "\"text\"");
+}
+
+#[test]
+fn file_settings_are_checked_and_the_s3_secret_is_masked() {
+    let invalid = |change: fn(&mut Settings)| {
+        let mut settings = Settings::default();
+        change(&mut settings);
+        settings.validate().unwrap_err().to_string()
+    };
+    // Protocol §10: 25 MB is the hard cap, whatever the setting says.
+    let m = invalid(|s| s.files.max_bytes = 25 * 1024 * 1024 + 1);
+    assert!(m.contains("`files.max_bytes`"), "{m}");
+    assert!(invalid(|s| s.files.max_bytes = 0).contains("`files.max_bytes`"));
+    let m = invalid(|s| s.files.unlinked_ttl = Duration::ZERO);
+    assert!(m.contains("`files.unlinked_ttl`"), "{m}");
+    let m = invalid(|s| s.files.backend = FileBackend::S3);
+    assert!(m.contains("`files.s3.bucket`"), "{m}");
+    let mut settings = Settings::default();
+    settings.files.bay_max_bytes.insert("b1".into(), 1000);
+    assert_eq!(settings.files.cap_for("b1"), 1000);
+    assert_eq!(settings.files.cap_for("b2"), 25 * 1024 * 1024);
+    settings.files.bay_max_bytes.insert("b3".into(), 1 << 40);
+    assert_eq!(
+        settings.files.cap_for("b3"),
+        25 * 1024 * 1024,
+        "never above the cap"
+    );
+    settings.files.s3.secret_access_key = Some("s3cr3t-value".into());
+    assert!(!format!("{settings:?}").contains("s3cr3t-value"));
+    assert!(!settings.masked().to_toml().contains("s3cr3t-value"));
 }

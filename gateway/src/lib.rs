@@ -34,6 +34,7 @@ pub mod connections;
 pub mod error;
 pub mod malformed;
 pub mod mcp;
+pub mod files;
 pub mod method_not_allowed;
 pub mod metrics;
 pub mod middleware;
@@ -93,6 +94,10 @@ pub enum StartError {
     /// URL, which may hold a password.
     #[error("cannot open the store: {0}")]
     Store(switchboard_actors::store::StoreError),
+    /// The file storage could not be set up (`files.dir` not creatable,
+    /// bad `files.s3` settings).
+    #[error("cannot open the file storage: {0}")]
+    Files(files::storage::BlobError),
     /// The HTTP server failed while running.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -204,7 +209,8 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         bootstrap_demo(&*store, path).await?;
     }
     let registry = Registry::new(store.clone(), registry_settings(&settings));
-    let state = app_state(&settings, store, registry)?;
+    let base = files::public_base(&settings, &listeners);
+    let state = app_state(&settings, store, registry, &base)?;
     let mut signals = ShutdownSignals::install();
     let server = listen(&settings, state.clone(), listeners)?;
     spawn_housekeeping(&state);
@@ -272,9 +278,14 @@ fn app_state(
     settings: &Settings,
     store: Arc<dyn Store>,
     registry: Registry,
+    public_base: &str,
 ) -> Result<AppState, StartError> {
-    let webhooks = webhook_dispatcher(settings, store.clone(), registry.clone());
+    let key = sealing_key(settings);
+    let webhooks = webhook_dispatcher(settings, store.clone(), registry.clone(), &key);
     webhooks.start();
+    let files =
+        files::Files::new(settings, store.clone(), &key, public_base).map_err(StartError::Files)?;
+    files.start_sweep();
     actix::Actor::start(OrphanSweep::new(
         store.clone(),
         registry.clone(),
@@ -282,6 +293,7 @@ fn app_state(
     ));
     let state = AppState {
         webhooks,
+        files,
         // Counted in Redis with the redis engine (cluster-wide), per node otherwise.
         limits: Arc::new(RateLimits::from_settings(settings).map_err(StartError::Store)?),
         rooms: Arc::new(rooms::limits::RoomLimits::new(&settings.rooms)),
@@ -341,6 +353,7 @@ fn listen(
             .listen("switchboard", listener, move || {
                 // Called once on each worker thread: the actors may run here too.
                 state.registry.share_current_thread();
+                state.files.sign_on_this_thread();
                 let shutdown = shutdown.clone();
                 let http = HttpService::build()
                     // Keep-alive connections end when a drain stops the server.
@@ -415,6 +428,8 @@ fn app(
         .configure(api::pairing::routes)
         // Rooms by link: the capability in the path is the credential.
         .configure(rooms::routes)
+        // Nor do signed downloads: the signature is the credential.
+        .configure(api::files::public_routes)
         .service(
             web::scope("/api/agent-api")
                 // Authentication before any extractor reads the body.
@@ -428,6 +443,7 @@ fn app(
                 .configure(api::polls::routes)
                 .configure(api::summary::routes)
                 .configure(api::typing::routes)
+                .configure(api::files::routes)
                 .configure(realtime::updates::routes)
                 .configure(realtime::ws::routes)
                 .configure(realtime::sse::routes),
@@ -542,39 +558,43 @@ impl ShutdownSignals {
     }
 }
 
-/// The node's webhook deliveries. Secrets are sealed with
-/// `webhooks.secret_key`; without one, with a key derived from the admin
-/// token (nodes sharing it can open each other's secrets), else with a
-/// key of this process (webhooks set before a restart then fail to sign,
-/// and say so in their status).
-fn webhook_dispatcher(
-    settings: &Settings,
-    store: Arc<dyn Store>,
-    registry: Registry,
-) -> webhooks::dispatcher::Dispatcher {
+/// The node's sealing key (32 bytes): `webhooks.secret_key`; without one,
+/// a key derived from the admin token (nodes sharing it can open each
+/// other's seals), else a key of this process (webhook secrets and
+/// attachment filenames sealed before a restart then cannot be opened, and
+/// attachment URLs minted by another node do not verify).
+fn sealing_key(settings: &Settings) -> [u8; 32] {
     use base64::Engine as _;
-    use webhooks::signing::SecretBox;
+    let configured = settings.webhooks.secret_key.as_ref().and_then(|key| {
+        base64::engine::general_purpose::STANDARD
+            .decode(key)
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+    });
     let derived = settings.admin_token.as_ref().map(|t| {
         let mut h = Sha256::new();
         h.update(b"switchboard webhook secret key\0");
         h.update(t.as_bytes());
-        base64::engine::general_purpose::STANDARD.encode(h.finalize())
+        <[u8; 32]>::from(h.finalize())
     });
-    let secrets = settings
-        .webhooks
-        .secret_key
-        .as_ref()
-        .or(derived.as_ref())
-        .and_then(|key| SecretBox::from_base64(key).ok())
-        .unwrap_or_else(|| {
-            tracing::warn!("no webhooks.secret_key and no admin token: webhook secrets are sealed with a key of this process only");
-            SecretBox::random()
-        });
+    configured.or(derived).unwrap_or_else(|| {
+        tracing::warn!("no webhooks.secret_key and no admin token: secrets, filenames and attachment URLs are sealed with a key of this process only");
+        rand::random()
+    })
+}
+
+/// The node's webhook deliveries, their secrets sealed with `key`.
+fn webhook_dispatcher(
+    settings: &Settings,
+    store: Arc<dyn Store>,
+    registry: Registry,
+    key: &[u8; 32],
+) -> webhooks::dispatcher::Dispatcher {
     webhooks::dispatcher::Dispatcher::new(
         store,
         registry,
         settings.webhooks.clone(),
         settings.replay_window,
-        secrets,
+        webhooks::signing::SecretBox::new(key),
     )
 }

@@ -45,6 +45,7 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
         crate::rooms::reactions::react,
         crate::rooms::reactions::unreact,
         crate::rooms::moderation::delete_message,
+        crate::api::files::download::download_attachment,
     ),
     nest(
         (path = "/api/agent-api", api = AgentApi),
@@ -93,6 +94,9 @@ pub struct ApiDoc;
     crate::api::typing::typing,
     crate::api::summary::get_summary,
     crate::api::summary::put_summary,
+    crate::api::files::upload::upload_attachment,
+    crate::api::files::library::list_files,
+    crate::api::files::library::file_link,
     crate::api::webhook::set_webhook,
     crate::api::webhook::remove_webhook,
     crate::realtime::updates::updates,

@@ -37,6 +37,8 @@ pub struct AppState {
     pub webhooks: crate::webhooks::dispatcher::Dispatcher,
     /// The MCP endpoint (`/api/mcp`): its sessions, shared by every worker.
     pub mcp: crate::mcp::Mcp,
+    /// Attachment bytes, URL signing and filename sealing (protocol §10).
+    pub files: crate::files::Files,
 }
 
 impl AppState {

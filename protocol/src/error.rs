@@ -137,6 +137,23 @@ pub enum ErrorCode {
     /// (`limits.summary_refresh_max` per `limits.summary_refresh_window`,
     /// 3 per 5 minutes by default; docs/summary.md).
     SummaryRefreshLimited,
+    /// 403: a signed attachment URL whose signature is altered or whose
+    /// `exp` has passed (protocol §10: the signature is the credential and
+    /// it expires). Fetch a fresh one.
+    InvalidSignature,
+    /// 409: one of a send's attachment ids cannot be attached: unknown,
+    /// another Bay's or uploader's, already attached, or held by another
+    /// send. Which one is never said; nothing was sent (protocol §10).
+    AttachmentConflict,
+    /// 410: the file's message was deleted, and the file with it.
+    AttachmentGone,
+    /// 413: an upload above the Bay's cap (at most 25 MB, protocol §10).
+    FileTooLarge,
+    /// 416: a download's `Range` lies outside the file.
+    RangeNotSatisfiable,
+    /// 415: an upload whose bytes are not one of the allowed types
+    /// (protocol §10: images, PDF, Office documents, text, CSV, zip).
+    UnsupportedFileType,
     /// 500.
     Internal,
     /// 502: the connector answered the relayed call with an error; the
@@ -179,7 +196,8 @@ impl ErrorCode {
             | InvalidSummarySource => 400,
             InvalidPairingCode => 400,
             Unauthorized => 401,
-            NotParticipant | Forbidden | AccountSuspended | BaySuspended | NotSummarizer => 403,
+            NotParticipant | Forbidden | AccountSuspended | BaySuspended | NotSummarizer
+            | InvalidSignature => 403,
             NotFound | PollNotFound => 404,
             MethodNotAllowed => 405,
             AlreadyExists
@@ -193,11 +211,13 @@ impl ErrorCode {
             | DirectMembersFixed
             | MemberIsDesignatedAgent
             | NotAConnector
-            | ConnectorSuspended => 409,
-            MessageDeleted | RoomExpired => 410,
-            PayloadTooLarge => 413,
+            | ConnectorSuspended
+            | AttachmentConflict => 409,
+            MessageDeleted | RoomExpired | AttachmentGone => 410,
+            PayloadTooLarge | FileTooLarge => 413,
             UriTooLong => 414,
-            UnsupportedMediaType => 415,
+            UnsupportedMediaType | UnsupportedFileType => 415,
+            RangeNotSatisfiable => 416,
             UpdatesRateLimited | RateLimited | SummaryRefreshLimited => 429,
             Internal => 500,
             NotImplemented => 501,
@@ -261,6 +281,12 @@ impl ErrorCode {
             UpdatesRateLimited => "UPDATES_RATE_LIMITED",
             RateLimited => "RATE_LIMITED",
             SummaryRefreshLimited => "SUMMARY_REFRESH_LIMITED",
+            InvalidSignature => "INVALID_SIGNATURE",
+            AttachmentConflict => "ATTACHMENT_CONFLICT",
+            AttachmentGone => "ATTACHMENT_GONE",
+            FileTooLarge => "FILE_TOO_LARGE",
+            UnsupportedFileType => "UNSUPPORTED_FILE_TYPE",
+            RangeNotSatisfiable => "RANGE_NOT_SATISFIABLE",
             Internal => "INTERNAL",
             NotImplemented => "NOT_IMPLEMENTED",
             StoreUnavailable => "STORE_UNAVAILABLE",
@@ -472,7 +498,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 54, "{schema}");
+        assert_eq!(listed.len(), 60, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

@@ -565,6 +565,16 @@ pub fn serve_command(opts: &Opts) -> Command {
         // presence either way).
         .env("SWITCHBOARD_TIMING__PRESENCE_TICK", "0s")
         .env("NO_COLOR", "1")
+        // Attachment bytes in a directory of this gateway's own, not the
+        // working directory.
+        .env(
+            "SWITCHBOARD_FILES__DIR",
+            std::env::temp_dir().join(format!(
+                "sb-files-{}-{}",
+                std::process::id(),
+                rand::random::<u64>()
+            )),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for (k, v) in &opts.env {

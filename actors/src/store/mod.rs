@@ -16,6 +16,7 @@
 //! | [`pairing`] | [`PairingStore`] | pairing codes and link requests (hashed, with a TTL) |
 //! | [`connectors`] | [`ConnectorStore`] | connector agents, requests awaiting their answer |
 //! | [`rooms`] | [`RoomStore`] | rooms shared by link: records, briefs, capabilities (hashed) |
+//! | [`files`] | [`FileStore`] | attachment metadata, claims and links, file libraries |
 //!
 //! [`Store`] is all of them together, implemented for every type that
 //! implements each area, so `Arc<dyn Store>` is what nodes pass around;
@@ -35,6 +36,7 @@ pub mod conversations;
 pub mod directory;
 pub mod displacement;
 pub mod drafts;
+pub mod files;
 pub mod instrumented;
 pub mod leases;
 pub mod log;
@@ -52,6 +54,9 @@ pub use conversations::{ConversationChange, ConversationStore, RosterRule};
 pub use directory::{DirectoryStore, Principal, Suspension};
 pub use displacement::{DisplacementStore, Opening, OPENINGS_KEPT};
 pub use drafts::{DraftAppend, DraftAppended, DraftStore, OpenDraft, RoundStep};
+pub use files::{
+    Claim, FileEntry, FileLink, FilePage, FileStore, StoredFile, ATTACHMENT_ID_PREFIX,
+};
 pub use leases::LeaseStore;
 pub use log::{LogStore, Replay, RosterChange};
 pub use messages::{
@@ -68,6 +73,7 @@ pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 /// calling a method on an `Arc<dyn Store>` needs its area's trait in scope.
 pub mod prelude {
     pub use super::ConnectorStore;
+    pub use super::FileStore;
     pub use super::PairingStore;
     pub use super::RoomStore;
     pub use super::SummaryStore;
@@ -170,6 +176,7 @@ pub trait Store:
     + PairingStore
     + ConnectorStore
     + RoomStore
+    + FileStore
 {
 }
 
@@ -187,6 +194,7 @@ impl<T> Store for T where
         + PairingStore
         + ConnectorStore
         + RoomStore
+        + FileStore
         + ?Sized
 {
 }

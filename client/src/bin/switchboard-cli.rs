@@ -57,6 +57,21 @@ enum Command {
         /// Makes retries safe: the same key and text store one message.
         #[arg(long)]
         idempotency_key: Option<String>,
+        /// A file to attach (repeat, up to 10, in render order). Each is
+        /// uploaded, then one message carries them all; more than 10 is
+        /// refused before anything is uploaded.
+        #[arg(long = "file", value_name = "PATH")]
+        files: Vec<PathBuf>,
+    },
+    /// Download an attachment URL (from a message's `attachmentUrl`) into
+    /// a directory; prints `{path}`. Only from this server, at most 25 MB,
+    /// never overwriting an existing file.
+    Download {
+        /// The signed URL.
+        url: String,
+        /// Where the file goes (created when missing).
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
     },
     /// Print who the token belongs to.
     Me,
@@ -312,10 +327,27 @@ async fn run(cli: Cli, out: &mut Out) -> Result<(), Failure> {
             text,
             reply_to,
             idempotency_key,
+            files,
         } => {
+            if files.len() > switchboard_client::MAX_FILES {
+                return Err(ClientError::Config(format!(
+                    "at most {} files per message",
+                    switchboard_client::MAX_FILES
+                ))
+                .into());
+            }
+            let mut attachments = Vec::with_capacity(files.len());
+            for path in &files {
+                let up = client
+                    .upload_file(path)
+                    .await
+                    .map_err(|e| at_url("POST", client.url("/attachments"), e))?;
+                attachments.push(up["attachmentId"].as_str().unwrap_or_default().to_owned());
+            }
             let options = SendOptions {
                 reply_to,
                 idempotency_key,
+                attachments,
             };
             let url = client.url(&format!("/conversations/{conversation}/messages"));
             let sent = client
@@ -324,6 +356,13 @@ async fn run(cli: Cli, out: &mut Out) -> Result<(), Failure> {
                 .map_err(|e| at_url("POST", url, e))?;
             out.json(&sent)?;
             Ok(())
+        }
+        Command::Download { url, dir } => {
+            let path = client
+                .download(&url, &dir)
+                .await
+                .map_err(|e| at_url("GET", url.clone(), e))?;
+            out.json(&serde_json::json!({ "path": path }))
         }
         Command::Me => {
             let me = client.me().await;

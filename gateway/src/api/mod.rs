@@ -6,6 +6,7 @@ pub mod body;
 pub mod connectors;
 pub mod directory;
 pub mod drafts;
+pub mod files;
 pub mod messages;
 pub mod pairing;
 pub mod polls;

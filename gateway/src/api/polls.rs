@@ -188,6 +188,7 @@ pub(crate) async fn open_poll(
         usage: None,
         key,
         stream: false,
+        attachments: Vec::new(),
     };
     let posted = post(state, caller, send).await?;
     // A retry answers the first poll, whose id is on its card.

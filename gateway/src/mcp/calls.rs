@@ -221,6 +221,9 @@ async fn send_message(state: &AppState, caller: &Caller, args: &Value) -> Result
         usage: None,
         key: None,
         stream: false,
+        // Files are sent over REST (`attachments`); the MCP tool sends text
+        // and cards (docs/mcp.md).
+        attachments: Vec::new(),
     };
     let posted = post(state, caller, send).await?;
     let m = &posted.message;

@@ -210,6 +210,15 @@ impl SecretBox {
     /// ciphertext with its 16-byte tag. Sealing the same secret twice gives
     /// different values.
     pub fn seal(&self, secret: &str) -> String {
+        self.seal_as(SEAL_CONTEXT, secret)
+    }
+
+    /// `value` sealed for `context` (the associated data): it opens only
+    /// with [`SecretBox::open_as`] and the same context, so a value sealed
+    /// for one use (an attachment's filename) never opens as another (a
+    /// webhook secret).
+    pub fn seal_as(&self, context: &[u8], value: &str) -> String {
+        let secret = value;
         let mut nonce = [0u8; NONCE_BYTES];
         rand::rng().fill_bytes(&mut nonce);
         let ciphertext = self
@@ -218,7 +227,7 @@ impl SecretBox {
                 Nonce::from_slice(&nonce),
                 Payload {
                     msg: secret.as_bytes(),
-                    aad: SEAL_CONTEXT,
+                    aad: context,
                 },
             )
             .expect("ChaCha20-Poly1305 seals any secret shorter than 256 GiB");
@@ -236,6 +245,16 @@ impl SecretBox {
     /// short; [`SigningError::CannotOpen`] when it was sealed under another
     /// key or has been altered.
     pub fn open(&self, sealed: &str) -> Result<String, SigningError> {
+        self.open_as(SEAL_CONTEXT, sealed)
+    }
+
+    /// The value [`SecretBox::seal_as`] sealed for `context`.
+    ///
+    /// # Errors
+    ///
+    /// As [`SecretBox::open`]; also [`SigningError::CannotOpen`] when it
+    /// was sealed for another context.
+    pub fn open_as(&self, context: &[u8], sealed: &str) -> Result<String, SigningError> {
         let bytes = STANDARD
             .decode(sealed)
             .map_err(|_| SigningError::MalformedSealed)?;
@@ -249,7 +268,7 @@ impl SecretBox {
                 Nonce::from_slice(nonce),
                 Payload {
                     msg: ciphertext,
-                    aad: SEAL_CONTEXT,
+                    aad: context,
                 },
             )
             .map_err(|_| SigningError::CannotOpen)?;

@@ -15,6 +15,7 @@ mod conversations;
 mod directory;
 mod displacement;
 mod drafts;
+mod files;
 mod leases;
 mod log;
 mod messages;
@@ -70,6 +71,8 @@ struct State {
     connectors: connectors::ConnectorState,
     /// Rooms and their capabilities.
     rooms: rooms::RoomState,
+    /// Attachment metadata and file libraries.
+    files: files::FileState,
 }
 
 struct BayState {

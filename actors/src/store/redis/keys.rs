@@ -28,6 +28,12 @@
 //! | `sb:{bay}:conv:<cid>:summary`     | hash   | `body` (JSON summary), `seq` (its boundary), `version` |
 //! | `sb:{bay}:conv:<cid>:summary-refreshes` | zset | refresh requests in the window → their ms   |
 //! | `sb:{bay}:summarizer`             | string | the Bay's summarizer agent id                      |
+//! | `sb:{bay}:files`                  | hash   | attachment id → JSON `StoredFile` (fixed at upload) |
+//! | `sb:{bay}:file-links`             | hash   | attachment id → its state, space-separated words   |
+//! | `sb:{bay}:message-files`          | hash   | message id → the ids of the files it carries       |
+//! | `sb:{bay}:conv:<cid>:files`       | zset   | the library: attachment id → its `seq`             |
+//! | `sb:{bay}:conv:<cid>:file-totals` | hash   | `files`, `bytes` of the library, `seq` (last one)  |
+//! | `sb:files-pending`                | zset   | `"<bay> <id>"` of unsent uploads → expiry ms (sweep index) |
 //! | `sb:draft-bays`                   | set    | Bays that may hold open drafts (sweep index)       |
 //! | `sb:{tok:<4 hex>}:<token hash>`   | string | token index: JSON `{bay, participant}`             |
 //! | `sb:pairing-code:<code hash>`     | string | JSON `PairingTarget`, expiring with the code (`PX`)|
@@ -256,6 +262,35 @@ impl BayKeys {
         format!("{}:conv:{conversation}:summary-refreshes", self.base)
     }
 
+    /// `sb:{bay}:files`: hash, attachment id → JSON `StoredFile`.
+    pub fn files(&self) -> String {
+        format!("{}:files", self.base)
+    }
+
+    /// `sb:{bay}:file-links`: hash, attachment id → its state (see
+    /// `redis/files.rs`).
+    pub fn file_links(&self) -> String {
+        format!("{}:file-links", self.base)
+    }
+
+    /// `sb:{bay}:message-files`: hash, message id → space-separated ids of
+    /// the files it carries.
+    pub fn message_files(&self) -> String {
+        format!("{}:message-files", self.base)
+    }
+
+    /// `sb:{bay}:conv:<cid>:files`: zset, the conversation's library,
+    /// attachment id → library `seq`.
+    pub fn library(&self, conversation: &ConversationId) -> String {
+        format!("{}:conv:{conversation}:files", self.base)
+    }
+
+    /// `sb:{bay}:conv:<cid>:file-totals`: hash, `files` and `bytes` of the
+    /// library and `seq`, the last library position handed out.
+    pub fn library_totals(&self, conversation: &ConversationId) -> String {
+        format!("{}:conv:{conversation}:file-totals", self.base)
+    }
+
     /// `sb:{bay}:summarizer`: string, the Bay's designated summarizer
     /// agent's id (absent: none).
     pub fn summarizer(&self) -> String {
@@ -288,6 +323,12 @@ impl BayKeys {
     pub fn draft_text(&self, conversation: &ConversationId, message: &str) -> String {
         format!("{}:conv:{conversation}:draft:{message}", self.base)
     }
+}
+
+/// `sb:files-pending`: zset, `"<bay> <attachment id>"` of every upload not
+/// sent yet → its expiry (Unix ms): the sweep's index across Bays.
+pub fn files_pending() -> String {
+    format!("{PREFIX}:files-pending")
 }
 
 /// `sb:draft-bays`: set of Bay ids that may hold open drafts, across Bays

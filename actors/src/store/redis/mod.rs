@@ -71,6 +71,7 @@ mod conversations;
 mod directory;
 mod displacement;
 mod drafts;
+mod files;
 mod leases;
 mod log;
 mod messages;

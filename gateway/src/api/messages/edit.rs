@@ -103,13 +103,19 @@ pub(super) async fn delete_message(
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let (id, mid) = path.into_inner();
+    let (conversation, message) = (ConversationId(id), MessageId(mid));
     amend(
         &state,
         &caller,
-        &ConversationId(id),
-        MessageId(mid),
+        &conversation,
+        message.clone(),
         Action::Delete,
     )
     .await?;
+    // Its files go with it (protocol §10); deleting again finds none.
+    state
+        .files
+        .forget_message(&caller.principal.bay, &conversation, &message)
+        .await;
     Ok(HttpResponse::NoContent().finish())
 }

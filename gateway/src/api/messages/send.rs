@@ -3,6 +3,7 @@
 //! `post` / `post_and_answer`, which polls post through too.
 
 use crate::api::body::Object;
+use crate::api::files::attach;
 use crate::api::views::RestMessage;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -24,8 +25,7 @@ use utoipa::ToSchema;
 /// Longest idempotency key accepted, in characters.
 pub const MAX_IDEMPOTENCY_KEY: usize = 255;
 
-/// Body of `POST …/messages`. `attachments` / `attachmentId` are refused
-/// with 400 INVALID_REQUEST (this gateway stores no files).
+/// Body of `POST …/messages`.
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(examples(json!({"content": "On it, @Ana.", "replyToMessageId": null, "metadata": {"runId": "r-42"}})))]
@@ -62,10 +62,22 @@ pub(crate) struct SendBody {
     /// and shown on REST. A bad shape is 400 INVALID_REQUEST naming the field.
     #[schema(value_type = Option<Object>)]
     usage: Option<serde_json::Value>,
-    #[schema(ignore)]
+    /// Files uploaded with `POST /attachments`, 1 to 10, in render order
+    /// (protocol §10). Not with `attachmentId`, a `card` or `stream`.
+    #[schema(value_type = Option<Vec<AttachmentRef>>)]
     attachments: Option<serde_json::Value>,
-    #[schema(ignore)]
+    /// The legacy single-file form of `attachments`.
+    #[schema(value_type = Option<String>)]
     attachment_id: Option<serde_json::Value>,
+}
+
+/// One item of a send's `attachments`.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct AttachmentRef {
+    /// The id `POST /attachments` answered.
+    #[schema(rename = "attachmentId")]
+    attachment_id: String,
 }
 
 /// A field that is present, `null` included (`Some(Value::Null)`); with
@@ -192,6 +204,7 @@ struct Fingerprint<'a> {
     poll: Option<(&'a str, &'a [String], bool)>,
     stream: bool,
     usage: &'a Option<Usage>,
+    attachments: &'a [String],
 }
 
 /// A validated send, ready for the conversation actor.
@@ -207,6 +220,8 @@ pub(crate) struct Send {
     pub key: Option<String>,
     /// Open a draft (`"stream": true`).
     pub stream: bool,
+    /// Attachment ids, in render order (protocol §10); empty for none.
+    pub attachments: Vec<String>,
 }
 
 /// Posts `send` for `caller` and answers as `POST …/messages` does:
@@ -260,25 +275,45 @@ pub(crate) async fn post(
                 .map(|p| (p.question.as_str(), p.options.as_slice(), p.allow_multiple)),
             stream: send.stream,
             usage: &send.usage,
+            attachments: &send.attachments,
         })
         .unwrap_or_default()
         .as_bytes()]),
     });
+    let bay = &caller.principal.bay;
+    let token = attach::claim_token(idempotency.as_ref().map(|i| i.key.as_str()));
+    let mut metadata = send.metadata;
+    if !send.attachments.is_empty() {
+        let files = attach::claim(state, bay, &sender.id, &send.attachments, &token).await?;
+        metadata = Some(attach::metadata_with(metadata, &files));
+    }
     let outcome = state
         .registry
-        .conversation(&caller.principal.bay, &send.conversation)
+        .conversation(bay, &send.conversation)
         .send(Post {
             sender: sender.clone(),
             content: send.content,
             reply_to: send.reply_to.map(MessageId),
-            metadata: send.metadata,
+            metadata,
             card: send.card,
             poll: send.poll,
             usage: send.usage,
             idempotency,
             stream: send.stream,
         })
-        .await??;
+        .await
+        .map_err(ApiError::from)
+        .and_then(|r| r.map_err(ApiError::from));
+    if !send.attachments.is_empty() {
+        match &outcome {
+            Ok(PostOutcome::Posted(m)) | Ok(PostOutcome::Duplicate(m)) => {
+                let ids = &send.attachments;
+                attach::link(state, bay, ids, &token, &send.conversation, &m.id).await;
+            }
+            _ => attach::release(state, bay, &send.attachments, &token).await,
+        }
+    }
+    let outcome = outcome?;
     let reader = &sender.id;
     let answer = |m: &StoredMessage| RestMessage::of(m, reader, m.sender.clone());
     match outcome {
@@ -321,7 +356,7 @@ pub(crate) async fn post(
     operation_id = "sendMessage",
     tag = "agent",
     summary = "Post a message",
-    description = "Stores the message and delivers it to every member over `/updates` and `/ws`; `@Name` mentions and the conversation's policy decide each agent's `shouldRespond`. Non-participants and unknown ids get 404 alike (protocol §7: never confirm an id exists). `attachments` / `attachmentId` are refused with 400 INVALID_REQUEST.\n\nIdempotent retries: send an `Idempotency-Key` header (or `clientId` in the body). Within the replay window (15 min by default) a retry with the same key and body, on any node, stores nothing and answers the first message again (201, `Idempotent-Replayed: true`); the same key with another body is 409 IDEMPOTENCY_KEY_REUSED; a retry whose message was deleted since is 410 MESSAGE_DELETED. Keys are scoped to their sender.",
+    description = "Stores the message and delivers it to every member over `/updates` and `/ws`; `@Name` mentions and the conversation's policy decide each agent's `shouldRespond`. Non-participants and unknown ids get 404 alike (protocol §7: never confirm an id exists).\n\nFiles (protocol §10): `attachments: [{attachmentId}]` (1 to 10, render order) or the legacy `attachmentId`, never both. Linking is all-or-nothing: an id that is unknown, another Bay's or uploader's, or already sent is 409 ATTACHMENT_CONFLICT and no message is created (which id is never said). Every copy of the message then carries `metadata.attachments[] {attachmentId, type, mimeType, sizeBytes, attachmentUrl}` with freshly signed URLs, and the legacy `metadata.attachmentId` / `attachmentUrl` of the first.\n\nIdempotent retries: send an `Idempotency-Key` header (or `clientId` in the body). Within the replay window (15 min by default) a retry with the same key and body, on any node, stores nothing and answers the first message again (201, `Idempotent-Replayed: true`); the same key with another body is 409 IDEMPOTENCY_KEY_REUSED; a retry whose message was deleted since is 410 MESSAGE_DELETED. Keys are scoped to their sender.",
     params(
         ("id" = String, Path, description = "Conversation id"),
         ("Idempotency-Key" = Option<String>, Header, description = "1–255 printable ASCII characters; a plain token or a quoted structured-field string"),
@@ -329,10 +364,10 @@ pub(crate) async fn post(
     request_body = SendBody,
     responses(
         (status = 201, description = "The stored message (or, for a retried idempotent send, the first one), in the GET shape", body = RestMessage),
-        (status = 400, description = "INVALID_JSON, INVALID_CONTENT (`content` not a string, empty, blank or too long), INVALID_REPLY_TARGET, INVALID_IDEMPOTENCY_KEY, CARD_WITH_ATTACHMENTS, CARD_TYPE_NOT_SENDABLE, INVALID_CARD_PAYLOAD (names the field) or INVALID_REQUEST (`metadata` not an object, a bad `usage` (names the field), attachments)", body = ErrorBody),
+        (status = 400, description = "INVALID_JSON, INVALID_CONTENT (`content` not a string, empty, blank or too long), INVALID_REPLY_TARGET, INVALID_IDEMPOTENCY_KEY, CARD_WITH_ATTACHMENTS, CARD_TYPE_NOT_SENDABLE, INVALID_CARD_PAYLOAD (names the field) or INVALID_REQUEST (`metadata` not an object, a bad `usage` (names the field), both attachment shapes, not 1 to 10 attachments, attachments on a streamed draft)", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown conversation or not a member (never confirms the id exists)", body = ErrorBody),
-        (status = 409, description = "IDEMPOTENCY_KEY_REUSED: the key was used with a different body", body = ErrorBody),
+        (status = 409, description = "IDEMPOTENCY_KEY_REUSED: the key was used with a different body; ATTACHMENT_CONFLICT: an attachment cannot be attached (nothing was sent)", body = ErrorBody),
         (status = 410, description = "MESSAGE_DELETED: the key's message was deleted since; it is not sent again", body = ErrorBody),
         (status = 413, description = "PAYLOAD_TOO_LARGE: body above `limits.max_body_bytes`", body = ErrorBody),
         (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
@@ -352,7 +387,9 @@ pub(super) async fn send_message(
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let body = body.into_inner();
-    let has_attachments = body.attachments.is_some() || body.attachment_id.is_some();
+    let has_attachments = [&body.attachments, &body.attachment_id]
+        .iter()
+        .any(|v| v.as_ref().is_some_and(|v| !v.is_null()));
     // A card is judged first so its named refusals win (protocol v1.11).
     let card = match &body.card {
         None | Some(serde_json::Value::Null) => None,
@@ -387,10 +424,11 @@ pub(super) async fn send_message(
             "metadata must be an object",
         ));
     }
-    if has_attachments {
+    let attachments = attach::requested(body.attachments.as_ref(), body.attachment_id.as_ref())?;
+    if stream && !attachments.is_empty() {
         return Err(ApiError::new(
             ErrorCode::InvalidRequest,
-            "attachments are not supported by this gateway",
+            "a streamed message cannot carry attachments",
         ));
     }
     let usage = match &body.usage {
@@ -413,6 +451,7 @@ pub(super) async fn send_message(
         usage,
         key,
         stream,
+        attachments,
     };
     post_and_answer(&state, &caller, send).await
 }
@@ -420,7 +459,14 @@ pub(super) async fn send_message(
 /// Metadata keys only the server writes (protocol §4: `addressedAgents` is
 /// the server's resolution of plain-name addressing). A sender's own value
 /// is dropped, so no one can plant a routing hint.
-const SERVER_METADATA_FIELDS: [&str; 1] = ["addressedAgents"];
+/// The attachment fields are the server's too (protocol §10: it writes
+/// `attachments[]` from the stored files and signs every URL).
+const SERVER_METADATA_FIELDS: [&str; 4] = [
+    "addressedAgents",
+    "attachments",
+    "attachmentId",
+    "attachmentUrl",
+];
 
 /// Drops what only the server writes: [`SERVER_METADATA_FIELDS`], and a
 /// `type` naming a card (`card.…`), so no message passes itself off as a

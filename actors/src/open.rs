@@ -632,7 +632,9 @@ pub fn project(
             }
             None
         }
-        LogEvent::CredentialRevoked { .. } | LogEvent::Suspension { .. } => None,
+        LogEvent::CredentialRevoked { .. }
+        | LogEvent::Suspension { .. }
+        | LogEvent::Canary { .. } => None,
     }
 }
 

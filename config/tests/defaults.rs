@@ -61,6 +61,8 @@ fn defaults_equal_the_protocol_values() {
             typing_ttl: secs(5), // protocol §11: typing has a 5s TTL
             draft_flush_interval: Duration::from_millis(40),
             draft_orphan_timeout: secs(30),
+            canary_interval: secs(1),
+            canary_timeout: secs(3),
             presence_interval: secs(2),
             presence_linger: Duration::from_millis(2500),
             presence_poll_linger: Duration::from_secs(10),

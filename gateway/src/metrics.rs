@@ -57,6 +57,10 @@ pub use switchboard_actors::open::REPLAYS;
 pub const WEBHOOK_DELIVERIES: &str = "switchboard_webhook_deliveries_total";
 /// Duration of one webhook delivery attempt (histogram, seconds).
 pub const WEBHOOK_ATTEMPT_SECONDS: &str = "switchboard_webhook_attempt_duration_seconds";
+/// Round trip of the readiness canary (histogram, seconds): from writing
+/// a canary record into the store to this node's feed reading it back
+/// (`gateway/src/ops/canary.rs`).
+pub const CANARY_SECONDS: &str = "switchboard_canary_round_trip_seconds";
 /// Age of the oldest record a webhook worker on this node is still trying
 /// to deliver (gauge, seconds; 0 when nothing is pending).
 pub const WEBHOOK_OLDEST_PENDING: &str = "switchboard_webhook_oldest_undelivered_seconds";

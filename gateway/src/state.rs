@@ -33,6 +33,8 @@ pub struct AppState {
     pub draining: Arc<tokio::sync::watch::Sender<bool>>,
     /// Webhook deliveries of this node (and the sealing of their secrets).
     pub webhooks: crate::webhooks::dispatcher::Dispatcher,
+    /// The readiness canary's outcome (`/readyz`: delivery flows).
+    pub canary: Arc<crate::ops::canary::Canary>,
 }
 
 impl AppState {

@@ -5,6 +5,7 @@
 
 pub mod nginx;
 pub mod sse;
+pub mod stall;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};

@@ -65,7 +65,8 @@ impl BayFeed {
             LogEvent::Message { .. }
             | LogEvent::Change { .. }
             | LogEvent::Presence { .. }
-            | LogEvent::SummaryRequested { .. } => {}
+            | LogEvent::SummaryRequested { .. }
+            | LogEvent::Canary { .. } => {}
         }
     }
 }

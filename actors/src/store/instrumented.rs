@@ -470,6 +470,20 @@ impl LeaseStore for Instrumented {
 }
 
 #[async_trait]
+impl crate::store::NodeStore for Instrumented {
+    async fn report_node(
+        &self,
+        record: &crate::store::NodeRecord,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        timed("report_node", self.inner.report_node(record, ttl)).await
+    }
+    async fn nodes(&self) -> Result<Vec<crate::store::NodeRecord>, StoreError> {
+        timed("nodes", self.inner.nodes()).await
+    }
+}
+
+#[async_trait]
 impl PresenceStore for Instrumented {
     async fn set_presence(
         &self,

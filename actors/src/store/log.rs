@@ -181,7 +181,8 @@ impl LogRecord {
             }),
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
-            | LogEvent::Suspension { .. } => None,
+            | LogEvent::Suspension { .. }
+            | LogEvent::Canary { .. } => None,
         }
     }
 
@@ -227,7 +228,8 @@ impl LogRecord {
             }
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
-            | LogEvent::Suspension { .. } => return None,
+            | LogEvent::Suspension { .. }
+            | LogEvent::Canary { .. } => return None,
         };
         let frames = self.frames.get_or_init(|| {
             // The sender's own view has shouldRespond false; flip it for the other.
@@ -308,6 +310,16 @@ pub enum LogEvent {
         version: u64,
         /// When it was asked.
         at: DateTime<Utc>,
+    },
+    /// A node's readiness probe (`/readyz`): logged only in the reserved
+    /// canary Bay (`gateway/src/ops/canary.rs`), addressed to no one. The
+    /// node that wrote it waits for its own feed of that Bay to read it
+    /// back, which proves the store's write and the feed's tail both work.
+    Canary {
+        /// The node that wrote it ([`crate::node::id`]).
+        node: String,
+        /// When it was written, Unix ms of the writer's clock.
+        sent_ms: u64,
     },
     /// A token was rotated or revoked: its sessions close (4001 / 401).
     CredentialRevoked {
@@ -672,7 +684,8 @@ impl LogEvent {
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
             | LogEvent::Presence { .. }
-            | LogEvent::SummaryRequested { .. } => None,
+            | LogEvent::SummaryRequested { .. }
+            | LogEvent::Canary { .. } => None,
         }
     }
 
@@ -723,7 +736,8 @@ impl LogEvent {
             LogEvent::SummaryRequested { .. } => 320,
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
-            | LogEvent::Suspension { .. } => 64,
+            | LogEvent::Suspension { .. }
+            | LogEvent::Canary { .. } => 64,
         }
     }
 
@@ -744,7 +758,8 @@ impl LogEvent {
             LogEvent::SummaryRequested { conversation, .. } => Some(&conversation.id),
             LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
-            | LogEvent::Presence { .. } => None,
+            | LogEvent::Presence { .. }
+            | LogEvent::Canary { .. } => None,
         }
     }
 }

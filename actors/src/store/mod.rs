@@ -14,6 +14,7 @@
 //! | [`presence`] | [`PresenceStore`] | node presence records, published states |
 //! | [`summaries`] | [`SummaryStore`] | conversation summaries, the summarizer, refresh budget |
 //! | [`pairing`] | [`PairingStore`] | pairing codes and link requests (hashed, with a TTL) |
+//! | [`nodes`] | [`NodeStore`] | each live gateway node's self-description |
 //!
 //! [`Store`] is all of them together, implemented for every type that
 //! implements each area, so `Arc<dyn Store>` is what nodes pass around;
@@ -37,6 +38,7 @@ pub mod leases;
 pub mod log;
 pub mod memory;
 pub mod messages;
+pub mod nodes;
 pub mod pairing;
 pub mod presence;
 pub mod redis;
@@ -53,6 +55,7 @@ pub use messages::{
     next_round, AppendOutcome, Appended, Changed, Idempotency, MessageChange, MessageStore,
     NewMessage, ReadState,
 };
+pub use nodes::{NodeRecord, NodeStore};
 pub use pairing::{Approval, LinkRequest, PairingStore, PairingTarget, SecretHash};
 pub use presence::{ParticipantPresence, PresenceChange, PresenceStore, Published};
 pub use summaries::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
@@ -65,7 +68,7 @@ pub mod prelude {
     pub use super::SummaryStore;
     pub use super::{
         ConversationStore, DirectoryStore, DisplacementStore, DraftStore, LeaseStore, LogStore,
-        MessageStore, PresenceStore, Store, WebhookStore,
+        MessageStore, NodeStore, PresenceStore, Store, WebhookStore,
     };
 }
 
@@ -155,6 +158,7 @@ pub trait Store:
     + PresenceStore
     + SummaryStore
     + PairingStore
+    + NodeStore
 {
 }
 
@@ -170,6 +174,7 @@ impl<T> Store for T where
         + PresenceStore
         + SummaryStore
         + PairingStore
+        + NodeStore
         + ?Sized
 {
 }

@@ -47,7 +47,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(set_webhook)
             .service(remove_webhook)
             .configure(super::summarizer::routes)
-            .configure(super::pairing::admin_routes),
+            .configure(super::pairing::admin_routes)
+            .configure(super::operator::routes),
     );
 }
 

@@ -6,6 +6,8 @@ pub mod body;
 pub mod directory;
 pub mod drafts;
 pub mod messages;
+pub mod operator;
+pub mod operator_live;
 pub mod pairing;
 pub mod polls;
 pub mod summarizer;

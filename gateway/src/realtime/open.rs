@@ -149,7 +149,8 @@ pub fn observe_live_delivery(
             | LogEvent::SummaryRequested { .. } => delivered += 1,
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
-            | LogEvent::Suspension { .. } => {}
+            | LogEvent::Suspension { .. }
+            | LogEvent::Canary { .. } => {}
         }
     }
     if delivered == 0 {

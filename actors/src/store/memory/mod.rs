@@ -17,6 +17,7 @@ mod drafts;
 mod leases;
 mod log;
 mod messages;
+mod nodes;
 mod pairing;
 mod presence;
 mod summaries;
@@ -60,6 +61,8 @@ struct State {
     logs: HashMap<BayId, Log>,
     /// Lease name → (holder, expiry in Unix ms).
     leases: HashMap<String, (String, u64)>,
+    /// Node directory: node id → (record, valid until Unix ms).
+    nodes: HashMap<String, (crate::store::NodeRecord, u64)>,
     /// Summaries, summarizers and refresh budgets of every Bay.
     summaries: summaries::SummaryState,
     /// Pairing codes and link requests.

@@ -73,6 +73,7 @@ mod drafts;
 mod leases;
 mod log;
 mod messages;
+mod nodes;
 mod pairing;
 mod presence;
 mod summaries;

@@ -281,7 +281,7 @@ pub struct Timing {
     #[serde(with = "humantime_serde")]
     pub canary_interval: Duration,
     /// `/readyz` answers 503 `delivery_stalled` once a canary record has
-    /// gone this long without coming back through the feed (3 s by
+    /// gone this long without coming back through the feed (2.5 s by
     /// default). Invariant: not zero.
     #[serde(with = "humantime_serde")]
     pub canary_timeout: Duration,

@@ -24,7 +24,7 @@ pub struct NodeRecord {
     pub connections: BTreeMap<String, u64>,
     /// `/updates` calls held right now.
     pub held_polls: u64,
-    /// Bay feeds running on the node.
+    /// Bay feeds running on the node (tenants' Bays: `bays.len()`).
     pub feeds: u64,
     /// Events handed to clients per second, over the last report interval.
     pub deliveries_per_second: f64,

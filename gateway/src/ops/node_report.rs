@@ -130,6 +130,14 @@ pub fn spawn(state: AppState) {
             tick.tick().await;
             let (connections, held_polls, now) = read(&super::exporter::install().render());
             let secs = REPORT_INTERVAL.as_secs_f64();
+            // The canary's own feed is not a tenant's: neither listed nor counted.
+            let bays: Vec<String> = state
+                .registry
+                .feed_bays()
+                .into_iter()
+                .map(|b| b.0)
+                .filter(|b| b != super::canary::CANARY_BAY)
+                .collect();
             let record = NodeRecord {
                 id: switchboard_actors::node::id().to_string(),
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -137,20 +145,14 @@ pub fn spawn(state: AppState) {
                 reported_ms: now_ms(),
                 connections,
                 held_polls,
-                feeds: state.registry.actor_counts().0 as u64,
+                feeds: bays.len() as u64,
                 deliveries_per_second: ((now.events - before.events) / secs).max(0.0),
                 delivery_p99_ms: p99_ms(&before, &now),
                 canary_ms: state
                     .canary
                     .last_round_trip()
                     .map(|d| d.as_secs_f64() * 1000.0),
-                bays: state
-                    .registry
-                    .feed_bays()
-                    .into_iter()
-                    .map(|b| b.0)
-                    .filter(|b| b != super::canary::CANARY_BAY)
-                    .collect(),
+                bays,
             };
             before = now;
             if let Err(err) = state.store.report_node(&record, REPORT_TTL).await {

@@ -66,7 +66,10 @@ async fn a_stalled_feed_fails_readiness_within_5_s_while_ping_still_answers() {
     assert_eq!(status, 503, "still ready {took:?} after the stall: {body}");
     // Not `store_unavailable`: the store still answers its ping.
     assert_eq!(body["reason"], "delivery_stalled", "{body}");
-    assert!(took < Duration::from_secs(5), "readiness failed after {took:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "readiness failed after {took:?}"
+    );
     assert_eq!(redis.cmd(&["PING"]), "PONG");
 
     proxy.heal();

@@ -42,7 +42,8 @@ async fn post_as(gw: &Gateway, conversation: &str, body: Value) -> (u16, Value) 
     (status, res.json().await.unwrap_or(Value::Null))
 }
 
-type Events = BoxStream<'static, Result<Event, eventsource_stream::EventStreamError<reqwest::Error>>>;
+type Events =
+    BoxStream<'static, Result<Event, eventsource_stream::EventStreamError<reqwest::Error>>>;
 
 async fn open_stream(gw: &Gateway, path: &str) -> Events {
     let res = stream_http()
@@ -103,7 +104,12 @@ async fn the_node_directory_lists_this_node_with_its_connections() {
     assert!(!first["nodes"].as_array().unwrap().is_empty(), "{first}");
     ws.close().await;
     // Without the admin token: 401, as every admin route.
-    let res = gw.http.get(gw.url("/api/admin/nodes")).send().await.unwrap();
+    let res = gw
+        .http
+        .get(gw.url("/api/admin/nodes"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 401);
 }
 
@@ -174,7 +180,11 @@ async fn posting_as_a_member_shows_each_recipients_verdict() {
         .unwrap();
     assert_eq!(res.status(), 401);
     let (_, view) = admin_get(&gw, "/bays/acme/conversations/group/view").await;
-    assert_eq!(view["messages"].as_array().unwrap().len(), 1, "nothing else stored");
+    assert_eq!(
+        view["messages"].as_array().unwrap().len(),
+        1,
+        "nothing else stored"
+    );
 }
 
 #[tokio::test]
@@ -192,7 +202,10 @@ async fn the_live_stream_carries_messages_drafts_and_presence() {
 
     let (status, sent) = gw.post_message(&w.ana, "group", "hello operators").await;
     assert_eq!(status, 201, "{sent}");
-    let seen = until(&mut events, "message", |m| m["content"] == "hello operators").await;
+    let seen = until(&mut events, "message", |m| {
+        m["content"] == "hello operators"
+    })
+    .await;
     assert_eq!(seen["id"], sent["id"]);
     assert_eq!(seen["sender"]["id"], "ana");
 
@@ -214,7 +227,9 @@ async fn the_live_stream_carries_messages_drafts_and_presence() {
         "/conversations/group/messages/{}/append",
         draft["id"].as_str().unwrap()
     );
-    let (status, body) = gw.post_json(&w.rex, &path, json!({"offset": 8, "text": " hard"})).await;
+    let (status, body) = gw
+        .post_json(&w.rex, &path, json!({"offset": 8, "text": " hard"}))
+        .await;
     assert_eq!(status, 200, "{body}");
     let delta = until(&mut events, "delta", |d| d["id"] == draft["id"]).await;
     assert_eq!(delta["text"], " hard");
@@ -310,10 +325,23 @@ async fn the_page_and_its_assets_come_from_the_binary() {
             .contains("default-src 'self'"));
         let text = res.text().await.unwrap();
         assert!(text.contains(needle), "{path}");
-        assert!(!text.contains("http://") && !text.contains("https://"), "{path} loads nothing from elsewhere");
+        assert!(
+            !text.contains("http://") && !text.contains("https://"),
+            "{path} loads nothing from elsewhere"
+        );
     }
-    let res = gw.http.get(gw.url("/console/../Cargo.toml")).send().await.unwrap();
+    let res = gw
+        .http
+        .get(gw.url("/console/../Cargo.toml"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 404);
-    let res = gw.http.get(gw.url("/console/nope.js")).send().await.unwrap();
+    let res = gw
+        .http
+        .get(gw.url("/console/nope.js"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 404);
 }

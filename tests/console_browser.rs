@@ -181,12 +181,24 @@ async fn an_operator_watches_a_conversation_live_in_a_browser() {
         .await
         .unwrap();
     wait_for(&client, "#nodes tr[data-node]").await;
-    assert!(!client.current_url().await.unwrap().as_str().contains(ADMIN_TOKEN));
+    assert!(!client
+        .current_url()
+        .await
+        .unwrap()
+        .as_str()
+        .contains(ADMIN_TOKEN));
     let stored: serde_json::Value = client
-        .execute("return sessionStorage.getItem('switchboard.adminToken')", vec![])
+        .execute(
+            "return sessionStorage.getItem('switchboard.adminToken')",
+            vec![],
+        )
         .await
         .unwrap();
-    assert_eq!(stored, json!(ADMIN_TOKEN), "kept in the tab's session storage");
+    assert_eq!(
+        stored,
+        json!(ADMIN_TOKEN),
+        "kept in the tab's session storage"
+    );
 
     // Rex connects; the conversation page shows it online.
     let rex = gw.ws_ready(&w.rex, None).await;

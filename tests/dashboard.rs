@@ -11,7 +11,10 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
 fn dashboard() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana/switchboard.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/grafana/switchboard.json"
+    );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("the dashboard is JSON")
 }
 
@@ -22,7 +25,12 @@ fn expressions(dash: &Value) -> Vec<String> {
         .expect("panels")
         .iter()
         .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
-        .map(|t| t["expr"].as_str().expect("every target has an expr").to_owned())
+        .map(|t| {
+            t["expr"]
+                .as_str()
+                .expect("every target has an expr")
+                .to_owned()
+        })
         .collect()
 }
 
@@ -51,18 +59,37 @@ fn the_dashboard_is_well_formed() {
         .iter()
         .map(|p| p["id"].as_u64().unwrap())
         .collect();
-    assert_eq!(ids.len(), dash["panels"].as_array().unwrap().len(), "panel ids are unique");
+    assert_eq!(
+        ids.len(),
+        dash["panels"].as_array().unwrap().len(),
+        "panel ids are unique"
+    );
     let titles: Vec<&str> = dash["panels"]
         .as_array()
         .unwrap()
         .iter()
         .map(|p| p["title"].as_str().unwrap())
         .collect();
-    for wanted in ["Connections", "Deliveries", "Delivery latency", "Replays", "Slow consumers", "Store (Redis) command latency", "Webhook outcomes", "Drafts"] {
-        assert!(titles.iter().any(|t| t.starts_with(wanted)), "no {wanted} panel in {titles:?}");
+    for wanted in [
+        "Connections",
+        "Deliveries",
+        "Delivery latency",
+        "Replays",
+        "Slow consumers",
+        "Store (Redis) command latency",
+        "Webhook outcomes",
+        "Drafts",
+    ] {
+        assert!(
+            titles.iter().any(|t| t.starts_with(wanted)),
+            "no {wanted} panel in {titles:?}"
+        );
     }
     for expr in expressions(&dash) {
-        assert!(!metric_names(&expr).is_empty(), "{expr} reads no switchboard metric");
+        assert!(
+            !metric_names(&expr).is_empty(),
+            "{expr} reads no switchboard metric"
+        );
     }
 }
 
@@ -75,19 +102,30 @@ async fn every_metric_the_dashboard_queries_is_exported() {
     let mut ws = gw.ws_ready(&w.rex, None).await;
     let (status, _) = gw.post_message(&w.ana, "group", "hello").await;
     assert_eq!(status, 201);
-    ws.until_frame("event", std::time::Duration::from_secs(10)).await;
+    ws.until_frame("event", std::time::Duration::from_secs(10))
+        .await;
     let (status, draft) = gw
-        .post_json(&w.rex, "/conversations/group/messages", json!({"content": "a", "stream": true}))
+        .post_json(
+            &w.rex,
+            "/conversations/group/messages",
+            json!({"content": "a", "stream": true}),
+        )
         .await;
     assert_eq!(status, 201, "{draft}");
     let mid = draft["id"].as_str().unwrap();
     let (status, body) = gw
-        .post_json(&w.rex, &format!("/conversations/group/messages/{mid}/append"), json!({"offset": 1, "text": "b"}))
+        .post_json(
+            &w.rex,
+            &format!("/conversations/group/messages/{mid}/append"),
+            json!({"offset": 1, "text": "b"}),
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     // The canary's first round trip and the first node report.
     let ready = common::eventually(std::time::Duration::from_secs(10), || async {
-        gw.metric("switchboard_canary_round_trip_seconds_count").await > 0.0
+        gw.metric("switchboard_canary_round_trip_seconds_count")
+            .await
+            > 0.0
     })
     .await;
     assert!(ready, "no canary round trip");
@@ -117,8 +155,9 @@ async fn every_metric_the_dashboard_queries_is_exported() {
     assert!(missing.is_empty(), "queried but not exported: {missing:?}");
     // The draft panel filters routes by pattern: the node's labels match it.
     assert!(
-        text.lines().any(|l| l.starts_with("switchboard_http_requests_total")
-            && l.contains("route=\"/api/agent-api/conversations/{id}/messages/{mid}/append\"")),
+        text.lines()
+            .any(|l| l.starts_with("switchboard_http_requests_total")
+                && l.contains("route=\"/api/agent-api/conversations/{id}/messages/{mid}/append\"")),
         "no append route label"
     );
     ws.close().await;

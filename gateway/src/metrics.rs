@@ -38,7 +38,8 @@ pub const HTTP_SECONDS: &str = "switchboard_http_request_duration_seconds";
 pub use switchboard_actors::feed::SLOW_CONSUMERS;
 /// `GET …/messages/wait` requests registered and not yet answered (gauge).
 pub const WAITS_HELD: &str = "switchboard_message_waits_held";
-/// Live actors (gauge), label `kind` = `feed` | `conversation`.
+/// Live actors (gauge), label `kind` = `feed` | `conversation`; the
+/// readiness canary's own feed is not counted.
 pub const ACTORS: &str = "switchboard_actors";
 /// Dedicated Redis connections for blocking reads (gauge); set by the
 /// Redis engine, absent with the memory engine.

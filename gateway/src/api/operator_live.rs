@@ -228,7 +228,12 @@ async fn live(
         .feed(&bay)
         .send(WatchHead)
         .await
-        .map_err(|_| ApiError::new(switchboard_protocol::error::ErrorCode::Unavailable, "the Bay's feed is not running"))?;
+        .map_err(|_| {
+            ApiError::new(
+                switchboard_protocol::error::ErrorCode::Unavailable,
+                "the Bay's feed is not running",
+            )
+        })?;
     let position = state.store.log_head(&bay).await?;
     let view = view_json(&state, &bay, &c).await?;
     let follow = Follow {

@@ -28,7 +28,8 @@ const INDEX: &str = include_str!("index.html");
 
 /// Scripts, styles and data from this origin only; never framed (the
 /// page holds an admin token).
-const POLICY: &str = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+const POLICY: &str =
+    "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
 fn asset(content_type: &str, body: &'static str) -> HttpResponse {
     HttpResponse::Ok()

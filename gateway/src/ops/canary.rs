@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use switchboard_actors::feed::WatchHead;
 use switchboard_actors::registry::Registry;
 use switchboard_actors::store::log::LogEvent;
-use switchboard_actors::store::prelude::*;
 use switchboard_actors::store::now_ms;
+use switchboard_actors::store::prelude::*;
 use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::ids::BayId;
 
@@ -90,12 +90,7 @@ impl Canary {
 
 /// Runs the probe every `interval` (never when it is zero) until the
 /// process ends. Must run inside an actix system.
-pub fn spawn(
-    canary: Arc<Canary>,
-    store: Arc<dyn Store>,
-    registry: Registry,
-    interval: Duration,
-) {
+pub fn spawn(canary: Arc<Canary>, store: Arc<dyn Store>, registry: Registry, interval: Duration) {
     if interval.is_zero() {
         return;
     }

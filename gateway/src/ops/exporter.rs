@@ -84,7 +84,15 @@ async fn render(state: web::Data<AppState>) -> HttpResponse {
 /// actors on the way): at every scrape, and periodically so the tables are
 /// pruned even when nobody scrapes.
 pub fn refresh(state: &AppState) {
-    let (feeds, conversations) = state.registry.actor_counts();
+    let (_, conversations) = state.registry.actor_counts();
+    // Tenants' feeds: the readiness canary's own feed never stops and is
+    // not a Bay anyone uses.
+    let feeds = state
+        .registry
+        .feed_bays()
+        .iter()
+        .filter(|b| b.0 != super::canary::CANARY_BAY)
+        .count();
     metrics::gauge!(ACTORS, "kind" => "feed").set(feeds as f64);
     metrics::gauge!(ACTORS, "kind" => "conversation").set(conversations as f64);
     metrics::gauge!(WEBHOOK_OLDEST_PENDING).set(state.webhooks.oldest_pending().as_secs_f64());

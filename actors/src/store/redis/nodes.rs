@@ -33,7 +33,11 @@ impl NodeStore for RedisStore {
             },
         )?;
         let _: i64 = self
-            .query(doing, &key, cmd("HSET").arg(&key).arg(&record.id).arg(value))
+            .query(
+                doing,
+                &key,
+                cmd("HSET").arg(&key).arg(&record.id).arg(value),
+            )
             .await?;
         Ok(())
     }

@@ -30,8 +30,11 @@ pub struct Deliveries {
     pub buckets: Vec<(f64, f64)>,
 }
 
+/// A sample's labels: (name, value) pairs.
+type Labels<'a> = Vec<(&'a str, &'a str)>;
+
 /// One sample line of the text exposition format: name, labels, value.
-fn sample(line: &str) -> Option<(&str, Vec<(&str, &str)>, f64)> {
+fn sample(line: &str) -> Option<(&str, Labels<'_>, f64)> {
     if line.starts_with('#') || line.is_empty() {
         return None;
     }

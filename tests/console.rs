@@ -179,6 +179,16 @@ async fn posting_as_a_member_shows_each_recipients_verdict() {
         .await
         .unwrap();
     assert_eq!(res.status(), 401);
+    let res = gw
+        .http
+        .post(gw.url("/api/admin/bays/acme/participants/ben/suspend"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+    let (s, b) = post_as(&gw, "group", json!({"as": "ben", "content": "hi"})).await;
+    assert_error(s, &b, 403, "ACCOUNT_SUSPENDED");
     let (_, view) = admin_get(&gw, "/bays/acme/conversations/group/view").await;
     assert_eq!(
         view["messages"].as_array().unwrap().len(),

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use std::collections::HashSet;
 use switchboard_actors::model::{Conversation, Participant, StoredMessage};
 use switchboard_actors::store::log::LogEvent;
-use switchboard_actors::store::{Principal, Replay};
+use switchboard_actors::store::{Principal, Replay, Suspension};
 use switchboard_actors::token::TokenHash;
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId, TokenId};
@@ -245,6 +245,7 @@ pub(crate) struct PostAs {
         (status = 201, description = "`{message, recipients: [{id, name, kind, shouldRespond}]}`", body = serde_json::Value),
         (status = 400, description = "INVALID_JSON or INVALID_CONTENT", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
+        (status = 403, description = "ACCOUNT_SUSPENDED or BAY_SUSPENDED: the member or its Bay is suspended", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown Bay, conversation or participant, `as` is not a member, or the admin API is disabled", body = ErrorBody),
         (status = 503, description = "STORE_UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
@@ -265,6 +266,14 @@ async fn post_as(
         .participant(&bay, &ParticipantId(body.sender))
         .await?
         .ok_or_else(ApiError::not_found)?;
+    // A suspended member cannot send on its own; nor does the console for it.
+    let standing = Suspension::of(
+        state.store.suspended(&bay, Some(&participant.id)).await?,
+        state.store.suspended(&bay, None).await?,
+    );
+    if let Some(suspension) = standing {
+        return Err(ApiError::suspended(suspension));
+    }
     let caller = Caller {
         principal: Principal {
             bay: bay.clone(),

@@ -690,7 +690,8 @@ pub fn project(
         }
         LogEvent::CredentialRevoked { .. }
         | LogEvent::Suspension { .. }
-        | LogEvent::ConnectorAnswered { .. } => None,
+        | LogEvent::ConnectorAnswered { .. }
+        | LogEvent::Canary { .. } => None,
     }
 }
 

@@ -193,6 +193,15 @@ impl Registry {
         });
     }
 
+    /// The Bays whose feed runs on this node, sorted (the node directory).
+    pub fn feed_bays(&self) -> Vec<BayId> {
+        let mut feeds = self.inner.feeds.lock();
+        feeds.retain(|_, a| a.connected());
+        let mut bays: Vec<BayId> = feeds.keys().cloned().collect();
+        bays.sort();
+        bays
+    }
+
     /// Number of live feeds and conversation actors (for metrics); forgets
     /// the stopped ones on the way.
     pub fn actor_counts(&self) -> (usize, usize) {

@@ -123,6 +123,8 @@ mod leases;
 mod log;
 #[path = "store_conformance/messages.rs"]
 mod messages;
+#[path = "store_conformance/nodes.rs"]
+mod nodes;
 #[path = "store_conformance/pairing.rs"]
 mod pairing;
 #[path = "store_conformance/presence.rs"]

@@ -58,7 +58,9 @@ pub(crate) const TOP_LEVEL_KEYS: [&str; 17] = [
 ];
 
 /// The top-level keys that are tables.
-const SECTIONS: [&str; 7] = ["redis", "limits", "timing", "webhooks", "pairing", "rooms", "files"];
+const SECTIONS: [&str; 7] = [
+    "redis", "limits", "timing", "webhooks", "pairing", "rooms", "files",
+];
 
 /// A snapshot of the `SWITCHBOARD_*` variables that are settings.
 #[derive(Clone, Debug)]

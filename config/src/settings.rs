@@ -288,6 +288,17 @@ pub struct Timing {
     /// (10 min by default). Invariant: not zero.
     #[serde(with = "humantime_serde")]
     pub mcp_session_idle: Duration,
+    /// How often the readiness canary writes a record into the store and
+    /// waits for the node's own feed to read it back (1 s by default).
+    /// Zero turns the canary off: `/readyz` then checks the store's ping
+    /// alone.
+    #[serde(with = "humantime_serde")]
+    pub canary_interval: Duration,
+    /// `/readyz` answers 503 `delivery_stalled` once a canary record has
+    /// gone this long without coming back through the feed (2.5 s by
+    /// default). Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub canary_timeout: Duration,
 }
 
 /// Pairing codes and link requests (protocol §2, "The two ways to

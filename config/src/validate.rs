@@ -153,6 +153,7 @@ fn check_timing(timing: &Timing) -> Result<(), ConfigError> {
     // (offline as the session ends).
     // timing.presence_tick: zero is valid (no presence.updated events).
     non_zero("timing.presence_idle_after", timing.presence_idle_after)?;
+    non_zero("timing.canary_timeout", timing.canary_timeout)?;
     // timing.drain_timeout: zero is valid (close connections at once).
     non_zero("timing.actor_idle_timeout", timing.actor_idle_timeout)
 }

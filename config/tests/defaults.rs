@@ -64,6 +64,8 @@ fn defaults_equal_the_protocol_values() {
             draft_flush_interval: Duration::from_millis(40),
             draft_orphan_timeout: secs(30),
             mcp_session_idle: secs(600),
+            canary_interval: secs(1),
+            canary_timeout: Duration::from_millis(2500),
             presence_interval: secs(2),
             presence_linger: Duration::from_millis(2500),
             presence_poll_linger: Duration::from_secs(10),

@@ -19,6 +19,7 @@
 //! - [`error`]: the JSON error body and how a session's end reaches each
 //!   transport; [`method_not_allowed`]: 405 / 404 for unmatched requests;
 //!   [`middleware`]: request ids and access logs;
+//! - [`console`]: the operator console's page at `/console`;
 //! - [`ops`]: `/healthz`, `/readyz` and `/metrics`; [`metrics`]: the
 //!   metric names; [`telemetry`]: logging set-up; [`openapi`]: the OpenAPI
 //!   document at `/openapi.json`;
@@ -31,10 +32,11 @@ pub mod api;
 pub mod auth;
 pub mod bootstrap;
 pub mod connections;
+pub mod console;
 pub mod error;
+pub mod files;
 pub mod malformed;
 pub mod mcp;
-pub mod files;
 pub mod method_not_allowed;
 pub mod metrics;
 pub mod middleware;
@@ -214,6 +216,13 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let mut signals = ShutdownSignals::install();
     let server = listen(&settings, state.clone(), listeners)?;
     spawn_housekeeping(&state);
+    ops::node_report::spawn(state.clone());
+    ops::canary::spawn(
+        state.canary.clone(),
+        state.store.clone(),
+        state.registry.clone(),
+        settings.timing.canary_interval,
+    );
     let handle = server.handle();
     let grace = settings.timing.drain_grace;
     actix_rt::spawn(async move {
@@ -294,6 +303,7 @@ fn app_state(
     let state = AppState {
         webhooks,
         files,
+        canary: ops::canary::Canary::new(settings.timing.canary_timeout),
         // Counted in Redis with the redis engine (cluster-wide), per node otherwise.
         limits: Arc::new(RateLimits::from_settings(settings).map_err(StartError::Store)?),
         rooms: Arc::new(rooms::limits::RoomLimits::new(&settings.rooms)),
@@ -452,6 +462,7 @@ fn app(
         .configure(|cfg| state.mcp.routes(cfg))
         .service(web::scope("/api/admin").configure(api::admin::routes))
         .configure(ops::routes)
+        .configure(console::routes)
         .configure(openapi::routes)
         .default_service(web::to(method_not_allowed::fallback))
 }

@@ -38,7 +38,8 @@ pub const HTTP_SECONDS: &str = "switchboard_http_request_duration_seconds";
 pub use switchboard_actors::feed::SLOW_CONSUMERS;
 /// `GET …/messages/wait` requests registered and not yet answered (gauge).
 pub const WAITS_HELD: &str = "switchboard_message_waits_held";
-/// Live actors (gauge), label `kind` = `feed` | `conversation`.
+/// Live actors (gauge), label `kind` = `feed` | `conversation`; the
+/// readiness canary's own feed is not counted.
 pub const ACTORS: &str = "switchboard_actors";
 /// Dedicated Redis connections for blocking reads (gauge); set by the
 /// Redis engine, absent with the memory engine.
@@ -57,6 +58,10 @@ pub use switchboard_actors::open::REPLAYS;
 pub const WEBHOOK_DELIVERIES: &str = "switchboard_webhook_deliveries_total";
 /// Duration of one webhook delivery attempt (histogram, seconds).
 pub const WEBHOOK_ATTEMPT_SECONDS: &str = "switchboard_webhook_attempt_duration_seconds";
+/// Round trip of the readiness canary (histogram, seconds): from writing
+/// a canary record into the store to this node's feed reading it back
+/// (`gateway/src/ops/canary.rs`).
+pub const CANARY_SECONDS: &str = "switchboard_canary_round_trip_seconds";
 /// Age of the oldest record a webhook worker on this node is still trying
 /// to deliver (gauge, seconds; 0 when nothing is pending).
 pub const WEBHOOK_OLDEST_PENDING: &str = "switchboard_webhook_oldest_undelivered_seconds";

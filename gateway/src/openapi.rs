@@ -30,6 +30,8 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
         crate::ops::health::healthz,
         crate::ops::health::readyz,
         crate::ops::exporter::render,
+        crate::console::index,
+        crate::console::file,
         crate::api::pairing::redeem::pair,
         crate::api::pairing::link::create,
         crate::api::pairing::link::info,
@@ -131,6 +133,13 @@ struct AgentApi;
     crate::api::pairing::admin::mint_code,
     crate::api::pairing::admin::approve,
     crate::rooms::links::share,
+    crate::api::operator::nodes,
+    crate::api::operator::conversations,
+    crate::api::operator::view,
+    crate::api::operator::post_as,
+    crate::api::operator::webhooks,
+    crate::api::operator_live::live,
+    crate::api::operator_live::nodes_live,
 ))]
 struct AdminApi;
 

@@ -39,6 +39,8 @@ pub struct AppState {
     pub mcp: crate::mcp::Mcp,
     /// Attachment bytes, URL signing and filename sealing (protocol §10).
     pub files: crate::files::Files,
+    /// The readiness canary's outcome (`/readyz`: delivery flows).
+    pub canary: Arc<crate::ops::canary::Canary>,
 }
 
 impl AppState {

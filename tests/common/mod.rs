@@ -6,6 +6,7 @@
 pub mod nginx;
 pub mod rooms;
 pub mod sse;
+pub mod stall;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};

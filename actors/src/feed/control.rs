@@ -71,7 +71,8 @@ impl BayFeed {
             | LogEvent::Presence { .. }
             | LogEvent::SummaryRequested { .. }
             | LogEvent::ConnectorRequest { .. }
-            | LogEvent::ConnectorAnswered { .. } => {}
+            | LogEvent::ConnectorAnswered { .. }
+            | LogEvent::Canary { .. } => {}
         }
     }
 }

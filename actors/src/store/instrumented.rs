@@ -13,8 +13,8 @@ use super::{
     PresenceStore, Principal, Published, ReadState, Replay, Revisioned, RosterChange, RosterRule,
     RoundStep, Store, StoreError, Updated, Webhook, WebhookStatus, WebhookStore,
 };
-use super::{ConnectorStore, PendingRequest};
 use super::{Claim, FileEntry, FilePage, FileStore, StoredFile};
+use super::{ConnectorStore, PendingRequest};
 use super::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
 use crate::token::TokenHash;
@@ -469,6 +469,20 @@ impl LeaseStore for Instrumented {
     }
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
         timed("release_lease", self.inner.release_lease(name, holder)).await
+    }
+}
+
+#[async_trait]
+impl crate::store::NodeStore for Instrumented {
+    async fn report_node(
+        &self,
+        record: &crate::store::NodeRecord,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        timed("report_node", self.inner.report_node(record, ttl)).await
+    }
+    async fn nodes(&self) -> Result<Vec<crate::store::NodeRecord>, StoreError> {
+        timed("nodes", self.inner.nodes()).await
     }
 }
 

@@ -199,7 +199,8 @@ impl LogRecord {
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
-            | LogEvent::ConnectorAnswered { .. } => None,
+            | LogEvent::ConnectorAnswered { .. }
+            | LogEvent::Canary { .. } => None,
         }
     }
 
@@ -248,7 +249,8 @@ impl LogRecord {
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
-            | LogEvent::ConnectorAnswered { .. } => return None,
+            | LogEvent::ConnectorAnswered { .. }
+            | LogEvent::Canary { .. } => return None,
         };
         let frames = self.frames.get_or_init(|| {
             // The sender's own view has shouldRespond false; flip it for the other.
@@ -358,6 +360,16 @@ pub enum LogEvent {
         asker: ParticipantId,
         /// `Ok(result)` or `Err(message)`: the connector's answer as given.
         answer: Result<serde_json::Value, String>,
+    },
+    /// A node's readiness probe (`/readyz`): logged only in the reserved
+    /// canary Bay (`gateway/src/ops/canary.rs`), addressed to no one. The
+    /// node that wrote it waits for its own feed of that Bay to read it
+    /// back, which proves the store's write and the feed's tail both work.
+    Canary {
+        /// The node that wrote it ([`crate::node::id`]).
+        node: String,
+        /// When it was written, Unix ms of the writer's clock.
+        sent_ms: u64,
     },
     /// A token was rotated or revoked: its sessions close (4001 / 401).
     CredentialRevoked {
@@ -724,7 +736,8 @@ impl LogEvent {
             | LogEvent::Presence { .. }
             | LogEvent::SummaryRequested { .. }
             | LogEvent::ConnectorRequest { .. }
-            | LogEvent::ConnectorAnswered { .. } => None,
+            | LogEvent::ConnectorAnswered { .. }
+            | LogEvent::Canary { .. } => None,
         }
     }
 
@@ -778,7 +791,8 @@ impl LogEvent {
             LogEvent::ConnectorAnswered { .. } => 64,
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
-            | LogEvent::Suspension { .. } => 64,
+            | LogEvent::Suspension { .. }
+            | LogEvent::Canary { .. } => 64,
         }
     }
 
@@ -801,7 +815,8 @@ impl LogEvent {
             | LogEvent::Suspension { .. }
             | LogEvent::Presence { .. }
             | LogEvent::ConnectorRequest { .. }
-            | LogEvent::ConnectorAnswered { .. } => None,
+            | LogEvent::ConnectorAnswered { .. }
+            | LogEvent::Canary { .. } => None,
         }
     }
 }

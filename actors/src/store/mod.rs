@@ -17,6 +17,7 @@
 //! | [`connectors`] | [`ConnectorStore`] | connector agents, requests awaiting their answer |
 //! | [`rooms`] | [`RoomStore`] | rooms shared by link: records, briefs, capabilities (hashed) |
 //! | [`files`] | [`FileStore`] | attachment metadata, claims and links, file libraries |
+//! | [`nodes`] | [`NodeStore`] | each live gateway node's self-description |
 //!
 //! [`Store`] is all of them together, implemented for every type that
 //! implements each area, so `Arc<dyn Store>` is what nodes pass around;
@@ -42,6 +43,7 @@ pub mod leases;
 pub mod log;
 pub mod memory;
 pub mod messages;
+pub mod nodes;
 pub mod pairing;
 pub mod presence;
 pub mod redis;
@@ -63,6 +65,7 @@ pub use messages::{
     next_round, AppendOutcome, Appended, Changed, Idempotency, MessageChange, MessageStore,
     NewMessage, ReadState,
 };
+pub use nodes::{NodeRecord, NodeStore};
 pub use pairing::{Approval, LinkRequest, PairingStore, PairingTarget, SecretHash};
 pub use presence::{ParticipantPresence, PresenceChange, PresenceStore, Published};
 pub use rooms::{BriefChange, Room, RoomLink, RoomRole, RoomStore, Visibility};
@@ -79,7 +82,7 @@ pub mod prelude {
     pub use super::SummaryStore;
     pub use super::{
         ConversationStore, DirectoryStore, DisplacementStore, DraftStore, LeaseStore, LogStore,
-        MessageStore, PresenceStore, Store, WebhookStore,
+        MessageStore, NodeStore, PresenceStore, Store, WebhookStore,
     };
 }
 
@@ -177,6 +180,7 @@ pub trait Store:
     + ConnectorStore
     + RoomStore
     + FileStore
+    + NodeStore
 {
 }
 
@@ -195,6 +199,7 @@ impl<T> Store for T where
         + ConnectorStore
         + RoomStore
         + FileStore
+        + NodeStore
         + ?Sized
 {
 }

@@ -49,7 +49,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .configure(super::summarizer::routes)
             .configure(super::connectors::admin_routes)
             .configure(super::pairing::admin_routes)
-            .configure(crate::rooms::admin_routes),
+            .configure(crate::rooms::admin_routes)
+            .configure(super::operator::routes),
     );
 }
 

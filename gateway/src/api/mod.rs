@@ -8,6 +8,8 @@ pub mod directory;
 pub mod drafts;
 pub mod files;
 pub mod messages;
+pub mod operator;
+pub mod operator_live;
 pub mod pairing;
 pub mod polls;
 pub mod summarizer;

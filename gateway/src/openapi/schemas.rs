@@ -186,6 +186,10 @@ pub enum NotReadyReason {
     Draining,
     /// `store_unavailable`: the store did not answer a ping.
     StoreUnavailable,
+    /// `delivery_stalled`: the store answers, but a canary record written
+    /// into it has not come back through the node's feed within
+    /// `timing.canary_timeout` (events are not reaching sessions).
+    DeliveryStalled,
 }
 
 /// A Bay (tenant). Mirrors `switchboard_actors::model::Bay`.

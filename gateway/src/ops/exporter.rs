@@ -6,7 +6,10 @@
 //! metric names of [`crate::metrics`]: reading the gauges needs the node's
 //! state, and the names must stay a leaf every module can record through.
 
-use crate::metrics::{ACTORS, TRACKED, WEBHOOK_OLDEST_PENDING};
+use crate::metrics::{
+    ACTORS, CONNECTIONS, CURSOR_EXPIRED, DISPLACEMENTS, EVENTS_DELIVERED, HELD_POLLS, RATE_LIMITED,
+    REPLAYS, SLOW_CONSUMERS, TRACKED, WAITS_HELD, WEBHOOK_DELIVERIES, WEBHOOK_OLDEST_PENDING,
+};
 use crate::state::AppState;
 use actix_web::{get, web, HttpResponse};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -26,10 +29,39 @@ pub fn install() -> &'static PrometheusHandle {
             .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
             .unwrap_or_else(|_| PrometheusBuilder::new());
         // Only fails when another recorder is installed (never in this binary).
-        builder
+        let handle = builder
             .install_recorder()
-            .expect("no other metrics recorder is installed")
+            .expect("no other metrics recorder is installed");
+        zero_series();
+        handle
     })
+}
+
+/// Creates, at 0, the series of every fixed label set that dashboards
+/// and alerts read, so they exist from the first scrape: a `rate()` over
+/// a series that appears only at its first event misses that event, and
+/// "absent" cannot be told from "broken". (Histograms appear with their
+/// first sample.)
+fn zero_series() {
+    const TRANSPORTS: [&str; 3] = ["ws", "updates", "sse"];
+    for t in TRANSPORTS {
+        metrics::gauge!(CONNECTIONS, "transport" => t).increment(0.0);
+        metrics::counter!(EVENTS_DELIVERED, "transport" => t).increment(0);
+        metrics::counter!(DISPLACEMENTS, "transport" => t).increment(0);
+        metrics::counter!(CURSOR_EXPIRED, "transport" => t).increment(0);
+    }
+    for source in ["feed", "store"] {
+        metrics::counter!(REPLAYS, "source" => source).increment(0);
+    }
+    for outcome in ["delivered", "failed", "gave_up", "disabled"] {
+        metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => outcome).increment(0);
+    }
+    for bucket in ["updates", "agent"] {
+        metrics::counter!(RATE_LIMITED, "bucket" => bucket).increment(0);
+    }
+    metrics::counter!(SLOW_CONSUMERS).increment(0);
+    metrics::gauge!(HELD_POLLS).increment(0.0);
+    metrics::gauge!(WAITS_HELD).increment(0.0);
 }
 
 /// `GET /metrics`.
@@ -52,7 +84,15 @@ async fn render(state: web::Data<AppState>) -> HttpResponse {
 /// actors on the way): at every scrape, and periodically so the tables are
 /// pruned even when nobody scrapes.
 pub fn refresh(state: &AppState) {
-    let (feeds, conversations) = state.registry.actor_counts();
+    let (_, conversations) = state.registry.actor_counts();
+    // Tenants' feeds: the readiness canary's own feed never stops and is
+    // not a Bay anyone uses.
+    let feeds = state
+        .registry
+        .feed_bays()
+        .iter()
+        .filter(|b| b.0 != super::canary::CANARY_BAY)
+        .count();
     metrics::gauge!(ACTORS, "kind" => "feed").set(feeds as f64);
     metrics::gauge!(ACTORS, "kind" => "conversation").set(conversations as f64);
     metrics::gauge!(WEBHOOK_OLDEST_PENDING).set(state.webhooks.oldest_pending().as_secs_f64());

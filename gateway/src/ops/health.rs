@@ -1,5 +1,6 @@
-//! `/healthz` (the process is alive) and `/readyz` (the store answers and
-//! the node is not draining), for load balancers and orchestrators.
+//! `/healthz` (the process is alive) and `/readyz` (the store answers,
+//! delivery flows end to end — see [`super::canary`] — and the node is not
+//! draining), for load balancers and orchestrators.
 
 use crate::openapi::schemas::{Health, HealthStatus, NotReadyReason, Readiness, ReadyStatus};
 use crate::state::AppState;
@@ -19,13 +20,14 @@ async fn healthz() -> HttpResponse {
 }
 
 /// `GET /readyz` → 200 `{status:"ready"}`, or 503 `{status, reason}` while
-/// draining or while the store cannot be reached.
+/// draining, while the store cannot be reached, or while the canary finds
+/// delivery stalled.
 #[utoipa::path(
     tag = "operations",
     summary = "Readiness",
     responses(
-        (status = 200, description = "Ready: the store answers and the node is not draining", body = crate::openapi::schemas::Readiness),
-        (status = 503, description = "Not ready: draining or the store is unreachable (not the error body)", body = crate::openapi::schemas::Readiness),
+        (status = 200, description = "Ready: the store answers, a canary record comes back through the node's feed, and the node is not draining", body = crate::openapi::schemas::Readiness),
+        (status = 503, description = "Not ready: draining, the store is unreachable, or delivery is stalled (a canary record did not come back through the feed in time); not the error body", body = crate::openapi::schemas::Readiness),
     ),
 )]
 #[get("/readyz")]
@@ -34,6 +36,10 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         return not_ready(NotReadyReason::Draining, None);
     }
     match state.store.ping().await {
+        Ok(()) if state.canary.verdict().is_err() => not_ready(
+            NotReadyReason::DeliveryStalled,
+            state.canary.verdict().err(),
+        ),
         Ok(()) => HttpResponse::Ok().json(Readiness {
             status: ReadyStatus::Ready,
             reason: None,

@@ -151,7 +151,8 @@ pub fn observe_live_delivery(
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
-            | LogEvent::ConnectorAnswered { .. } => {}
+            | LogEvent::ConnectorAnswered { .. }
+            | LogEvent::Canary { .. } => {}
         }
     }
     if delivered == 0 {

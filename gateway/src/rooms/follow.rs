@@ -298,7 +298,7 @@ pub async fn follow(
             // Unwoken: the record every tick, the log every LOG_RECHECK.
             Err(_) => {
                 ticks += 1;
-                ticks % LOG_RECHECK_TICKS == 0
+                ticks.is_multiple_of(LOG_RECHECK_TICKS)
             }
         };
     }

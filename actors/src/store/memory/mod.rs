@@ -19,6 +19,7 @@ mod files;
 mod leases;
 mod log;
 mod messages;
+mod nodes;
 mod pairing;
 mod presence;
 mod rooms;
@@ -63,6 +64,8 @@ struct State {
     logs: HashMap<BayId, Log>,
     /// Lease name → (holder, expiry in Unix ms).
     leases: HashMap<String, (String, u64)>,
+    /// Node directory: node id → (record, valid until Unix ms).
+    nodes: HashMap<String, (crate::store::NodeRecord, u64)>,
     /// Summaries, summarizers and refresh budgets of every Bay.
     summaries: summaries::SummaryState,
     /// Pairing codes and link requests.

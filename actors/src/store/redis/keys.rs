@@ -35,6 +35,7 @@
 //! | `sb:{bay}:conv:<cid>:file-totals` | hash   | `files`, `bytes` of the library, `seq` (last one)  |
 //! | `sb:files-pending`                | zset   | `"<bay> <id>"` of unsent uploads → expiry ms (sweep index) |
 //! | `sb:draft-bays`                   | set    | Bays that may hold open drafts (sweep index)       |
+//! | `sb:nodes`                        | hash   | node id → JSON `{until, record}` (node directory)  |
 //! | `sb:{tok:<4 hex>}:<token hash>`   | string | token index: JSON `{bay, participant}`             |
 //! | `sb:pairing-code:<code hash>`     | string | JSON `PairingTarget`, expiring with the code (`PX`)|
 //! | `sb:link-request:<id>`            | hash   | `r` JSON `LinkRequest`, `a` its approval; `PX`'d   |
@@ -335,6 +336,12 @@ pub fn files_pending() -> String {
 /// (an index for the orphan sweep; the Bay's `drafts` set is the truth).
 pub fn draft_bays() -> String {
     format!("{PREFIX}:draft-bays")
+}
+
+/// `sb:nodes`: hash of node id → JSON `{until, record}`, the node
+/// directory (each node refreshes its own field; readers drop expired ones).
+pub fn nodes() -> String {
+    format!("{PREFIX}:nodes")
 }
 
 /// `sb:webhook-owners`: set of `"<bay> <participant>"` with a webhook,

@@ -75,6 +75,7 @@ mod files;
 mod leases;
 mod log;
 mod messages;
+mod nodes;
 mod pairing;
 mod presence;
 mod rooms;

@@ -448,3 +448,17 @@ async fn an_expired_link_request_is_gone_approved_or_not() {
         assert_error(s, &b, 404, "NOT_FOUND");
     }
 }
+
+/// A body past the size limit on the routes that read an optional body
+/// gets the JSON 413 every other route gives, not actix's plain text.
+#[tokio::test]
+async fn an_oversized_optional_body_is_a_json_413() {
+    let (gw, w) = world().await;
+    let big = json!({ "name": "x".repeat(600 * 1024) });
+    let (s, b) = public(&gw, Method::POST, "/link-requests", Some(big.clone())).await;
+    assert_error(s, &b, 413, "PAYLOAD_TOO_LARGE");
+    let (s, b) = gw
+        .post_json(&w.rex, "/conversations/group/messages/m_x/complete", big)
+        .await;
+    assert_error(s, &b, 413, "PAYLOAD_TOO_LARGE");
+}

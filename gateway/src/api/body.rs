@@ -54,6 +54,21 @@ impl<T: DeserializeOwned + 'static> FromRequest for Object<T> {
     }
 }
 
+/// The raw body of a route that reads it itself (an optional body), with
+/// the extractor's failure as the JSON error every route answers: 413
+/// `PAYLOAD_TOO_LARGE` past `limits.max_body_bytes` (actix's own answer
+/// would be plain text), 400 `INVALID_JSON` for a body that could not be
+/// read.
+pub fn raw_body(body: Result<web::Bytes, actix_web::Error>) -> Result<web::Bytes, ApiError> {
+    body.map_err(|e| match e.as_error::<actix_web::error::PayloadError>() {
+        Some(actix_web::error::PayloadError::Overflow) => ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            "the body is larger than this gateway accepts",
+        ),
+        _ => ApiError::new(ErrorCode::InvalidJson, format!("unreadable body: {e}")),
+    })
+}
+
 /// A body that may be absent: empty (or only whitespace) is `None`;
 /// anything else must be a JSON object decoding into `T` (400
 /// `INVALID_JSON` otherwise), as [`Object`] requires.

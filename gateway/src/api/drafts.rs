@@ -183,8 +183,9 @@ async fn complete(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<(String, String)>,
-    body: web::Bytes,
+    body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
+    let body = super::body::raw_body(body)?;
     state.limits.check_agent(&caller.principal.token).await?;
     let body: Option<CompleteBody> = optional_object(&body)?;
     let content = match body.and_then(|b| b.content) {
@@ -247,8 +248,9 @@ async fn cancel(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<(String, String)>,
-    body: web::Bytes,
+    body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
+    let body = super::body::raw_body(body)?;
     state.limits.check_agent(&caller.principal.token).await?;
     // No fields; a body, if sent, must still be a JSON object.
     let _: Option<CancelBody> = optional_object(&body)?;

@@ -129,8 +129,9 @@ fn no_such_request() -> ApiError {
 pub async fn create(
     state: web::Data<AppState>,
     req: HttpRequest,
-    body: web::Bytes,
+    body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
+    let body = crate::api::body::raw_body(body)?;
     state
         .limits
         .check_link(req.peer_addr().map(|a| a.ip()))

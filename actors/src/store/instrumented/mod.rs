@@ -4,6 +4,8 @@
 //! tails) are recorded separately as `read_log_blocking`, since their
 //! latency is mostly the wait.
 
+mod files;
+
 use super::log::LogEvent;
 use super::pairing::{Approval, LinkRequest, PairingStore, PairingTarget, SecretHash};
 use super::{
@@ -13,7 +15,6 @@ use super::{
     PresenceStore, Principal, Published, ReadState, Replay, Revisioned, RosterChange, RosterRule,
     RoundStep, Store, StoreError, Updated, Webhook, WebhookStatus, WebhookStore,
 };
-use super::{Claim, FileEntry, FilePage, FileStore, StoredFile};
 use super::{ConnectorStore, PendingRequest};
 use super::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
 use crate::model::{Bay, Conversation, Participant, StoredMessage};
@@ -716,88 +717,5 @@ impl super::RoomStore for Instrumented {
             self.inner.touch_room(bay, conversation, at_ms),
         )
         .await
-    }
-}
-
-#[async_trait]
-impl FileStore for Instrumented {
-    async fn put_file(&self, file: StoredFile) -> Result<Created<()>, StoreError> {
-        timed("put_file", self.inner.put_file(file)).await
-    }
-    async fn file(&self, bay: &BayId, id: &str) -> Result<Option<FileEntry>, StoreError> {
-        timed("file", self.inner.file(bay, id)).await
-    }
-    async fn claim_files(
-        &self,
-        bay: &BayId,
-        uploader: &ParticipantId,
-        ids: &[String],
-        token: &str,
-        until_ms: u64,
-    ) -> Result<Claim, StoreError> {
-        timed(
-            "claim_files",
-            self.inner.claim_files(bay, uploader, ids, token, until_ms),
-        )
-        .await
-    }
-    async fn link_files(
-        &self,
-        bay: &BayId,
-        ids: &[String],
-        token: &str,
-        conversation: &ConversationId,
-        message: &MessageId,
-    ) -> Result<usize, StoreError> {
-        timed(
-            "link_files",
-            self.inner
-                .link_files(bay, ids, token, conversation, message),
-        )
-        .await
-    }
-    async fn release_files(
-        &self,
-        bay: &BayId,
-        ids: &[String],
-        token: &str,
-    ) -> Result<(), StoreError> {
-        timed("release_files", self.inner.release_files(bay, ids, token)).await
-    }
-    async fn drop_message_files(
-        &self,
-        bay: &BayId,
-        conversation: &ConversationId,
-        message: &MessageId,
-    ) -> Result<Vec<StoredFile>, StoreError> {
-        timed(
-            "drop_message_files",
-            self.inner.drop_message_files(bay, conversation, message),
-        )
-        .await
-    }
-    async fn conversation_files(
-        &self,
-        bay: &BayId,
-        conversation: &ConversationId,
-        before: Option<u64>,
-        limit: usize,
-    ) -> Result<FilePage, StoreError> {
-        timed(
-            "conversation_files",
-            self.inner
-                .conversation_files(bay, conversation, before, limit),
-        )
-        .await
-    }
-    async fn expired_uploads(
-        &self,
-        now_ms: u64,
-        limit: usize,
-    ) -> Result<Vec<StoredFile>, StoreError> {
-        timed("expired_uploads", self.inner.expired_uploads(now_ms, limit)).await
-    }
-    async fn delete_upload(&self, bay: &BayId, id: &str, now_ms: u64) -> Result<bool, StoreError> {
-        timed("delete_upload", self.inner.delete_upload(bay, id, now_ms)).await
     }
 }

@@ -8,6 +8,10 @@
 //! and idle expiry.
 
 mod common;
+// Only the upload helpers are used here.
+#[allow(dead_code)]
+#[path = "common/files.rs"]
+mod files_common;
 
 use common::*;
 use serde_json::{json, Value};
@@ -361,18 +365,43 @@ async fn writing_tools_take_the_rest_paths() {
         .await;
     assert!(text.starts_with("Vote withdrawn"), "{text}");
 
-    // Files are not stored by this gateway: a tool error with its code.
-    for tool in ["list_files", "get_file"] {
-        let (text, data, error) = rex
-            .call(
-                tool,
-                json!({"conversationId": "group", "attachmentId": "a1"}),
-            )
-            .await;
-        assert!(error, "{tool}");
-        assert!(text.starts_with("NOT_IMPLEMENTED:"), "{text}");
-        assert_eq!(data["error"]["code"], "NOT_IMPLEMENTED");
-    }
+    // Files: a file sent over REST is listed by list_files and fetched
+    // through the URL get_file mints; an unknown one is a tool error.
+    let aid = files_common::uploaded(&gw, &w.ana, "notes.txt", b"launch notes").await;
+    let (s, m) = gw
+        .post_json(
+            &w.ana,
+            "/conversations/group/messages",
+            json!({"content": "the notes", "attachments": [{"attachmentId": aid}]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{m}");
+    let (text, data, error) = rex
+        .call("list_files", json!({"conversationId": "group"}))
+        .await;
+    assert!(!error, "{text}");
+    assert!(text.contains(&aid) && text.contains("notes.txt"), "{text}");
+    assert_eq!(data["totals"]["files"], 1, "{data}");
+    let (text, data, error) = rex
+        .call(
+            "get_file",
+            json!({"conversationId": "group", "attachmentId": aid}),
+        )
+        .await;
+    assert!(!error, "{text}");
+    let url = data["attachmentUrl"].as_str().unwrap();
+    assert!(text.contains(url), "{text}");
+    let got = test_http().get(url).send().await.unwrap();
+    assert_eq!(got.status().as_u16(), 200);
+    assert_eq!(got.bytes().await.unwrap().as_ref(), b"launch notes");
+    let (text, data, error) = rex
+        .call(
+            "get_file",
+            json!({"conversationId": "group", "attachmentId": "a_none"}),
+        )
+        .await;
+    assert!(error, "{text}");
+    assert_eq!(data["error"]["code"], "NOT_FOUND");
 }
 
 #[tokio::test]

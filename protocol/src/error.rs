@@ -159,8 +159,7 @@ pub enum ErrorCode {
     /// 502: the connector answered the relayed call with an error; the
     /// message carries the connector's (docs/connectors.md).
     ConnectorFailed,
-    /// 501: the feature is not served by this gateway (files: `list_files`
-    /// and `get_file` over MCP, docs/mcp.md).
+    /// 501: the feature is not served by this gateway.
     NotImplemented,
     /// 503: the store cannot be reached; retry after `Retry-After`.
     StoreUnavailable,

@@ -82,10 +82,8 @@ pub async fn call(
             "vote_in_poll" => vote(state, caller, &args).await,
             "set_typing" => typing(state, caller, &args).await,
             "react_to_message" => react(state, caller, &args).await,
-            "list_files" | "get_file" => Err(ApiError::new(
-                ErrorCode::NotImplemented,
-                "this gateway does not store files yet, so there are none to list or fetch",
-            )),
+            "list_files" => list_files(state, caller, &args).await,
+            "get_file" => get_file(state, caller, &args).await,
             "wait_for_messages" => listen::wait(&scope, session.as_deref(), &args).await,
             _ => return None,
         },
@@ -347,4 +345,66 @@ async fn react(state: &AppState, caller: &Caller, args: &Value) -> Result<Answer
     let answer =
         api::messages::reactions::react(state, caller, (id, message.clone()), &emoji).await?;
     Ok(Answer::ok(format!("Reacted {emoji} to {message}."), answer))
+}
+
+/// `list_files`: the REST library page, one line per file.
+async fn list_files(state: &AppState, caller: &Caller, args: &Value) -> Result<Answer, ApiError> {
+    let id = conversation(args)?;
+    let limit = match &args["limit"] {
+        Value::Null => None,
+        Value::Number(n) => Some(n.to_string()),
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "limit must be an integer",
+            ))
+        }
+    };
+    let query = api::files::library::ListQuery {
+        cursor: optional_text(args, "cursor")?,
+        limit,
+    };
+    let page = api::files::library::library_page(state, caller, &id, &query).await?;
+    let value = serde_json::to_value(&page).unwrap_or(Value::Null);
+    let files = value["attachments"].as_array().cloned().unwrap_or_default();
+    let mut text = if files.is_empty() {
+        format!("No files in {}.", id.as_str())
+    } else {
+        files
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {} ({}, {} bytes) from {} at {}",
+                    f["attachmentId"].as_str().unwrap_or_default(),
+                    f["name"].as_str().unwrap_or_default(),
+                    f["mimeType"].as_str().unwrap_or_default(),
+                    f["sizeBytes"],
+                    f["uploadedBy"].as_str().unwrap_or_default(),
+                    f["sentAt"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if let Some(next) = value["nextCursor"].as_str() {
+        text.push_str(&format!("\nMore: call again with cursor {next}."));
+    }
+    Ok(Answer::ok(text, value))
+}
+
+/// `get_file`: one fresh signed URL, as `GET …/attachments/{aid}/link`.
+async fn get_file(state: &AppState, caller: &Caller, args: &Value) -> Result<Answer, ApiError> {
+    let id = conversation(args)?;
+    let aid = text_arg(args, "attachmentId")?;
+    let link = api::files::library::file_link_of(state, caller, &id, aid).await?;
+    let value = serde_json::to_value(&link).unwrap_or(Value::Null);
+    let text = format!(
+        "{} ({}, {} bytes): {} (expires {}; fetch it promptly, do not share it)",
+        value["name"].as_str().unwrap_or_default(),
+        value["mimeType"].as_str().unwrap_or_default(),
+        value["sizeBytes"],
+        value["attachmentUrl"].as_str().unwrap_or_default(),
+        value["expiresAt"].as_str().unwrap_or_default(),
+    );
+    Ok(Answer::ok(text, value))
 }

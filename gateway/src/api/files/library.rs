@@ -24,9 +24,9 @@ const MAX_LIMIT: usize = 100;
 #[derive(Deserialize, IntoParams)]
 pub(crate) struct ListQuery {
     /// `nextCursor` of the previous page; absent for the first.
-    cursor: Option<String>,
+    pub(crate) cursor: Option<String>,
     /// Files per page, 1 to 100 (50 by default).
-    limit: Option<String>,
+    pub(crate) limit: Option<String>,
 }
 
 /// One file of the library.
@@ -173,12 +173,28 @@ pub(super) async fn list_files(
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let id = ConversationId(path.into_inner());
-    check_member(&state, &caller, &id).await?;
-    let (before, limit) = paging(&query)?;
+    let page = library_page(&state, &caller, &id, &query).await?;
+    Ok(HttpResponse::Ok().json(page))
+}
+
+/// One page of `id`'s library for `caller` (the REST listing and the MCP
+/// `list_files` tool).
+///
+/// # Errors
+/// 403 NOT_PARTICIPANT for a non-member; 400 for a bad cursor or limit;
+/// 503 when the store is down.
+pub(crate) async fn library_page(
+    state: &AppState,
+    caller: &Caller,
+    id: &ConversationId,
+    query: &ListQuery,
+) -> Result<LibraryPage, ApiError> {
+    check_member(state, caller, id).await?;
+    let (before, limit) = paging(query)?;
     let bay = &caller.principal.bay;
     let page = state
         .store
-        .conversation_files(bay, &id, before, limit)
+        .conversation_files(bay, id, before, limit)
         .await?;
     let mut last_seq = None;
     let attachments = page
@@ -210,14 +226,14 @@ pub(super) async fn list_files(
         .collect::<Vec<_>>();
     let next_cursor = (attachments.len() == limit && last_seq.is_some_and(|s| s > 1))
         .then(|| format!("f{}", last_seq.unwrap_or(0)));
-    Ok(HttpResponse::Ok().json(LibraryPage {
+    Ok(LibraryPage {
         attachments,
         next_cursor,
         totals: before.is_none().then_some(Totals {
             files: page.total_files,
             bytes: page.total_bytes,
         }),
-    }))
+    })
 }
 
 /// `GET /conversations/{id}/attachments/{aid}/link`.
@@ -248,21 +264,36 @@ pub(super) async fn file_link(
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
     let (id, aid) = path.into_inner();
-    let id = ConversationId(id);
-    check_member(&state, &caller, &id).await?;
+    let link = file_link_of(&state, &caller, &ConversationId(id), aid).await?;
+    Ok(HttpResponse::Ok().json(link))
+}
+
+/// A fresh signed URL for file `aid` of `id`'s library (the REST route and
+/// the MCP `get_file` tool).
+///
+/// # Errors
+/// 403 NOT_PARTICIPANT for a non-member; 404 for a file not in this
+/// library; 503 when the store is down.
+pub(crate) async fn file_link_of(
+    state: &AppState,
+    caller: &Caller,
+    id: &ConversationId,
+    aid: String,
+) -> Result<FileLinkView, ApiError> {
+    check_member(state, caller, id).await?;
     let bay = &caller.principal.bay;
     let entry: Option<FileEntry> = state.store.file(bay, &aid).await?;
     let Some(entry) = entry else {
         return Err(ApiError::not_found());
     };
     match &entry.link {
-        FileLink::Sent { conversation, .. } if *conversation == id => {}
+        FileLink::Sent { conversation, .. } if conversation == id => {}
         // A deleted message's file is gone too; a gone file no longer
         // names its conversation, so it is not confirmed to exist.
         _ => return Err(ApiError::not_found()),
     }
     let (url, exp) = state.files.signer().url(bay.as_str(), &aid);
-    Ok(HttpResponse::Ok().json(FileLinkView {
+    Ok(FileLinkView {
         attachment_id: aid,
         name: state.files.name_of(&entry.file).unwrap_or_default(),
         kind: kind_of(&entry.file.mime),
@@ -270,5 +301,5 @@ pub(super) async fn file_link(
         size_bytes: entry.file.size,
         attachment_url: url,
         expires_at: rfc3339_ms(exp * 1000),
-    }))
+    })
 }

@@ -13,7 +13,8 @@
 //!   nothing past the read holding the last header byte of the first frame
 //!   declaring more than the limit (none of the payload after it);
 //! - when the model refuses and no `TooBig` came, an earlier error (a
-//!   protocol violation or a text frame that is not UTF-8) ended the stream;
+//!   protocol violation, a text frame that is not UTF-8, or a fragmented
+//!   message grown past the limit: `MessageTooBig`) ended the stream;
 //! - nothing follows an error.
 
 use futures_util::Stream;

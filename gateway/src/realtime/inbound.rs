@@ -58,6 +58,9 @@ pub enum ClientMessage {
 pub enum InboundError {
     /// A frame declared a payload above the limit (`limits.max_ws_frame_bytes`).
     TooBig,
+    /// A fragmented text message grew past the same limit once put
+    /// together, though each of its frames kept within it.
+    MessageTooBig,
     /// A text message (or a fragment of one, as soon as it cannot be the
     /// start of valid UTF-8), or a close frame's reason, that is not UTF-8.
     NotUtf8,
@@ -255,7 +258,7 @@ impl<R> Inbound<R> {
     ) -> Option<Result<ClientMessage, InboundError>> {
         let f = self.fragments.as_mut()?;
         if f.bytes.len() + payload.len() > self.max_frame {
-            return Some(Err(InboundError::TooBig));
+            return Some(Err(InboundError::MessageTooBig));
         }
         f.bytes.extend_from_slice(payload);
         match std::str::from_utf8(&f.bytes[f.checked..]) {
@@ -320,28 +323,37 @@ impl<R: AsyncRead + Unpin> Stream for Inbound<R> {
         // Take in everything the socket holds now (up to a whole frame of
         // the largest size), so that its end is known together with the
         // frames before it (see `pump`).
-        let waiting = this.fill(cx);
-        if let Some(item) = this.decode() {
-            return Poll::Ready(Some(item));
+        loop {
+            let waiting = this.fill(cx);
+            if let Some(item) = this.decode() {
+                return Poll::Ready(Some(item));
+            }
+            if this.oversize {
+                this.finished = true;
+                return Poll::Ready(Some(Err(InboundError::TooBig)));
+            }
+            if let Some(e) = this.read_error.take() {
+                this.finished = true;
+                return Poll::Ready(Some(Err(InboundError::Read(e))));
+            }
+            if this.ended {
+                this.finished = true;
+                return Poll::Ready(None);
+            }
+            if waiting {
+                return Poll::Pending;
+            }
+            // The buffer was full, and decoding took in fragments of a
+            // message without finishing it: there is room again, read on.
+            if this.buf.len() < this.read_ahead {
+                continue;
+            }
+            break;
         }
-        if this.oversize {
-            this.finished = true;
-            return Poll::Ready(Some(Err(InboundError::TooBig)));
-        }
-        if let Some(e) = this.read_error.take() {
-            this.finished = true;
-            return Poll::Ready(Some(Err(InboundError::Read(e))));
-        }
-        if this.ended {
-            this.finished = true;
-            return Poll::Ready(None);
-        }
-        if !waiting {
-            // Read ahead to the limit without a whole frame: not possible
-            // (a frame within the limit fits, a larger one is `oversize`),
-            // but never stall on it.
-            cx.waker().wake_by_ref();
-        }
+        // Read ahead to the limit without a whole frame: not possible (a
+        // frame within the limit fits, a larger one is `oversize`), but
+        // never stall on it.
+        cx.waker().wake_by_ref();
         Poll::Pending
     }
 }

@@ -632,6 +632,11 @@ impl Handler<FromClient> for WsSession {
             Err(InboundError::TooBig) => {
                 self.close_with(WsClose::MessageTooBig, "frame exceeds the size limit", ctx)
             }
+            Err(InboundError::MessageTooBig) => self.close_with(
+                WsClose::MessageTooBig,
+                "message exceeds the size limit",
+                ctx,
+            ),
             // RFC 6455 §8.1, §7.4.1: 1007 for data not of the message's type.
             Err(InboundError::NotUtf8) => {
                 tracing::debug!(session = %self.session, "client sent text that is not UTF-8");

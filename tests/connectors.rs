@@ -15,6 +15,21 @@ use std::time::Duration;
 
 const BAY: &str = "b1";
 
+/// `{method} /api/admin/bays/{BAY}/participants/{pid}/connector`.
+async fn connector_admin(
+    gw: &Gateway,
+    method: Method,
+    pid: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    gw.admin(
+        method,
+        &format!("/bays/{BAY}/participants/{pid}/connector"),
+        body,
+    )
+    .await
+}
+
 /// Marks `pid` as a connector of `platform` through the admin API.
 async fn mark(gw: &Gateway, pid: &str, platform: &str) {
     let (s, b) = gw
@@ -261,39 +276,27 @@ async fn refusals_name_their_code_and_the_real_answer_still_lands() {
 
     // Admin refusals: a user cannot be a connector, an unknown platform
     // is refused, and an unmarked agent stops being one.
-    let (s, b) = gw
-        .admin(
-            Method::PUT,
-            &format!("/bays/{BAY}/participants/ana/connector"),
-            Some(json!({ "platform": "slack" })),
-        )
-        .await;
+    let (s, b) = connector_admin(
+        &gw,
+        Method::PUT,
+        "ana",
+        Some(json!({ "platform": "slack" })),
+    )
+    .await;
     assert_error(s, &b, 400, "INVALID_REQUEST");
-    let (s, b) = gw
-        .admin(
-            Method::PUT,
-            &format!("/bays/{BAY}/participants/brain/connector"),
-            Some(json!({ "platform": "irc" })),
-        )
-        .await;
+    let (s, b) = connector_admin(
+        &gw,
+        Method::PUT,
+        "brain",
+        Some(json!({ "platform": "irc" })),
+    )
+    .await;
     assert_error(s, &b, 400, "INVALID_JSON");
-    let (s, b) = gw
-        .admin(
-            Method::DELETE,
-            &format!("/bays/{BAY}/participants/scout/connector"),
-            None,
-        )
-        .await;
+    let (s, b) = connector_admin(&gw, Method::DELETE, "scout", None).await;
     assert_eq!(s, 204, "{b}");
     let (s, b) = gw.post_json(&w.rex, "/agents/scout/ask", ask).await;
     assert_error(s, &b, 409, "NOT_A_CONNECTOR");
-    let (s, b) = gw
-        .admin(
-            Method::GET,
-            &format!("/bays/{BAY}/participants/scout/connector"),
-            None,
-        )
-        .await;
+    let (s, b) = connector_admin(&gw, Method::GET, "scout", None).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["connector"], Value::Null);
 }
@@ -313,13 +316,7 @@ async fn a_connector_can_be_marked_when_it_is_created() {
         )
         .await;
     assert_eq!(s, 201, "{b}");
-    let (s, b) = gw
-        .admin(
-            Method::GET,
-            &format!("/bays/{BAY}/participants/mailer/connector"),
-            None,
-        )
-        .await;
+    let (s, b) = connector_admin(&gw, Method::GET, "mailer", None).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["connector"], json!({ "platform": "gmail" }));
     // A user cannot be created as one, and nothing is created.
@@ -334,13 +331,7 @@ async fn a_connector_can_be_marked_when_it_is_created() {
         )
         .await;
     assert_error(s, &b, 400, "INVALID_REQUEST");
-    let (s, b) = gw
-        .admin(
-            Method::GET,
-            &format!("/bays/{BAY}/participants/u1/connector"),
-            None,
-        )
-        .await;
+    let (s, b) = connector_admin(&gw, Method::GET, "u1", None).await;
     assert_error(s, &b, 404, "NOT_FOUND");
 }
 

@@ -359,7 +359,7 @@ impl BayFeed {
             att.handle.close.do_send(Close { reason });
             remove_from(&mut self.by_participant, &att.participant, &slot);
             remove_from(&mut self.by_token, &att.token, session);
-            self.session_ended(&att.participant, att.handle.linger);
+            self.session_ended(&att.participant, &att.handle);
         }
     }
 
@@ -492,6 +492,7 @@ impl Handler<Attach> for BayFeed {
             .entry(msg.token.clone())
             .or_default()
             .push(msg.session.clone());
+        let transport = msg.handle.transport;
         let slot = self.sessions.insert(Attachment {
             session: msg.session,
             participant: msg.participant.clone(),
@@ -507,7 +508,7 @@ impl Handler<Attach> for BayFeed {
             .entry(msg.participant.clone())
             .or_default()
             .push(slot);
-        self.session_started(&msg.participant, ctx);
+        self.session_started(&msg.participant, transport, ctx);
         self.publish_if_due(ctx);
         let peers = self.peers_of(&msg.participant);
         Ok(Attached {
@@ -549,7 +550,7 @@ impl Handler<Detach> for BayFeed {
         if let Some((slot, att)) = self.sessions.remove(&msg.session) {
             remove_from(&mut self.by_participant, &att.participant, &slot);
             remove_from(&mut self.by_token, &att.token, &msg.session);
-            self.session_ended(&att.participant, att.handle.linger);
+            self.session_ended(&att.participant, &att.handle);
         }
         self.publish_if_due(ctx);
     }

@@ -77,6 +77,9 @@ struct Shared {
     in_flight: Semaphore,
     /// Agent → when its oldest pending record was logged (Unix ms).
     pending_since: Mutex<HashMap<(BayId, ParticipantId), i64>>,
+    /// The Bay of each status this node's workers record, as it is
+    /// recorded: the console's live webhooks page waits on it.
+    status_changes: tokio::sync::broadcast::Sender<BayId>,
 }
 
 /// The node's webhook deliveries. Cheap to clone.
@@ -103,6 +106,7 @@ impl Dispatcher {
                 replay_window,
                 secrets,
                 pending_since: Mutex::new(HashMap::new()),
+                status_changes: tokio::sync::broadcast::channel(64).0,
             }),
         }
     }
@@ -136,6 +140,13 @@ impl Dispatcher {
                 tokio::time::sleep(SCAN_INTERVAL).await;
             }
         });
+    }
+
+    /// The Bays whose webhook status a worker of this node recorded, as
+    /// each is recorded (a lagging receiver misses some: it then reads
+    /// everything again, see `Lagged`).
+    pub fn status_changes(&self) -> tokio::sync::broadcast::Receiver<BayId> {
+        self.shared.status_changes.subscribe()
     }
 
     /// Age of the oldest record still being retried on this node.
@@ -520,8 +531,12 @@ impl Worker {
             }
             Err(e) => Err(e),
         };
-        if let Err(e) = written {
-            tracing::warn!(bay = %self.bay, agent = %self.agent, error = %e, "webhook status not recorded; delivery goes on");
+        match written {
+            // Nobody listening is no error.
+            Ok(()) => drop(self.shared.status_changes.send(self.bay.clone())),
+            Err(e) => {
+                tracing::warn!(bay = %self.bay, agent = %self.agent, error = %e, "webhook status not recorded; delivery goes on")
+            }
         }
     }
 

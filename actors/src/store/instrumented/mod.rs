@@ -74,6 +74,9 @@ impl DirectoryStore for Instrumented {
     async fn bay(&self, bay: &BayId) -> Result<Option<Bay>, StoreError> {
         timed("bay", self.inner.bay(bay)).await
     }
+    async fn bays(&self) -> Result<Vec<Bay>, StoreError> {
+        timed("bays", self.inner.bays()).await
+    }
     async fn create_participant(
         &self,
         bay: &BayId,

@@ -868,6 +868,17 @@ mod tests {
             self.attach_with(session, participant, handle).await
         }
 
+        /// The same, the session riding on `transport`.
+        pub(super) async fn attach_via(
+            &self,
+            session: &str,
+            participant: &str,
+            transport: crate::session::Transport,
+        ) {
+            let handle = SessionHandle::of(&self.sink, Backlog::bounded(1 << 20)).via(transport);
+            self.attach_with(session, participant, handle).await
+        }
+
         /// The same, with the session's own handle.
         pub(super) async fn attach_with(
             &self,

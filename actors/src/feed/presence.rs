@@ -514,6 +514,37 @@ mod tests {
     }
 
     #[test]
+    fn the_record_names_each_sessions_transport_and_keeps_it_while_lingering() {
+        use crate::session::Transport;
+        actix::System::new().block_on(async {
+            // Ticks far away: only the writes at once can answer in time.
+            let f = Fixture::start_with(PresenceSettings {
+                interval: Duration::from_secs(60),
+                linger: Duration::from_secs(30),
+                tick: Duration::ZERO,
+                idle_after: Duration::from_secs(300),
+            })
+            .await;
+            f.attach_via("s1", "p1", Transport::Ws).await;
+            let e = wait_entry(&f, "p1", |e| e.session).await;
+            assert_eq!(e.transports, [Transport::Ws]);
+            assert_eq!(e.node, crate::node::id(), "the record's node");
+            // A second transport of a participant already written is
+            // written at once too, not at the interval.
+            f.attach_via("s2", "p1", Transport::Sse).await;
+            wait_entry(&f, "p1", |e| {
+                e.transports == [Transport::Ws, Transport::Sse]
+            })
+            .await;
+            f.detach("s1").await;
+            f.detach("s2").await;
+            let e = wait_entry(&f, "p1", |e| !e.session).await;
+            assert!(e.linger_until_ms > now_ms(), "{e:?}");
+            assert_eq!(e.transports, [Transport::Sse], "the last session's");
+        });
+    }
+
+    #[test]
     fn typing_is_written_at_once_and_a_send_ends_it() {
         actix::System::new().block_on(async {
             let f = Fixture::start(Duration::from_secs(60)).await;

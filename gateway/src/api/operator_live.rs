@@ -83,6 +83,8 @@ struct Follow {
     sessions_due: bool,
     /// When the last block went out.
     last_out: std::time::Instant,
+    /// When the members' sessions were last read.
+    sessions_read: std::time::Instant,
 }
 
 impl Follow {
@@ -181,12 +183,19 @@ impl Follow {
                         return None;
                     }
                 }
-                _ = tokio::time::sleep(SESSIONS_REFRESH) => self.sessions_due = true,
+                _ = tokio::time::sleep(SESSIONS_REFRESH) => {}
                 _ = self.state.drain_started() => return None,
             }
-            // A store hiccup skips one check; the next refresh tries again.
-            if std::mem::take(&mut self.sessions_due) && self.check_sessions().await.is_err() {
+            // Due on a busy Bay too, whose head moves more often than this.
+            if self.sessions_read.elapsed() >= SESSIONS_REFRESH {
                 self.sessions_due = true;
+            }
+            // A store hiccup skips one check; the next refresh tries again.
+            if std::mem::take(&mut self.sessions_due) {
+                self.sessions_read = std::time::Instant::now();
+                if self.check_sessions().await.is_err() {
+                    self.sessions_due = true;
+                }
             }
         }
     }
@@ -295,6 +304,7 @@ async fn live(
         sessions,
         sessions_due: false,
         last_out: std::time::Instant::now(),
+        sessions_read: std::time::Instant::now(),
     };
     let stream = futures_util::stream::unfold(follow, |mut follow| async move {
         let next = follow.next().await?;

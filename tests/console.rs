@@ -426,8 +426,14 @@ async fn members_show_their_transports_and_node_live() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
+    // With the node whose worker holds the delivery lease.
     until(&mut events, "sessions", |d| {
         transports_of(&d["members"], "brain") == ["webhook"]
+            && d["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["id"] == "brain" && m["webhook"]["node"] == node)
     })
     .await;
 

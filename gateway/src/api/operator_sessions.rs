@@ -17,7 +17,8 @@ use switchboard_protocol::ids::{BayId, ParticipantId};
 /// `mcp`, `webhook`), `sessions` is `[{node, transports, lingering}]`
 /// (one per node whose presence record shows it present; `lingering`
 /// after its last session there ended, within `timing.presence_linger`)
-/// and `webhook` is `null` or `{url, failing}`.
+/// and `webhook` is `null` or `{url, failing, node}` (`node`: the node
+/// delivering its webhooks now, `null` between two workers).
 pub(crate) async fn member_sessions(
     state: &AppState,
     bay: &BayId,
@@ -51,7 +52,9 @@ pub(crate) async fn member_sessions(
             Some(hook) => {
                 transports.push("webhook");
                 let status = state.store.webhook_status(bay, member).await?;
-                json!({ "url": hook.url, "failing": status.failing_since.is_some() })
+                let lease = crate::webhooks::dispatcher::lease_name(bay, member);
+                let node = state.store.lease_holder(&lease).await?;
+                json!({ "url": hook.url, "failing": status.failing_since.is_some(), "node": node })
             }
             None => Value::Null,
         };

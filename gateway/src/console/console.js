@@ -216,8 +216,10 @@ function conversationPage(view, bay, cid) {
       }
     }
     if (m.webhook) {
+      const node = m.webhook.node;
       out.push(el("span", { class: "transport" + (m.webhook.failing ? " failing" : ""), "data-transport": "webhook",
-        title: m.webhook.url }, "webhook", m.webhook.failing ? el("small", {}, " failing") : null));
+        title: m.webhook.url + (node ? ", delivered by node " + node : ", no node delivering now") },
+        "webhook", el("small", {}, (node ? " " + node.slice(-6) : "") + (m.webhook.failing ? " failing" : ""))));
     }
     return out;
   };

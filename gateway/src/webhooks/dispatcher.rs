@@ -159,6 +159,11 @@ impl Dispatcher {
     }
 }
 
+/// The lease one node holds while it delivers `agent`'s webhooks.
+pub fn lease_name(bay: &BayId, agent: &ParticipantId) -> String {
+    format!("webhook:{bay}:{agent}")
+}
+
 /// Why a worker stops.
 enum Stop {
     /// Another node holds the lease (or this one lost it).
@@ -193,7 +198,7 @@ struct Worker {
 
 impl Worker {
     fn new(shared: Arc<Shared>, bay: BayId, agent: ParticipantId) -> Self {
-        let lease = format!("webhook:{bay}:{agent}");
+        let lease = lease_name(&bay, &agent);
         Worker {
             shared,
             bay,

@@ -474,6 +474,9 @@ impl LeaseStore for Instrumented {
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
         timed("release_lease", self.inner.release_lease(name, holder)).await
     }
+    async fn lease_holder(&self, name: &str) -> Result<Option<String>, StoreError> {
+        timed("lease_holder", self.inner.lease_holder(name)).await
+    }
 }
 
 #[async_trait]

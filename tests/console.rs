@@ -69,6 +69,9 @@ async fn until(events: &mut Events, name: &str, pred: impl Fn(&Value) -> bool) -
             .unwrap_or_else(|_| panic!("no {name} event"))
             .expect("stream ended")
             .expect("stream failed");
+        if std::env::var_os("CONSOLE_TEST_TRACE").is_some() {
+            eprintln!("{}: {}", next.event, next.data);
+        }
         if next.event == name {
             let data: Value = serde_json::from_str(&next.data).unwrap();
             if pred(&data) {
@@ -354,4 +357,191 @@ async fn the_page_and_its_assets_come_from_the_binary() {
         .await
         .unwrap();
     assert_eq!(res.status(), 404);
+}
+
+/// The `transports` of `member` in a `members` list (a view's or a
+/// `sessions` event's).
+fn transports_of(members: &Value, member: &str) -> Vec<String> {
+    members
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == member)
+        .unwrap_or_else(|| panic!("no {member} in {members}"))["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn members_show_their_transports_and_node_live() {
+    let gw = Gateway::spawn_with(
+        Opts::default()
+            .env("SWITCHBOARD_WEBHOOKS__ALLOW_HTTP", "true")
+            .env("SWITCHBOARD_WEBHOOKS__ALLOW_PRIVATE_DESTINATIONS", "true"),
+    )
+    .await;
+    let w = World::create(&gw, "acme").await;
+    let (_, nodes) = admin_get(&gw, "/nodes").await;
+    let node = nodes["self"].clone();
+    let mut events = open_stream(&gw, "/bays/acme/conversations/group/live").await;
+    let view = until(&mut events, "view", |_| true).await;
+    assert!(transports_of(&view["members"], "scout").is_empty());
+
+    // A socket: `ws`, on this node.
+    let ws = gw.ws_ready(&w.scout, None).await;
+    let seen = until(&mut events, "sessions", |d| {
+        transports_of(&d["members"], "scout") == ["ws"]
+    })
+    .await;
+    let scout = seen["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "scout")
+        .unwrap();
+    assert_eq!(scout["sessions"][0]["node"], node, "{seen}");
+    assert_eq!(scout["sessions"][0]["lingering"], false, "{seen}");
+
+    // Another transport of a member already online (its token's stream
+    // displaces the socket, protocol §11): no presence change, yet the
+    // stream shows the switch.
+    let sse = common::sse::sse_at(&gw.url(""), &w.scout, Default::default())
+        .await
+        .unwrap();
+    until(&mut events, "sessions", |d| {
+        transports_of(&d["members"], "scout") == ["sse"]
+    })
+    .await;
+
+    // A webhook is a transport too.
+    let res = gw
+        .http
+        .put(gw.url("/api/admin/bays/acme/participants/brain/webhook"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({ "url": "http://127.0.0.1:9/brain" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    // With the node whose worker holds the delivery lease.
+    until(&mut events, "sessions", |d| {
+        transports_of(&d["members"], "brain") == ["webhook"]
+            && d["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["id"] == "brain" && m["webhook"]["node"] == node)
+    })
+    .await;
+
+    // The plain view says the same.
+    let (status, body) = admin_get(&gw, "/bays/acme/conversations/group/view").await;
+    assert_eq!(status, 200);
+    assert_eq!(transports_of(&body["members"], "scout"), ["sse"]);
+    assert_eq!(transports_of(&body["members"], "brain"), ["webhook"]);
+    assert_eq!(
+        body["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == "brain")
+            .unwrap()["webhook"]["url"],
+        "http://127.0.0.1:9/brain"
+    );
+    drop(sse);
+    drop(ws);
+}
+
+#[tokio::test]
+async fn a_held_updates_call_shows_as_updates() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "acme").await;
+    let mut events = open_stream(&gw, "/bays/acme/conversations/group/live").await;
+    until(&mut events, "view", |_| true).await;
+    // Rex holds an `/updates` call while the stream watches.
+    tokio::select! {
+        answered = gw.updates(&w.rex, None, "15") => panic!("answered before the stream saw it: {answered:?}"),
+        _ = until(&mut events, "sessions", |d| {
+            transports_of(&d["members"], "rex") == ["updates"]
+        }) => {}
+    }
+}
+
+#[tokio::test]
+async fn the_webhooks_stream_updates_when_a_delivery_fails() {
+    let gw = Gateway::spawn_with(
+        Opts::default()
+            .env("SWITCHBOARD_WEBHOOKS__ALLOW_HTTP", "true")
+            .env("SWITCHBOARD_WEBHOOKS__ALLOW_PRIVATE_DESTINATIONS", "true")
+            .env("SWITCHBOARD_WEBHOOKS__ATTEMPT_TIMEOUT", "1s")
+            .env("SWITCHBOARD_WEBHOOKS__RETRY_INITIAL", "100ms")
+            .env("SWITCHBOARD_WEBHOOKS__RETRY_MAX", "1s"),
+    )
+    .await;
+    let w = World::create(&gw, "acme").await;
+    let mut events = open_stream(&gw, "/bays/acme/webhooks/live").await;
+    let rex = |d: &Value| {
+        d["webhooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["agent"] == "rex")
+            .cloned()
+            .unwrap()
+    };
+    let first = until(&mut events, "webhooks", |_| true).await;
+    assert_eq!(rex(&first)["url"], Value::Null, "{first}");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", closed.local_addr().unwrap());
+    drop(closed);
+    let res = gw
+        .http
+        .put(gw.url("/api/admin/bays/acme/participants/rex/webhook"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({ "url": url }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    until(&mut events, "webhooks", |d| rex(d)["url"] == url.as_str()).await;
+    gw.post_message(&w.ana, "group", "to the hook").await;
+    let failing = until(&mut events, "webhooks", |d| {
+        rex(d)["failingSince"].is_string()
+    })
+    .await;
+    assert!(rex(&failing)["lastError"].is_string(), "{failing}");
+    assert!(rex(&failing)["backlog"].as_u64() >= Some(1), "{failing}");
+    let (s, b) = admin_get(&gw, "/bays/nope/webhooks/live").await;
+    assert_error(s, &b, 404, "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn every_bay_of_the_store_is_listed_with_counts() {
+    let gw = Gateway::spawn().await;
+    World::create(&gw, "acme").await;
+    // A Bay nobody uses: no feed runs for it anywhere, yet it is listed.
+    gw.create_bay("quiet").await;
+    let (status, body) = admin_get(&gw, "/bays").await;
+    assert_eq!(status, 200, "{body}");
+    let bays = body["bays"].as_array().unwrap();
+    let find = |id: &str| {
+        bays.iter()
+            .find(|b| b["id"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {body}"))
+    };
+    let acme = find("acme");
+    assert_eq!(acme["agents"], 3, "{acme}");
+    assert_eq!(acme["humans"], 2, "{acme}");
+    assert_eq!(acme["conversations"], 2, "{acme}");
+    let quiet = find("quiet");
+    assert_eq!(quiet["agents"], 0, "{quiet}");
+    assert_eq!(quiet["conversations"], 0, "{quiet}");
+    assert_eq!(quiet["feedsOn"], json!([]), "{quiet}");
+    let ids: Vec<&str> = bays.iter().map(|b| b["id"].as_str().unwrap()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(ids, sorted, "sorted by id");
 }

@@ -1,9 +1,12 @@
 //! The operator console in a real browser: headless Chromium (Debian's
 //! `chromium`) driven over WebDriver (Debian's `chromedriver`, through
 //! the `fantoccini` crate). The test signs in with the admin token, sees
-//! the node, sees a message posted over plain HTTP appear live, posts as
-//! a member and reads each recipient's `shouldRespond`, and sees an
-//! agent go offline when its socket closes. It takes screenshots on the
+//! the node, lists every Bay with its counts, sees a connected agent's
+//! transport (`ws`, on this node), sees a message posted over plain HTTP
+//! appear live, posts as a member and reads each recipient's
+//! `shouldRespond`, sees an agent go offline when its socket closes, and
+//! watches the webhooks page turn a delivery's failure red without a
+//! reload. It takes screenshots on the
 //! way: into a temporary folder, or into `docs/console/` with
 //! `SWITCHBOARD_UPDATE_SCREENSHOTS=1`.
 //!
@@ -151,10 +154,16 @@ async fn an_operator_watches_a_conversation_live_in_a_browser() {
     let gw = Gateway::spawn_with(
         Opts::default()
             .env("SWITCHBOARD_TIMING__PRESENCE_LINGER", "300ms")
-            .env("SWITCHBOARD_TIMING__PRESENCE_TICK", "100ms"),
+            .env("SWITCHBOARD_TIMING__PRESENCE_TICK", "100ms")
+            .env("SWITCHBOARD_WEBHOOKS__ALLOW_HTTP", "true")
+            .env("SWITCHBOARD_WEBHOOKS__ALLOW_PRIVATE_DESTINATIONS", "true")
+            .env("SWITCHBOARD_WEBHOOKS__ATTEMPT_TIMEOUT", "1s")
+            .env("SWITCHBOARD_WEBHOOKS__RETRY_INITIAL", "100ms")
+            .env("SWITCHBOARD_WEBHOOKS__RETRY_MAX", "1s"),
     )
     .await;
     let w = World::create(&gw, "acme").await;
+    gw.create_bay("quiet").await;
     let profile = tempfile::tempdir().unwrap();
     let shots_tmp = tempfile::tempdir().unwrap();
     let shots: PathBuf = if std::env::var("SWITCHBOARD_UPDATE_SCREENSHOTS").as_deref() == Ok("1") {
@@ -200,13 +209,30 @@ async fn an_operator_watches_a_conversation_live_in_a_browser() {
         "kept in the tab's session storage"
     );
 
-    // Rex connects; the conversation page shows it online.
-    let rex = gw.ws_ready(&w.rex, None).await;
+    // The Bays page lists every Bay of the store, idle ones too.
+    client.goto(&gw.url("/console#/bays")).await.unwrap();
+    wait_for(&client, r#"#bays tr[data-bay="quiet"]"#).await;
+    wait_for_text(&client, r#"#bays tr[data-bay="acme"]"#, "acme").await;
+    screenshot(&client, &shots, "bays").await;
+
+    // Rex connects while the page is open; it shows Rex online, on `ws`,
+    // on this node.
     client
         .goto(&gw.url("/console#/bays/acme/group"))
         .await
         .unwrap();
+    wait_for(&client, r#"tr[data-member="rex"][data-presence="offline"]"#).await;
+    let rex = gw.ws_ready(&w.rex, None).await;
     wait_for(&client, r#"tr[data-member="rex"][data-presence="online"]"#).await;
+    let ws = wait_for(
+        &client,
+        r#"tr[data-member="rex"][data-transports~="ws"] span[data-transport="ws"]"#,
+    )
+    .await;
+    let node = ws.attr("title").await.unwrap().unwrap_or_default();
+    let (_, nodes) = gw.admin(reqwest::Method::GET, "/nodes", None).await;
+    let me = nodes["self"].as_str().unwrap();
+    assert!(node.ends_with(me), "{node} names this node {me}");
 
     // A message posted over plain HTTP appears live.
     let (status, sent) = gw.post_message(&w.ana, "group", "Hello from curl").await;
@@ -256,11 +282,45 @@ async fn an_operator_watches_a_conversation_live_in_a_browser() {
     rex.close().await;
     wait_for(&client, r#"tr[data-member="rex"][data-presence="offline"]"#).await;
     screenshot(&client, &shots, "agent-offline").await;
+
+    // The webhooks page, live: Rex gets a webhook nobody answers; the
+    // page shows the failure as it is recorded, with no reload.
     client
         .goto(&gw.url("/console#/webhooks/acme"))
         .await
         .unwrap();
-    wait_for(&client, r#"#webhooks tr[data-agent="rex"]"#).await;
+    wait_for(
+        &client,
+        r#"#webhooks tr[data-agent="rex"][data-failing="no"]"#,
+    )
+    .await;
+    client
+        .execute("document.body.dataset.mark = 'same page'", vec![])
+        .await
+        .unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", closed.local_addr().unwrap());
+    drop(closed);
+    let (status, body) = gw
+        .admin(
+            reqwest::Method::PUT,
+            "/bays/acme/participants/rex/webhook",
+            Some(json!({ "url": url })),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    wait_for_text(&client, r#"#webhooks tr[data-agent="rex"]"#, &url).await;
+    gw.post_message(&w.ana, "group", "anyone there?").await;
+    wait_for(
+        &client,
+        r#"#webhooks tr[data-agent="rex"][data-failing="yes"]"#,
+    )
+    .await;
+    let mark: serde_json::Value = client
+        .execute("return document.body.dataset.mark", vec![])
+        .await
+        .unwrap();
+    assert_eq!(mark, json!("same page"), "updated in place, not reloaded");
     screenshot(&client, &shots, "webhooks").await;
     client.close().await.unwrap();
 }

@@ -678,3 +678,30 @@ async fn a_suspended_agent_is_refused_before_any_session() {
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["code"], "ACCOUNT_SUSPENDED", "{body}");
 }
+
+#[tokio::test]
+async fn a_held_wait_shows_as_the_mcp_transport_in_the_console() {
+    let (gw, _w, mut rex) = setup(Opts::default()).await;
+    let transports = || async {
+        let (_, view) = gw
+            .admin(
+                reqwest::Method::GET,
+                &format!("/bays/{BAY}/conversations/group/view"),
+                None,
+            )
+            .await;
+        view["members"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["id"] == "rex"))
+            .map(|m| m["transports"].clone())
+            .unwrap_or_default()
+    };
+    tokio::select! {
+        answered = rex.call("wait_for_messages", json!({"timeout": 15})) => {
+            panic!("the wait ended before the console saw it: {answered:?}")
+        }
+        seen = common::eventually(Duration::from_secs(10), || async {
+            transports().await == json!(["mcp"])
+        }) => assert!(seen, "{}", transports().await),
+    }
+}

@@ -136,6 +136,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/admin/bays/{bay}/conversations/{cid}/live"),
     ("POST", "/api/admin/bays/{bay}/conversations/{cid}/messages"),
     ("GET", "/api/admin/bays/{bay}/webhooks"),
+    ("GET", "/api/admin/bays/{bay}/webhooks/live"),
+    ("GET", "/api/admin/bays"),
     ("GET", "/console"),
     ("GET", "/console/{file}"),
     ("GET", "/healthz"),

@@ -94,6 +94,39 @@ pub struct SessionHandle {
     /// not the feed's `presence_linger`: an `/updates` call ends between
     /// every two polls, and the gap can hold a rate-limit wait.
     pub linger: Option<std::time::Duration>,
+    /// The transport the session rides on, as the presence record shows
+    /// it (`None`: not said, an internal session).
+    pub transport: Option<Transport>,
+}
+
+/// The transport a session rides on, as an operator sees it in the
+/// node's presence record (docs/console.md). JSON: `ws`, `updates`,
+/// `sse`, `mcp`. Webhook delivery holds no session and is not one.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// `GET /ws`.
+    Ws,
+    /// A held `GET /updates`.
+    Updates,
+    /// `GET /events` (Server-Sent Events).
+    Sse,
+    /// A held MCP `wait_for_messages` call.
+    Mcp,
+}
+
+impl Transport {
+    /// The JSON name (`ws`, `updates`, `sse`, `mcp`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Ws => "ws",
+            Transport::Updates => "updates",
+            Transport::Sse => "sse",
+            Transport::Mcp => "mcp",
+        }
+    }
 }
 
 impl SessionHandle {
@@ -111,7 +144,14 @@ impl SessionHandle {
             close: addr.clone().recipient(),
             backlog,
             linger: None,
+            transport: None,
         }
+    }
+
+    /// The same handle, riding on `transport` (see [`SessionHandle::transport`]).
+    pub fn via(mut self, transport: Transport) -> Self {
+        self.transport = Some(transport);
+        self
     }
 
     /// The same handle, its participant staying present `linger` after

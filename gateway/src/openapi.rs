@@ -137,7 +137,9 @@ struct AgentApi;
     crate::api::operator::conversations,
     crate::api::operator::view,
     crate::api::operator::post_as,
-    crate::api::operator::webhooks,
+    crate::api::operator_webhooks::webhooks,
+    crate::api::operator_webhooks::webhooks_live,
+    crate::api::operator_bays::bays,
     crate::api::operator_live::live,
     crate::api::operator_live::nodes_live,
 ))]

@@ -359,7 +359,7 @@ impl BayFeed {
             att.handle.close.do_send(Close { reason });
             remove_from(&mut self.by_participant, &att.participant, &slot);
             remove_from(&mut self.by_token, &att.token, session);
-            self.session_ended(&att.participant, att.handle.linger);
+            self.session_ended(&att.participant, &att.handle);
         }
     }
 
@@ -492,6 +492,7 @@ impl Handler<Attach> for BayFeed {
             .entry(msg.token.clone())
             .or_default()
             .push(msg.session.clone());
+        let transport = msg.handle.transport;
         let slot = self.sessions.insert(Attachment {
             session: msg.session,
             participant: msg.participant.clone(),
@@ -507,7 +508,7 @@ impl Handler<Attach> for BayFeed {
             .entry(msg.participant.clone())
             .or_default()
             .push(slot);
-        self.session_started(&msg.participant, ctx);
+        self.session_started(&msg.participant, transport, ctx);
         self.publish_if_due(ctx);
         let peers = self.peers_of(&msg.participant);
         Ok(Attached {
@@ -549,7 +550,7 @@ impl Handler<Detach> for BayFeed {
         if let Some((slot, att)) = self.sessions.remove(&msg.session) {
             remove_from(&mut self.by_participant, &att.participant, &slot);
             remove_from(&mut self.by_token, &att.token, &msg.session);
-            self.session_ended(&att.participant, att.handle.linger);
+            self.session_ended(&att.participant, &att.handle);
         }
         self.publish_if_due(ctx);
     }
@@ -864,6 +865,17 @@ mod tests {
         /// Attaches session `session` (its own token) of `participant`.
         pub(super) async fn attach(&self, session: &str, participant: &str) {
             let handle = SessionHandle::of(&self.sink, Backlog::bounded(1 << 20));
+            self.attach_with(session, participant, handle).await
+        }
+
+        /// The same, the session riding on `transport`.
+        pub(super) async fn attach_via(
+            &self,
+            session: &str,
+            participant: &str,
+            transport: crate::session::Transport,
+        ) {
+            let handle = SessionHandle::of(&self.sink, Backlog::bounded(1 << 20)).via(transport);
             self.attach_with(session, participant, handle).await
         }
 

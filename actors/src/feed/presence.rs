@@ -25,6 +25,7 @@
 //! anyone is still shown here before it stops for idleness.
 
 use super::BayFeed;
+use crate::session::{SessionHandle, Transport};
 use crate::store::{now_ms, ParticipantPresence};
 use actix::prelude::*;
 use std::collections::{HashMap, HashSet};
@@ -43,6 +44,9 @@ pub(super) struct Presence {
     /// node ended stays present (`presence_linger` after the end). Pruned
     /// at each write.
     linger_until: HashMap<ParticipantId, u64>,
+    /// The transports of the sessions whose end started each linger (the
+    /// record shows them while it lasts). Pruned with `linger_until`.
+    lingering_via: HashMap<ParticipantId, Vec<Transport>>,
     /// Activity the node's handlers reported ([`NoteActivity`]). Pruned
     /// at each write once the typing indicator ended and the activity is
     /// older than `presence_idle_after` (it then changes nothing).
@@ -83,6 +87,7 @@ impl Default for Presence {
     fn default() -> Self {
         Presence {
             linger_until: HashMap::new(),
+            lingering_via: HashMap::new(),
             activity: HashMap::new(),
             published: Some(HashMap::new()),
             writing: false,
@@ -148,11 +153,16 @@ impl BayFeed {
     /// here it stays present for `presence_linger`, or the session's own
     /// linger (see the module docs), written at the handler's end
     /// ([`BayFeed::publish_if_due`]) so the linger starts now.
-    pub(super) fn session_ended(&mut self, participant: &ParticipantId, linger: Option<Duration>) {
+    pub(super) fn session_ended(&mut self, participant: &ParticipantId, handle: &SessionHandle) {
         if self.by_participant.contains_key(participant) {
             return;
         }
-        let linger = linger.unwrap_or(self.settings.presence.linger);
+        if let Some(t) = handle.transport {
+            self.presence
+                .lingering_via
+                .insert(participant.clone(), vec![t]);
+        }
+        let linger = handle.linger.unwrap_or(self.settings.presence.linger);
         let until = now_ms() + linger.as_millis() as u64;
         let entry = self
             .presence
@@ -172,7 +182,12 @@ impl BayFeed {
 
     /// Notes that a session of `participant` started. Its first one here
     /// (not merely a reconnect within the linger) counts as activity.
-    pub(super) fn session_started(&mut self, participant: &ParticipantId, ctx: &mut Context<Self>) {
+    pub(super) fn session_started(
+        &mut self,
+        participant: &ParticipantId,
+        transport: Option<Transport>,
+        ctx: &mut Context<Self>,
+    ) {
         let now = now_ms();
         let lingering = self
             .presence
@@ -202,7 +217,11 @@ impl BayFeed {
             .published
             .as_ref()
             .and_then(|p| p.get(participant))
-            .is_some_and(|e| e.session || e.linger_until_ms > next_write);
+            .is_some_and(|e| {
+                (e.session || e.linger_until_ms > next_write)
+                    // A transport the record does not show yet is news too.
+                    && transport.is_none_or(|t| e.transports.contains(&t))
+            });
         if !known && !std::mem::replace(&mut self.presence.gathering, true) {
             ctx.run_later(PRESENCE_GATHER, |act, ctx| {
                 act.presence.gathering = false;
@@ -218,6 +237,10 @@ impl BayFeed {
         let now = now_ms();
         let idle_ms = self.settings.presence.idle_after.as_millis() as u64;
         self.presence.linger_until.retain(|_, until| *until > now);
+        let lingering = &self.presence.linger_until;
+        self.presence
+            .lingering_via
+            .retain(|p, _| lingering.contains_key(p));
         self.presence
             .activity
             .retain(|_, a| a.thinking_until_ms > now || a.active_ms + idle_ms > now);
@@ -229,11 +252,24 @@ impl BayFeed {
             out.entry(p.clone())
                 .or_insert_with(|| ParticipantPresence::new(p.clone()))
         }
-        for p in self.by_participant.keys() {
-            entry(&mut out, p).session = true;
+        for (p, slots) in &self.by_participant {
+            let e = entry(&mut out, p);
+            e.session = true;
+            e.transports = slots
+                .iter()
+                .filter_map(|&slot| self.sessions.at(slot)?.handle.transport)
+                .collect();
+            e.transports.sort();
+            e.transports.dedup();
         }
         for (p, until) in &self.presence.linger_until {
-            entry(&mut out, p).linger_until_ms = *until;
+            let e = entry(&mut out, p);
+            e.linger_until_ms = *until;
+            if !e.session {
+                if let Some(via) = self.presence.lingering_via.get(p) {
+                    e.transports.clone_from(via);
+                }
+            }
         }
         for (p, a) in &self.presence.activity {
             let e = entry(&mut out, p);
@@ -474,6 +510,37 @@ mod tests {
                 "lingers for the setting: {e:?}"
             );
             assert_eq!(f.online().await, ["p1"]);
+        });
+    }
+
+    #[test]
+    fn the_record_names_each_sessions_transport_and_keeps_it_while_lingering() {
+        use crate::session::Transport;
+        actix::System::new().block_on(async {
+            // Ticks far away: only the writes at once can answer in time.
+            let f = Fixture::start_with(PresenceSettings {
+                interval: Duration::from_secs(60),
+                linger: Duration::from_secs(30),
+                tick: Duration::ZERO,
+                idle_after: Duration::from_secs(300),
+            })
+            .await;
+            f.attach_via("s1", "p1", Transport::Ws).await;
+            let e = wait_entry(&f, "p1", |e| e.session).await;
+            assert_eq!(e.transports, [Transport::Ws]);
+            assert_eq!(e.node, crate::node::id(), "the record's node");
+            // A second transport of a participant already written is
+            // written at once too, not at the interval.
+            f.attach_via("s2", "p1", Transport::Sse).await;
+            wait_entry(&f, "p1", |e| {
+                e.transports == [Transport::Ws, Transport::Sse]
+            })
+            .await;
+            f.detach("s1").await;
+            f.detach("s2").await;
+            let e = wait_entry(&f, "p1", |e| !e.session).await;
+            assert!(e.linger_until_ms > now_ms(), "{e:?}");
+            assert_eq!(e.transports, [Transport::Sse], "the last session's");
         });
     }
 

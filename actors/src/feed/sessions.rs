@@ -73,6 +73,10 @@ impl Sessions {
         Some((slot, att))
     }
 
+    pub(super) fn at(&self, slot: usize) -> Option<&Attachment> {
+        self.slots.get(slot).and_then(Option::as_ref)
+    }
+
     pub(super) fn at_mut(&mut self, slot: usize) -> Option<&mut Attachment> {
         self.slots.get_mut(slot).and_then(Option::as_mut)
     }

@@ -66,6 +66,10 @@ pub trait DirectoryStore: Send + Sync + 'static {
     async fn create_bay(&self, bay: Bay) -> Result<Created<Bay>, StoreError>;
     /// The Bay, or `None` when it does not exist.
     async fn bay(&self, bay: &BayId) -> Result<Option<Bay>, StoreError>;
+    /// Every Bay of the store, sorted by id (the operator console's list).
+    /// On Redis it reads the `sb:bays` index, which `create_bay` writes:
+    /// Bays created before the index existed are not listed.
+    async fn bays(&self) -> Result<Vec<Bay>, StoreError>;
     /// Creates a participant with its first token (hash only).
     async fn create_participant(
         &self,

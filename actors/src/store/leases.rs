@@ -20,4 +20,8 @@ pub trait LeaseStore: Send + Sync + 'static {
     async fn lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError>;
     /// Gives the lease up if `holder` has it.
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError>;
+    /// Who holds the lease `name` now (`None`: free, or expired). The
+    /// operator console names the node delivering an agent's webhooks
+    /// this way.
+    async fn lease_holder(&self, name: &str) -> Result<Option<String>, StoreError>;
 }

@@ -41,6 +41,15 @@ pub struct ParticipantPresence {
     /// reaction, or its first session here.
     #[serde(default)]
     pub active_ms: u64,
+    /// The transports of its sessions on the node now, sorted; while it
+    /// lingers after its last one, the transports that session had (so a
+    /// poller between two calls still shows `updates`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transports: Vec<crate::session::Transport>,
+    /// The node whose record holds the entry: filled in by
+    /// [`PresenceStore::presence_records`], not stored in the entry.
+    #[serde(skip)]
+    pub node: String,
 }
 
 impl ParticipantPresence {
@@ -54,6 +63,8 @@ impl ParticipantPresence {
             typed_ms: 0,
             sent_ms: 0,
             active_ms: 0,
+            transports: Vec::new(),
+            node: String::new(),
         }
     }
 
@@ -111,7 +122,8 @@ pub trait PresenceStore: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
     /// The entries of every live (unexpired) presence record of `bay`,
     /// all nodes together, in no particular order (one participant may
-    /// appear once per node). Engines may forget expired records here.
+    /// appear once per node), each entry's `node` naming the record it
+    /// came from. Engines may forget expired records here.
     async fn presence_records(&self, bay: &BayId) -> Result<Vec<ParticipantPresence>, StoreError>;
     /// Participants of `bay` present on any node now: holding a session,
     /// or within the linger after their last one. Sorted by id.

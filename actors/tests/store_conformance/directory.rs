@@ -10,10 +10,34 @@ use switchboard_protocol::ids::{BayId, ParticipantId};
 use switchboard_protocol::model::ParticipantKind;
 
 conformance!(
+    every_bay_is_listed_once_sorted,
     bays_and_participants,
     tokens_rotate_and_revoke,
     suspension_is_stored_logged_and_reversible
 );
+
+async fn every_bay_is_listed_once_sorted(store: Arc<dyn Store>) {
+    let store = &*store;
+    let a = new_bay(store).await;
+    let b = new_bay(store).await;
+    // A second create of the same id lists it once.
+    assert_eq!(
+        store.create_bay(a.clone()).await.unwrap(),
+        Created::AlreadyExists
+    );
+    let listed = store.bays().await.unwrap();
+    for bay in [&a, &b] {
+        assert_eq!(
+            listed.iter().filter(|l| l.id == bay.id).collect::<Vec<_>>(),
+            [bay],
+            "{listed:?}"
+        );
+    }
+    let ids: Vec<&str> = listed.iter().map(|b| b.id.as_str()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(ids, sorted);
+}
 
 async fn bays_and_participants(store: Arc<dyn Store>) {
     let store = &*store;

@@ -12,7 +12,12 @@ async fn a_lease_has_one_holder_until_released_or_expired(store: Arc<dyn Store>)
     let store = &*store;
     let name = unique("lease_");
     let long = Duration::from_secs(30);
+    assert_eq!(store.lease_holder(&name).await.unwrap(), None);
     assert!(store.lease(&name, "node-a", long).await.unwrap());
+    assert_eq!(
+        store.lease_holder(&name).await.unwrap().as_deref(),
+        Some("node-a")
+    );
     assert!(
         !store.lease(&name, "node-b", long).await.unwrap(),
         "held by a"
@@ -36,6 +41,7 @@ async fn a_lease_has_one_holder_until_released_or_expired(store: Arc<dyn Store>)
         .await
         .unwrap());
     tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(store.lease_holder(&short).await.unwrap(), None, "expired");
     assert!(
         store.lease(&short, "node-b", long).await.unwrap(),
         "free after its ttl"

@@ -4,6 +4,7 @@ use super::common::new_bay;
 use super::{head, read};
 use std::sync::Arc;
 use std::time::Duration;
+use switchboard_actors::session::Transport;
 use switchboard_actors::store::log::{LogEvent, LogRecord};
 use switchboard_actors::store::{now_ms, ParticipantPresence, PresenceChange, Published, Store};
 use switchboard_protocol::ids::ParticipantId;
@@ -17,6 +18,18 @@ conformance!(
 
 fn pid(s: &str) -> ParticipantId {
     ParticipantId(s.into())
+}
+
+/// `entries` as `presence_records` gives them back: each naming `node`.
+fn at_node(entries: &[ParticipantPresence], node: &str) -> Vec<ParticipantPresence> {
+    entries
+        .iter()
+        .cloned()
+        .map(|mut e| {
+            e.node = node.to_owned();
+            e
+        })
+        .collect()
 }
 
 /// Sorted copies of `entries`, for comparisons.
@@ -41,6 +54,7 @@ async fn presence_records_merge_nodes_and_expire(store: Arc<dyn Store>) {
         ParticipantPresence {
             session: true,
             active_ms: now,
+            transports: vec![Transport::Ws, Transport::Mcp],
             ..ParticipantPresence::new(pid("rex"))
         },
         ParticipantPresence {
@@ -68,8 +82,9 @@ async fn presence_records_merge_nodes_and_expire(store: Arc<dyn Store>) {
         .set_presence(&bay.id, "node_b", &on_b, long)
         .await
         .unwrap();
-    let mut want = on_a.clone();
-    want.extend(on_b.clone());
+    // Each entry comes back naming the node whose record holds it.
+    let mut want = at_node(&on_a, "node_a");
+    want.extend(at_node(&on_b, "node_b"));
     assert_eq!(
         sorted(store.presence_records(&bay.id).await.unwrap()),
         sorted(want)
@@ -88,7 +103,7 @@ async fn presence_records_merge_nodes_and_expire(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(
         sorted(store.presence_records(&bay.id).await.unwrap()),
-        sorted(on_b.clone())
+        sorted(at_node(&on_b, "node_b"))
     );
     assert_eq!(store.online(&bay.id).await.unwrap(), [pid("brain")]);
 

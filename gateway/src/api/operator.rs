@@ -1,8 +1,9 @@
 //! The operator console's reads and its test post, under `/api/admin`
 //! (behind the admin gate of [`super::admin`]): the node directory, a
-//! Bay's conversations, one conversation's view, each agent's webhook
-//! health, and posting as a chosen participant to see how a message
-//! routes. The live stream of a conversation is [`super::operator_live`].
+//! Bay's conversations, one conversation's view, and posting as a chosen
+//! participant to see how a message routes. The live stream of a
+//! conversation is [`super::operator_live`], webhook health
+//! [`super::operator_webhooks`], the list of Bays [`super::operator_bays`].
 
 use super::body::Object;
 use super::messages::send::{checked_content, post as post_message, Send};
@@ -12,21 +13,15 @@ use crate::state::AppState;
 use actix_web::{get, post, web, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::collections::HashSet;
 use switchboard_actors::model::{Conversation, Participant, StoredMessage};
-use switchboard_actors::store::log::LogEvent;
-use switchboard_actors::store::{Principal, Replay, Suspension};
+use switchboard_actors::store::{Principal, Suspension};
 use switchboard_actors::token::TokenHash;
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId, TokenId};
-use switchboard_protocol::model::ParticipantKind;
 use utoipa::ToSchema;
 
 /// The newest messages a conversation view shows.
 pub const VIEW_MESSAGES: usize = 30;
-/// The most log entries a webhook's backlog count reads; beyond it the
-/// answer says `backlogCapped`.
-pub const BACKLOG_SCAN: usize = 1000;
 
 /// Registers the routes (inside the admin scope).
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -34,7 +29,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(conversations)
         .service(view)
         .service(post_as)
-        .service(webhooks)
+        .configure(super::operator_webhooks::routes)
+        .configure(super::operator_bays::routes)
         .configure(super::operator_live::routes);
 }
 
@@ -155,16 +151,22 @@ pub(crate) async fn view_json(
     let participants = state.store.participants(bay).await?;
     let presence = state.store.published_presence(bay).await?;
     let online = state.store.online(bay).await?;
+    let ids: Vec<ParticipantId> = c.members.iter().map(|m| m.participant.clone()).collect();
+    let ways = super::operator_sessions::member_sessions(state, bay, &ids).await?;
     let members: Vec<Value> = member_json(c, &participants)
         .into_iter()
         .zip(&c.members)
-        .map(|(mut v, m)| {
+        .zip(ways)
+        .map(|((mut v, m), ways)| {
             let published = presence
                 .iter()
                 .find(|(p, _)| *p == m.participant)
                 .map(|(_, s)| serde_json::to_value(s).unwrap_or(Value::Null));
             v["presence"] = published.unwrap_or_else(|| json!("offline"));
             v["connected"] = json!(online.contains(&m.participant));
+            for key in ["transports", "sessions", "webhook"] {
+                v[key] = ways[key].clone();
+            }
             v
         })
         .collect();
@@ -198,7 +200,7 @@ pub(crate) async fn view_json(
         ("cid" = String, Path, description = "Conversation id"),
     ),
     responses(
-        (status = 200, description = "`{conversation, members: [{id, role, name, kind, presence, connected}], messages: [...] (newest 30, oldest first), drafts: [{message, author, lastActivity}]}`", body = serde_json::Value),
+        (status = 200, description = "`{conversation, members: [{id, role, name, kind, presence, connected, transports, sessions: [{node, transports, lingering}], webhook: {url, failing}?}], messages: [...] (newest 30, oldest first), drafts: [{message, author, lastActivity}]}`", body = serde_json::Value),
         (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown Bay or conversation, or the admin API is disabled", body = ErrorBody),
         (status = 503, description = "STORE_UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -318,96 +320,4 @@ async fn post_as(
         .collect();
     Ok(HttpResponse::Created()
         .json(json!({ "message": message_json(&stored), "recipients": recipients })))
-}
-
-/// `GET /bays/{bay}/webhooks` → 200 `{webhooks: [...]}`: every agent of
-/// the Bay with its webhook (if any), last delivery, last error,
-/// failing-since and backlog (records after its delivery position that
-/// are addressed to it, counted up to [`BACKLOG_SCAN`] log entries).
-#[utoipa::path(
-    operation_id = "adminWebhooks",
-    tag = "admin",
-    summary = "Webhook health of a Bay's agents",
-    params(("bay" = String, Path, description = "Bay id")),
-    responses(
-        (status = 200, description = "`{webhooks: [{agent, name, url, setAt, lastDeliveredAt, lastError, failingSince, backlog, backlogCapped}]}`", body = serde_json::Value),
-        (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
-        (status = 404, description = "NOT_FOUND: unknown Bay, or the admin API is disabled", body = ErrorBody),
-        (status = 503, description = "STORE_UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
-    ),
-    security(("admin_token" = [])),
-)]
-#[get("/bays/{bay}/webhooks")]
-async fn webhooks(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    let bay = BayId(path.into_inner());
-    state
-        .store
-        .bay(&bay)
-        .await?
-        .ok_or_else(ApiError::not_found)?;
-    let mut out = Vec::new();
-    for agent in state.store.participants(&bay).await? {
-        if agent.kind != ParticipantKind::Agent {
-            continue;
-        }
-        let hook = state.store.webhook(&bay, &agent.id).await?;
-        let status = state.store.webhook_status(&bay, &agent.id).await?;
-        let (backlog, capped) = match &hook {
-            Some(_) => backlog(&state, &bay, &agent.id).await?,
-            None => (0, false),
-        };
-        out.push(json!({
-            "agent": agent.id, "name": agent.name,
-            "url": hook.as_ref().map(|h| &h.url),
-            "setAt": hook.as_ref().map(|h| h.set_at),
-            "lastDeliveredAt": status.last_delivered_at,
-            "lastError": status.last_error,
-            "failingSince": status.failing_since,
-            "backlog": backlog, "backlogCapped": capped,
-        }));
-    }
-    Ok(HttpResponse::Ok().json(json!({ "webhooks": out })))
-}
-
-/// Records after `agent`'s delivery position addressed to it (messages
-/// and changes of its conversations), and whether the count stopped at
-/// [`BACKLOG_SCAN`] entries.
-async fn backlog(
-    state: &AppState,
-    bay: &BayId,
-    agent: &ParticipantId,
-) -> Result<(usize, bool), ApiError> {
-    let Some(position) = state.store.webhook_position(bay, agent).await? else {
-        return Ok((0, false));
-    };
-    let mine: HashSet<ConversationId> = state
-        .store
-        .conversations_of(bay, agent)
-        .await?
-        .into_iter()
-        .map(|c| c.id)
-        .collect();
-    match state
-        .store
-        .read_log(bay, &position, BACKLOG_SCAN, None)
-        .await?
-    {
-        Replay::Records { records, .. } => {
-            let n = records
-                .iter()
-                .filter(|r| match &r.event {
-                    LogEvent::Message { conversation, .. }
-                    | LogEvent::Change { conversation, .. } => mine.contains(&conversation.id),
-                    _ => false,
-                })
-                .count();
-            Ok((n, records.len() >= BACKLOG_SCAN))
-        }
-        // Its position left the replay buffer: everything it missed is gone
-        // from the log, the worker skips ahead.
-        Replay::Expired | Replay::EpochChanged => Ok((0, false)),
-    }
 }

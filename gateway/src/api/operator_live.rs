@@ -18,9 +18,17 @@
 //! - `typing` `{participant, until}`, `presence` `{participant, state}`,
 //!   `roster` `{members}`, `change` `{what, message}` (reactions, votes,
 //!   read markers);
+//! - `sessions` `{members: [{id, transports, sessions, webhook}]}`: the
+//!   members' ways in changed (a session opened or closed on some node, a
+//!   webhook set, removed, failing or recovered;
+//!   [`super::operator_sessions::member_sessions`]). Read again after each
+//!   `presence` event and every [`SESSIONS_REFRESH`]: presence records
+//!   are not logged, so only reading them shows a second transport of a
+//!   member already online;
 //! - `reset`: the stream fell out of the replay buffer; reload the view.
 //!
-//! A comment heartbeat every 15 s; the stream ends when the node drains.
+//! A comment heartbeat after 15 s without a block; the stream ends when
+//! the node drains.
 //!
 //! `GET /api/admin/nodes/live` is the node directory the same way: a
 //! `nodes` event (`{nodes, self}`, as `GET /nodes` answers) at once and
@@ -44,6 +52,8 @@ use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
 
 /// Between two comment heartbeats (keeps proxies from closing the stream).
 const HEARTBEAT: Duration = Duration::from_secs(15);
+/// How often the stream reads the members' sessions again.
+pub const SESSIONS_REFRESH: Duration = Duration::from_secs(1);
 /// Log entries read per step.
 const PAGE: usize = 256;
 
@@ -67,6 +77,14 @@ struct Follow {
     head: tokio::sync::watch::Receiver<EntryId>,
     /// Blocks ready to go out, oldest first.
     queued: std::collections::VecDeque<Bytes>,
+    /// The members' sessions as last sent (the view's, at first).
+    sessions: Vec<Value>,
+    /// A `presence` event went out since the sessions were last read.
+    sessions_due: bool,
+    /// When the last block went out.
+    last_out: std::time::Instant,
+    /// When the members' sessions were last read.
+    sessions_read: std::time::Instant,
 }
 
 impl Follow {
@@ -90,10 +108,13 @@ impl Follow {
             }
             LogEvent::Presence {
                 participant, state, ..
-            } if self.members.contains(participant) => Some(block(
-                "presence",
-                &json!({ "participant": participant, "state": state }),
-            )),
+            } if self.members.contains(participant) => {
+                self.sessions_due = true;
+                Some(block(
+                    "presence",
+                    &json!({ "participant": participant, "state": state }),
+                ))
+            }
             _ => None,
         }
     }
@@ -127,12 +148,31 @@ impl Follow {
         }
     }
 
+    /// Queues a `sessions` event when the members' sessions changed.
+    async fn check_sessions(&mut self) -> Result<(), ApiError> {
+        let mut ids: Vec<ParticipantId> = self.members.iter().cloned().collect();
+        ids.sort();
+        let now = super::operator_sessions::member_sessions(&self.state, &self.bay, &ids).await?;
+        if now != self.sessions {
+            self.queued
+                .push_back(block("sessions", &json!({ "members": now })));
+            self.sessions = now;
+        }
+        Ok(())
+    }
+
     /// The next block: queued ones first, then whatever the head's next
-    /// move brings, or a heartbeat. `None` ends the stream.
+    /// move or a sessions check brings, or a heartbeat. `None` ends the
+    /// stream.
     async fn next(&mut self) -> Option<Bytes> {
         loop {
             if let Some(b) = self.queued.pop_front() {
+                self.last_out = std::time::Instant::now();
                 return Some(b);
+            }
+            if self.last_out.elapsed() >= HEARTBEAT {
+                self.last_out = std::time::Instant::now();
+                return Some(Bytes::from_static(b": heartbeat\n\n"));
             }
             tokio::select! {
                 changed = self.head.changed() => {
@@ -143,8 +183,19 @@ impl Follow {
                         return None;
                     }
                 }
-                _ = tokio::time::sleep(HEARTBEAT) => return Some(Bytes::from_static(b": heartbeat\n\n")),
+                _ = tokio::time::sleep(SESSIONS_REFRESH) => {}
                 _ = self.state.drain_started() => return None,
+            }
+            // Due on a busy Bay too, whose head moves more often than this.
+            if self.sessions_read.elapsed() >= SESSIONS_REFRESH {
+                self.sessions_due = true;
+            }
+            // A store hiccup skips one check; the next refresh tries again.
+            if std::mem::take(&mut self.sessions_due) {
+                self.sessions_read = std::time::Instant::now();
+                if self.check_sessions().await.is_err() {
+                    self.sessions_due = true;
+                }
             }
         }
     }
@@ -236,6 +287,12 @@ async fn live(
         })?;
     let position = state.store.log_head(&bay).await?;
     let view = view_json(&state, &bay, &c).await?;
+    let mut ids: Vec<&Value> = view["members"].as_array().into_iter().flatten().collect();
+    ids.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    let sessions: Vec<Value> = ids
+        .into_iter()
+        .map(|m| json!({"id": m["id"], "transports": m["transports"], "sessions": m["sessions"], "webhook": m["webhook"]}))
+        .collect();
     let follow = Follow {
         state: state.get_ref().clone(),
         members: c.members.iter().map(|m| m.participant.clone()).collect(),
@@ -244,6 +301,10 @@ async fn live(
         position,
         head,
         queued: [block("view", &view)].into(),
+        sessions,
+        sessions_due: false,
+        last_out: std::time::Instant::now(),
+        sessions_read: std::time::Instant::now(),
     };
     let stream = futures_util::stream::unfold(follow, |mut follow| async move {
         let next = follow.next().await?;

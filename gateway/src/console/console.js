@@ -146,10 +146,15 @@ async function baysPage(view, bay) {
   view.append(el("h2", {}, "Bays"));
   bayPicker(view, "#/bays/");
   if (!bay) {
-    const { nodes } = await api("/nodes");
-    const active = [...new Set(nodes.flatMap((n) => n.bays))].sort();
-    view.append(el("h3", {}, "Active on some node"),
-      el("ul", {}, active.map((b) => el("li", {}, el("a", { href: "#/bays/" + encodeURIComponent(b) }, b)))));
+    const { bays } = await api("/bays");
+    view.append(el("table", { id: "bays" },
+      el("tr", {}, ["Bay", "name", "agents", "humans", "conversations", "present now", "feeds on"].map((h) => el("th", {}, h))),
+      bays.map((b) => el("tr", { "data-bay": b.id },
+        el("td", {}, el("a", { href: "#/bays/" + encodeURIComponent(b.id) }, b.id)),
+        el("td", {}, b.name), el("td", {}, b.agents), el("td", {}, b.humans),
+        el("td", {}, b.conversations), el("td", {}, b.online),
+        el("td", {}, b.feedsOn.length ? b.feedsOn.join(", ") : el("span", { class: "muted" }, "no node"))))),
+    el("p", { class: "muted" }, bays.length + " Bays in the store."));
     return;
   }
   const data = await api("/bays/" + encodeURIComponent(bay) + "/conversations");
@@ -192,12 +197,31 @@ function conversationPage(view, bay, cid) {
   const state = { members: new Map(), byId: new Map() };
   const drawMembers = () => {
     members.replaceChildren(...[...state.members.values()].map((m) =>
-      el("tr", { "data-member": m.id, "data-presence": m.presence },
+      el("tr", { "data-member": m.id, "data-presence": m.presence, "data-transports": (m.transports || []).join(" ") },
         el("td", {}, m.name || m.id, el("div", { class: "muted" }, m.kind + " · " + (m.role || ""))),
-        el("td", {}, el("span", { class: "presence " + m.presence }, m.presence)))));
+        el("td", {}, el("span", { class: "presence " + m.presence }, m.presence),
+          el("div", { class: "ways" }, ways(m))))));
     const chosen = as.value;
     as.replaceChildren(...[...state.members.values()].map((m) => el("option", { value: m.id }, "as " + (m.name || m.id))));
     if (chosen) as.value = chosen;
+  };
+  // Each transport with where it lands: the node of a session, or the
+  // webhook's health.
+  const ways = (m) => {
+    const out = [];
+    for (const s of m.sessions || []) {
+      for (const t of s.transports) {
+        out.push(el("span", { class: "transport" + (s.lingering ? " lingering" : ""), "data-transport": t,
+          title: (s.lingering ? "ended, lingering on " : "on node ") + s.node }, t, el("small", {}, " " + s.node.slice(-6))));
+      }
+    }
+    if (m.webhook) {
+      const node = m.webhook.node;
+      out.push(el("span", { class: "transport" + (m.webhook.failing ? " failing" : ""), "data-transport": "webhook",
+        title: m.webhook.url + (node ? ", delivered by node " + node : ", no node delivering now") },
+        "webhook", el("small", {}, (node ? " " + node.slice(-6) : "") + (m.webhook.failing ? " failing" : ""))));
+    }
+    return out;
   };
   const name = (id) => (state.members.get(id) || {}).name || id;
   const drawMessage = (m) => {
@@ -224,6 +248,12 @@ function conversationPage(view, bay, cid) {
     } else if (name === "ended") {
       const li = state.byId.get(d.id);
       if (li) { li.classList.remove("streaming"); li.querySelector(".routing").textContent = d.state; }
+    } else if (name === "sessions") {
+      for (const w of d.members) {
+        const m = state.members.get(w.id);
+        if (m) { m.transports = w.transports; m.sessions = w.sessions; m.webhook = w.webhook; }
+      }
+      drawMembers();
     } else if (name === "presence") {
       const m = state.members.get(d.participant);
       if (m) { m.presence = d.state; drawMembers(); }
@@ -240,16 +270,25 @@ async function webhooksPage(view, bay) {
   view.append(el("h2", {}, "Webhooks"));
   bayPicker(view, "#/webhooks/");
   if (!bay) return;
-  const data = await api("/bays/" + encodeURIComponent(bay) + "/webhooks");
   const when = (t) => (t ? new Date(t).toLocaleString() : "–");
-  view.append(el("table", { id: "webhooks" },
-    el("tr", {}, ["agent", "url", "last delivery", "last error", "failing since", "backlog"].map((h) => el("th", {}, h))),
-    data.webhooks.map((w) => el("tr", { "data-agent": w.agent },
-      el("td", {}, w.name, el("div", { class: "muted" }, w.agent)),
-      el("td", {}, w.url || el("span", { class: "muted" }, "none")),
-      el("td", {}, when(w.lastDeliveredAt)), el("td", { class: w.lastError ? "error" : "" }, w.lastError || "–"),
-      el("td", {}, when(w.failingSince)), el("td", {}, w.backlog + (w.backlogCapped ? "+" : ""))))),
-  el("p", {}, el("button", { type: "button", onclick: () => route() }, "Refresh")));
+  const table = el("table", { id: "webhooks" });
+  const updated = el("p", { class: "muted", id: "webhooks-updated" });
+  view.append(el("h3", {}, "Bay " + bay), table, updated);
+  // Pushed by the gateway whenever a delivery succeeds or fails or a
+  // backlog moves; nothing here polls.
+  follow("/bays/" + encodeURIComponent(bay) + "/webhooks/live", (name, data) => {
+    if (name === "error") { updated.textContent = "store trouble: " + data.message; return; }
+    if (name !== "webhooks") return;
+    table.replaceChildren(
+      el("tr", {}, ["agent", "url", "last delivery", "last error", "failing since", "backlog"].map((h) => el("th", {}, h))),
+      ...data.webhooks.map((w) => el("tr", { "data-agent": w.agent, "data-failing": w.failingSince ? "yes" : "no" },
+        el("td", {}, w.name, el("div", { class: "muted" }, w.agent)),
+        el("td", {}, w.url || el("span", { class: "muted" }, "none")),
+        el("td", {}, when(w.lastDeliveredAt)), el("td", { class: w.lastError ? "error" : "" }, w.lastError || "–"),
+        el("td", { class: w.failingSince ? "error" : "" }, when(w.failingSince)),
+        el("td", {}, w.backlog + (w.backlogCapped ? "+" : "")))));
+    updated.textContent = "Live; last change " + new Date().toLocaleTimeString() + ".";
+  });
 }
 
 // ---- Routing -----------------------------------------------------------

@@ -66,7 +66,15 @@ pub async fn wait(
             Resume::Now | Resume::Unaddressable => None,
         },
     };
-    let answer = hold(&scope.state, scope.peer, scope.caller.clone(), resume, wait).await;
+    let answer = hold(
+        &scope.state,
+        scope.peer,
+        scope.caller.clone(),
+        resume,
+        wait,
+        switchboard_actors::session::Transport::Mcp,
+    )
+    .await;
     let body = match answer {
         Ok(body) => body,
         Err(e) if e.code == ErrorCode::CursorExpired => {

@@ -522,7 +522,8 @@ impl Actor for SseSession {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        let handle = SessionHandle::of(&ctx.address(), self.backlog.clone());
+        let handle = SessionHandle::of(&ctx.address(), self.backlog.clone())
+            .via(switchboard_actors::session::Transport::Sse);
         let fut = open_session(
             self.state.clone(),
             self.caller.clone(),

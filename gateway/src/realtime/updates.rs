@@ -126,7 +126,15 @@ async fn updates(
         Resume::Unaddressable => return Err(cursor_expired("cursor is not one this server issued; catch up over REST and call again without a cursor")),
     };
     let peer = req.peer_addr().map(|a| a.ip());
-    let body = hold(state.get_ref(), peer, caller, resume, wait).await?;
+    let body = hold(
+        state.get_ref(),
+        peer,
+        caller,
+        resume,
+        wait,
+        switchboard_actors::session::Transport::Updates,
+    )
+    .await?;
     let mut res = HttpResponse::Ok();
     res.insert_header(("Cache-Control", "no-store"));
     if let Some(end) = body.ended {
@@ -150,6 +158,7 @@ pub(crate) async fn hold(
     caller: Caller,
     resume: Option<LogPosition>,
     wait: Duration,
+    via: switchboard_actors::session::Transport,
 ) -> Result<UpdatesBody, ApiError> {
     let permit = state
         .connections
@@ -161,6 +170,7 @@ pub(crate) async fn hold(
         session: SessionId(format!("poll_{}", ulid::Ulid::new())),
         resume,
         wait,
+        via,
         reply: Some(tx),
         live: None,
         held: false,
@@ -188,6 +198,9 @@ pub struct PollSession {
     session: SessionId,
     resume: Option<LogPosition>,
     wait: Duration,
+    /// What the presence record shows the call as: `updates`, or `mcp`
+    /// for an MCP `wait_for_messages`.
+    via: switchboard_actors::session::Transport,
     /// Taken when the answer is sent; `None` afterwards.
     reply: Option<oneshot::Sender<Result<UpdatesBody, ApiError>>>,
     /// Set once the session is attached and replayed.
@@ -259,7 +272,8 @@ impl PollSession {
         // participant stays present across the gaps (a rate-limit wait
         // included), not just for the WebSocket linger.
         let handle = SessionHandle::of(&ctx.address(), Backlog::unbounded())
-            .lingering(self.state.settings.timing.presence_poll_linger);
+            .lingering(self.state.settings.timing.presence_poll_linger)
+            .via(self.via);
         let open = open_session(
             self.state.clone(),
             self.caller.clone(),

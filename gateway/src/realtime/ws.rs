@@ -333,7 +333,8 @@ impl WsSession {
         // An undecodable resume is "not addressable": ready, then reset.
         // An empty one means "no cursor", as on /updates.
         let parsed = Resume::parse(resume.as_deref());
-        let handle = SessionHandle::of(&ctx.address(), self.backlog.clone());
+        let handle = SessionHandle::of(&ctx.address(), self.backlog.clone())
+            .via(switchboard_actors::session::Transport::Ws);
         let fut = open_session(
             self.state.clone(),
             self.caller.clone(),

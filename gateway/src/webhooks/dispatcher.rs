@@ -77,6 +77,9 @@ struct Shared {
     in_flight: Semaphore,
     /// Agent → when its oldest pending record was logged (Unix ms).
     pending_since: Mutex<HashMap<(BayId, ParticipantId), i64>>,
+    /// The Bay of each status this node's workers record, as it is
+    /// recorded: the console's live webhooks page waits on it.
+    status_changes: tokio::sync::broadcast::Sender<BayId>,
 }
 
 /// The node's webhook deliveries. Cheap to clone.
@@ -103,6 +106,7 @@ impl Dispatcher {
                 replay_window,
                 secrets,
                 pending_since: Mutex::new(HashMap::new()),
+                status_changes: tokio::sync::broadcast::channel(64).0,
             }),
         }
     }
@@ -138,6 +142,13 @@ impl Dispatcher {
         });
     }
 
+    /// The Bays whose webhook status a worker of this node recorded, as
+    /// each is recorded (a lagging receiver misses some: it then reads
+    /// everything again, see `Lagged`).
+    pub fn status_changes(&self) -> tokio::sync::broadcast::Receiver<BayId> {
+        self.shared.status_changes.subscribe()
+    }
+
     /// Age of the oldest record still being retried on this node.
     pub fn oldest_pending(&self) -> Duration {
         let now = chrono::Utc::now().timestamp_millis();
@@ -146,6 +157,11 @@ impl Dispatcher {
             Duration::from_millis(now.saturating_sub(ms).max(0) as u64)
         })
     }
+}
+
+/// The lease one node holds while it delivers `agent`'s webhooks.
+pub fn lease_name(bay: &BayId, agent: &ParticipantId) -> String {
+    format!("webhook:{bay}:{agent}")
 }
 
 /// Why a worker stops.
@@ -182,7 +198,7 @@ struct Worker {
 
 impl Worker {
     fn new(shared: Arc<Shared>, bay: BayId, agent: ParticipantId) -> Self {
-        let lease = format!("webhook:{bay}:{agent}");
+        let lease = lease_name(&bay, &agent);
         Worker {
             shared,
             bay,
@@ -520,8 +536,12 @@ impl Worker {
             }
             Err(e) => Err(e),
         };
-        if let Err(e) = written {
-            tracing::warn!(bay = %self.bay, agent = %self.agent, error = %e, "webhook status not recorded; delivery goes on");
+        match written {
+            // Nobody listening is no error.
+            Ok(()) => drop(self.shared.status_changes.send(self.bay.clone())),
+            Err(e) => {
+                tracing::warn!(bay = %self.bay, agent = %self.agent, error = %e, "webhook status not recorded; delivery goes on")
+            }
         }
     }
 

@@ -74,6 +74,9 @@ impl DirectoryStore for Instrumented {
     async fn bay(&self, bay: &BayId) -> Result<Option<Bay>, StoreError> {
         timed("bay", self.inner.bay(bay)).await
     }
+    async fn bays(&self) -> Result<Vec<Bay>, StoreError> {
+        timed("bays", self.inner.bays()).await
+    }
     async fn create_participant(
         &self,
         bay: &BayId,
@@ -470,6 +473,9 @@ impl LeaseStore for Instrumented {
     }
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
         timed("release_lease", self.inner.release_lease(name, holder)).await
+    }
+    async fn lease_holder(&self, name: &str) -> Result<Option<String>, StoreError> {
+        timed("lease_holder", self.inner.lease_holder(name)).await
     }
 }
 

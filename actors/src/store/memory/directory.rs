@@ -24,6 +24,18 @@ impl DirectoryStore for MemoryStore {
         Ok(())
     }
 
+    async fn bays(&self) -> Result<Vec<Bay>, StoreError> {
+        let mut out: Vec<Bay> = self
+            .state
+            .lock()
+            .bays
+            .values()
+            .map(|b| b.bay.clone())
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
     async fn create_bay(&self, bay: Bay) -> Result<Created<Bay>, StoreError> {
         let mut st = self.state.lock();
         if st.bays.contains_key(&bay.id) {

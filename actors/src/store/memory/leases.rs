@@ -23,6 +23,17 @@ impl LeaseStore for MemoryStore {
         Ok(free)
     }
 
+    async fn lease_holder(&self, name: &str) -> Result<Option<String>, StoreError> {
+        let now = now_ms();
+        Ok(self
+            .state
+            .lock()
+            .leases
+            .get(name)
+            .filter(|(_, until)| *until > now)
+            .map(|(h, _)| h.clone()))
+    }
+
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
         let mut st = self.state.lock();
         if st.leases.get(name).is_some_and(|(h, _)| h == holder) {

@@ -36,8 +36,13 @@ impl PresenceStore for MemoryStore {
         };
         b.presence.retain(|_, (_, until)| *until > now);
         Ok(b.presence
-            .values()
-            .flat_map(|(entries, _)| entries.iter().cloned())
+            .iter()
+            .flat_map(|(node, (entries, _))| {
+                entries.iter().cloned().map(|mut e| {
+                    e.node.clone_from(node);
+                    e
+                })
+            })
             .collect())
     }
 

@@ -121,10 +121,30 @@ impl DirectoryStore for RedisStore {
         let reply: Value = self
             .query(doing, &key, cmd("SET").arg(&key).arg(json).arg("NX"))
             .await?;
-        Ok(match reply {
-            Value::Nil => Created::AlreadyExists,
-            _ => Created::Created(bay),
-        })
+        if matches!(reply, Value::Nil) {
+            return Ok(Created::AlreadyExists);
+        }
+        let index = keys::bays();
+        let _: i64 = self
+            .query(doing, &index, cmd("SADD").arg(&index).arg(bay.id.as_str()))
+            .await?;
+        Ok(Created::Created(bay))
+    }
+
+    async fn bays(&self) -> Result<Vec<Bay>, StoreError> {
+        let doing = "listing bays";
+        let index = keys::bays();
+        let mut ids: Vec<String> = self
+            .query(doing, &index, cmd("SMEMBERS").arg(&index))
+            .await?;
+        ids.sort();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(bay) = self.bay(&BayId(id)).await? {
+                out.push(bay);
+            }
+        }
+        Ok(out)
     }
 
     async fn bay(&self, bay: &BayId) -> Result<Option<Bay>, StoreError> {

@@ -338,6 +338,12 @@ pub fn draft_bays() -> String {
     format!("{PREFIX}:draft-bays")
 }
 
+/// `sb:bays`: set, the id of every Bay (written by `create_bay`, after
+/// the Bay's own key: it lives in another slot).
+pub fn bays() -> String {
+    format!("{PREFIX}:bays")
+}
+
 /// `sb:nodes`: hash of node id → JSON `{until, record}`, the node
 /// directory (each node refreshes its own field; readers drop expired ones).
 pub fn nodes() -> String {

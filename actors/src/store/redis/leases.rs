@@ -5,6 +5,7 @@ use super::keys;
 use super::lua::LuaScript;
 use super::RedisStore;
 use crate::store::{LeaseStore, StoreError};
+use ::redis::cmd;
 use async_trait::async_trait;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -31,6 +32,13 @@ impl LeaseStore for RedisStore {
             )
             .await?;
         Ok(held == 1)
+    }
+
+    async fn lease_holder(&self, name: &str) -> Result<Option<String>, StoreError> {
+        let key = keys::lease(name);
+        // The key expires with the lease (`SET … PX`): present means held.
+        self.query("reading a lease", &key, cmd("GET").arg(&key))
+            .await
     }
 
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {

@@ -88,13 +88,21 @@ impl PresenceStore for RedisStore {
                 expired.push(node);
                 continue;
             }
-            match p.entries {
-                Some(entries) => out.extend(entries),
-                None => out.extend(p.online.into_iter().map(|participant| ParticipantPresence {
-                    session: true,
-                    ..ParticipantPresence::new(participant)
-                })),
-            }
+            let entries = match p.entries {
+                Some(entries) => entries,
+                None => p
+                    .online
+                    .into_iter()
+                    .map(|participant| ParticipantPresence {
+                        session: true,
+                        ..ParticipantPresence::new(participant)
+                    })
+                    .collect(),
+            };
+            out.extend(entries.into_iter().map(|mut e| {
+                e.node.clone_from(&node);
+                e
+            }));
         }
         // Node ids are new at every start: drop the records of nodes gone
         // for good, so the hash does not grow with every restart.

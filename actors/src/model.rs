@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use switchboard_protocol::event::{ConversationRef, Event, MessageView, ReplyToView, SenderView};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 use switchboard_protocol::model::{
@@ -82,26 +83,31 @@ impl Conversation {
     }
 }
 
-/// Joins a conversation's members with their participant records. Members
-/// whose participant record is missing are skipped.
+/// Joins a conversation's members with their participant records, in
+/// member order. Members whose participant record is missing are skipped;
+/// of two records with one id the first counts. The records are indexed by
+/// id first, so the join is linear in the room size (a search per member
+/// made a 1,000-agent webhook fan-out quadratic, BENCHMARKS.md).
 pub fn roster(conversation: &Conversation, participants: &[Participant]) -> Vec<RosterMember> {
+    let mut by_id: HashMap<&ParticipantId, &Participant> =
+        HashMap::with_capacity(participants.len());
+    for p in participants {
+        by_id.entry(&p.id).or_insert(p);
+    }
     conversation
         .members
         .iter()
         .filter_map(|m| {
-            participants
-                .iter()
-                .find(|p| p.id == m.participant)
-                .map(|p| RosterMember {
-                    id: p.id.clone(),
-                    name: p.name.clone(),
-                    kind: p.kind,
-                    role: m.role,
-                    description: match p.kind {
-                        ParticipantKind::Agent => p.description.clone(),
-                        ParticipantKind::User => None,
-                    },
-                })
+            by_id.get(&m.participant).map(|p| RosterMember {
+                id: p.id.clone(),
+                name: p.name.clone(),
+                kind: p.kind,
+                role: m.role,
+                description: match p.kind {
+                    ParticipantKind::Agent => p.description.clone(),
+                    ParticipantKind::User => None,
+                },
+            })
         })
         .collect()
 }
@@ -312,5 +318,74 @@ impl StoredMessage {
             message: self.view_for(recipient, self.sender.clone()),
             conversation: conversation.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn participant(id: &str, kind: ParticipantKind, name: &str) -> Participant {
+        Participant {
+            id: ParticipantId(id.into()),
+            kind,
+            name: name.into(),
+            description: Some(format!("{id} does things")),
+        }
+    }
+
+    fn room(members: &[(&str, Role)]) -> Conversation {
+        Conversation {
+            id: ConversationId("c".into()),
+            kind: ConversationType::Group,
+            title: None,
+            policy: Policy::default(),
+            members: members
+                .iter()
+                .map(|(id, role)| Member {
+                    participant: ParticipantId((*id).into()),
+                    role: *role,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn roster_follows_member_order_skips_missing_records_and_takes_the_first_of_an_id() {
+        let c = room(&[
+            ("b", Role::Admin),
+            ("gone", Role::Member),
+            ("a", Role::Member),
+        ]);
+        let ps = [
+            participant("a", ParticipantKind::User, "Ann"),
+            participant("b", ParticipantKind::Agent, "Bot"),
+            participant("a", ParticipantKind::User, "Ann (stale copy)"),
+        ];
+        let r = roster(&c, &ps);
+        let ids: Vec<&str> = r.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["b", "a"]);
+        assert_eq!(r[0].role, Role::Admin);
+        assert_eq!(r[0].description.as_deref(), Some("b does things"));
+        assert_eq!(r[1].name, "Ann");
+        // Users' descriptions are never shown (protocol §3).
+        assert_eq!(r[1].description, None);
+    }
+
+    /// A 1,000-member room: the size the webhook fan-out measured (the
+    /// instruction count of `roster` here is in BENCHMARKS.md).
+    #[test]
+    fn roster_of_a_thousand_members_has_every_member() {
+        let ids: Vec<String> = (0..1000).map(|i| format!("p_agent_{i:04}")).collect();
+        let members: Vec<(&str, Role)> = ids.iter().map(|i| (i.as_str(), Role::Member)).collect();
+        let c = room(&members);
+        let ps: Vec<Participant> = ids
+            .iter()
+            .rev()
+            .map(|i| participant(i, ParticipantKind::Agent, i))
+            .collect();
+        let r = roster(&c, &ps);
+        assert_eq!(r.len(), 1000);
+        assert!(r.iter().zip(&ids).all(|(m, id)| m.id.as_str() == id));
     }
 }

@@ -450,3 +450,58 @@ async fn two_nodes_share_rounds_and_the_log() {
         .unwrap();
     assert_eq!(seen, entries, "one order, no gaps, no duplicates");
 }
+
+/// Calls of `command` so far, from `INFO commandstats` (inner commands of
+/// scripts are counted under their own names).
+fn calls(server: &RedisServer, command: &str) -> u64 {
+    let info = server.text(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_append_takes_the_node_clock_and_reads_the_log_meta_once() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, Limits::default()).await;
+    let bay = new_bay(&store).await;
+    let (u, _) = new_participant(&store, &bay.id, "p_user", ParticipantKind::User).await;
+    let c = new_group(&store, &bay.id, "c_1", &[(&u, Role::Member)], 5).await;
+    store
+        .append(&bay.id, message(&c, &u, "warm", None), u.kind)
+        .await
+        .unwrap();
+    let (time0, hget0, hmget0) = (
+        calls(&server, "time"),
+        calls(&server, "hget"),
+        calls(&server, "hmget"),
+    );
+    let before = chrono::Utc::now();
+    let mut created = Vec::new();
+    for i in 0..10 {
+        let stored = store
+            .append(&bay.id, message(&c, &u, &format!("m{i}"), None), u.kind)
+            .await
+            .unwrap();
+        created.push(stored.message.created_at);
+    }
+    let after = chrono::Utc::now();
+    assert_eq!(calls(&server, "time") - time0, 0, "no TIME per append");
+    // The log meta hash is read once per append (`last` and `next_trim`
+    // in one HMGET), not twice: two HGETs fewer, one HMGET more.
+    let (hget, hmget) = (
+        calls(&server, "hget") - hget0,
+        calls(&server, "hmget") - hmget0,
+    );
+    assert_eq!(hmget, 20, "conversation state and log meta: {hmget}");
+    assert_eq!(hget, 30, "revision and the store's own reads: {hget}");
+    // The node's clock, floored: strictly increasing, ten appends within
+    // the same few ms still get ten distinct createdAt.
+    assert!(created.windows(2).all(|w| w[0] < w[1]), "{created:?}");
+    assert!(created[0] >= before - chrono::Duration::milliseconds(1));
+    assert!(
+        created[9] <= after + chrono::Duration::milliseconds(20),
+        "{created:?}"
+    );
+}

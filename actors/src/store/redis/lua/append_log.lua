@@ -1,5 +1,7 @@
--- The Redis clock in Unix ms (`TIME`): what `createdAt`, trimming and the
--- draft index's last activity are measured in.
+-- The Redis clock in Unix ms (`TIME`): what the draft index's last activity
+-- and the `createdAt` of writes other than plain appends are measured in.
+-- (A plain append floors the node's clock instead, messages/append.lua;
+-- trimming reads the new log entry's id, which is the Redis clock already.)
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -12,7 +14,8 @@ end
 -- than `window` ms go (exact MINID), checked at most once per `slack` ms
 -- (window/16, at most 1 s; `next_trim` in the meta hash), so an entry may
 -- outlive the window by that much but a steady append costs no range
--- scan; beyond `maxlen` entries they go at once (exact MAXLEN). The newest
+-- scan (the time is the new entry's id: `XADD *` stamped it with the
+-- Redis clock, so no `TIME` call); beyond `maxlen` entries they go at once (exact MAXLEN). The newest
 -- trimmed id becomes `maxdel` (readers compare cursors against it) and the
 -- stream's max-deleted-entry-id (XSETID), and the roster changes of the
 -- trimmed entries go with them. The epoch is minted (`SET NX` of the
@@ -20,11 +23,11 @@ end
 -- was lost, and either way a new incarnation of the log begins.
 local function append_log(log, epoch, meta, rosters, candidate, window, maxlen, event)
   local ep = redis.call('SET', epoch, candidate, 'NX', 'GET') or candidate
-  local prev = redis.call('HGET', meta, 'last') or '0-0'
+  local m = redis.call('HMGET', meta, 'last', 'next_trim')
+  local prev, due = m[1] or '0-0', m[2]
   local id = redis.call('XADD', log, '*', 'e', event, 'p', prev, 'ep', ep)
   local trimmed = false
-  local now = now_ms()
-  local due = redis.call('HGET', meta, 'next_trim')
+  local now = tonumber(string.match(id, '^(%d+)'))
   if (not due) or now >= tonumber(due) then
     local minid = now - tonumber(window)
     if minid > 0 then

@@ -11,7 +11,7 @@ local conversations, revisions, conversation_state, messages, message_ids, log, 
 local conversation_id, message_id, sender_kind, round_cap, given_suppressed,
   message_0, message_1, message_2, message_3, event_0, event_1, epoch_candidate,
   window_ms, max_entries, revision, fingerprint, poll_id, sender_id, draft_author,
-  draft_content = unpack(ARGV)
+  draft_content, clock_ms, clock_iso = unpack(ARGV)
 
 local rev = revision_of(conversations, revisions, conversation_id)
 if not rev then return {'missing'} end
@@ -44,12 +44,18 @@ if not prev_ms then
   if #prev > 0 then prev_ms = tonumber(string.match(prev[1][1], '^(%d+)')) end
 end
 local seq = string.format('%d', tonumber(st[3] or '0') + 1)
--- `createdAt` floor: strictly after the previous message, so history
--- (ids `<createdAt ms>-0`) stays ordered by it.
-local ms = now_ms()
-if prev_ms and prev_ms + 1 > ms then ms = prev_ms + 1 end
+-- `createdAt`: the node's clock (no `TIME` call), floored strictly after
+-- the previous message, so history (ids `<createdAt ms>-0`) stays ordered
+-- by it whatever the nodes' clocks say. The node sent its time formatted
+-- too; only a floored time is formatted here.
+local ms = tonumber(clock_ms)
+local created = clock_iso
+if prev_ms and prev_ms + 1 > ms then
+  ms = prev_ms + 1
+  created = iso_ms(ms)
+end
 local sid = string.format('%d-0', ms)
-local msg = message_0 .. '"' .. iso_ms(ms) .. '"' .. message_1 .. suppressed .. message_2
+local msg = message_0 .. '"' .. created .. '"' .. message_1 .. suppressed .. message_2
   .. seq .. message_3
 redis.call('XADD', messages, sid, 'i', message_id)
 redis.call('HSET', bodies, message_id, msg)

@@ -13,7 +13,7 @@ use crate::store::redis::lua::{lua_params, LuaScript, APPEND_LOG, REVISION, ROUN
 use crate::store::redis::RedisStore;
 use crate::store::{AppendOutcome, NewMessage, StoreError};
 use ::redis::{cmd, Value};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use std::ops::ControlFlow;
 use std::sync::LazyLock;
 use switchboard_protocol::cursor::EntryId;
@@ -77,12 +77,16 @@ lua_params! {
     /// [`LogArgs`](crate::store::redis::log::LogArgs); `revision` is the one
     /// the message was routed with; `fingerprint` and `poll_id` are `''`
     /// for none; `draft_author` (`''` unless the message is an open draft)
-    /// and `draft_content` its text so far.
+    /// and `draft_content` its text so far; `clock_ms` is the node's clock
+    /// (Unix ms) and `clock_iso` the same time as `createdAt` is written
+    /// (RFC 3339, ms, `Z`): the script floors it after the previous
+    /// message.
     struct AppendArgs<'a> of &'a str {
         conversation_id, message_id, sender_kind, round_cap, given_suppressed,
         message_0, message_1, message_2, message_3, event_0, event_1,
         epoch_candidate, window_ms, max_entries,
         revision, fingerprint, poll_id, sender_id, draft_author, draft_content,
+        clock_ms, clock_iso,
     }
 }
 
@@ -217,6 +221,9 @@ impl RedisStore {
         let log = self.log_args();
         let m = &new.message;
         let draft = m.is_streaming();
+        let now = Utc::now();
+        let clock_ms = now.timestamp_millis().to_string();
+        let clock_iso = now.to_rfc3339_opts(SecondsFormat::Millis, true);
         let args = AppendArgs {
             conversation_id: new.conversation.id.as_str(),
             message_id: m.id.as_str(),
@@ -248,6 +255,8 @@ impl RedisStore {
             sender_id: m.sender.id.as_str(),
             draft_author: if draft { m.sender.id.as_str() } else { "" },
             draft_content: if draft { m.content.as_str() } else { "" },
+            clock_ms: &clock_ms,
+            clock_iso: &clock_iso,
         };
         self.invoke_status(doing, &APPEND_MESSAGE, &keys.in_order(), &args.in_order())
             .await

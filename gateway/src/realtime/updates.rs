@@ -125,7 +125,7 @@ async fn updates(
         // start over.
         Resume::Unaddressable => return Err(cursor_expired("cursor is not one this server issued; catch up over REST and call again without a cursor")),
     };
-    let peer = req.peer_addr().map(|a| a.ip());
+    let peer = state.client_of(&req);
     let body = hold(state.get_ref(), peer, caller, resume, wait).await?;
     let mut res = HttpResponse::Ok();
     res.insert_header(("Cache-Control", "no-store"));
@@ -151,6 +151,7 @@ pub(crate) async fn hold(
     resume: Option<LogPosition>,
     wait: Duration,
 ) -> Result<UpdatesBody, ApiError> {
+    let held = state.held_polls.admit(peer)?;
     let permit = state
         .connections
         .admit(peer, &caller.principal.token, Transport::Updates)?;
@@ -167,8 +168,9 @@ pub(crate) async fn hold(
         _permit: permit,
     }
     .start();
-    rx.await
-        .map_err(|_| ApiError::new(ErrorCode::Internal, "the poll ended without an answer"))?
+    let answer = rx.await;
+    drop(held);
+    answer.map_err(|_| ApiError::new(ErrorCode::Internal, "the poll ended without an answer"))?
 }
 
 /// Registers the route under `/api/agent-api`.

@@ -230,3 +230,95 @@ async fn killing_a_node_behind_nginx_moves_its_clients_with_their_cursors() {
     let res = http.get(d.lb.url("/readyz")).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 200);
 }
+
+/// An HTTP client whose connections come from `ip` (any of 127/8 works on
+/// loopback): a distinct client address behind the proxy.
+fn client_from(ip: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(Some(ip.parse().unwrap()))
+        .build()
+        .unwrap()
+}
+
+/// A `/updates` held for 20 s from `http`, in the background.
+fn hold_from(
+    http: reqwest::Client,
+    addr: String,
+    token: String,
+    xff: Option<&'static str>,
+) -> tokio::task::JoinHandle<u16> {
+    tokio::spawn(async move {
+        let mut req = http
+            .get(format!("http://{addr}/api/agent-api/updates?wait=20"))
+            .bearer_auth(&token);
+        if let Some(xff) = xff {
+            req = req.header("X-Forwarded-For", xff);
+        }
+        req.send().await.map(|r| r.status().as_u16()).unwrap_or(0)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_behind_a_trusted_nginx_are_limited_apart_and_forged_headers_are_not() {
+    let node = Gateway::spawn_with(
+        Opts::default()
+            .env("SWITCHBOARD_LIMITS__MAX_HELD_POLLS_PER_IP", "1")
+            // nginx connects to the node from 127.0.0.1; the clients use
+            // other loopback addresses.
+            .env("SWITCHBOARD_PROXY__TRUSTED", "127.0.0.1"),
+    )
+    .await;
+    let w = World::create(&node, BAY).await;
+    let lb = Nginx::start(&[node.addr.as_str()]);
+    let (a, b) = (client_from("127.0.0.2"), client_from("127.0.0.3"));
+
+    // One held poll each for two clients behind the proxy: both admitted.
+    let first = hold_from(a.clone(), lb.addr(), w.ana.clone(), None);
+    let second = hold_from(b.clone(), lb.addr(), w.ben.clone(), None);
+    let held = eventually(Duration::from_secs(20), || async {
+        node.metric("switchboard_held_polls").await == 2.0
+    })
+    .await;
+    assert!(held, "two clients behind nginx hold one poll each");
+    // A second poll of client A (another token) is over its cap: JSON 429.
+    let res = a
+        .get(lb.url("/api/agent-api/updates?wait=1"))
+        .bearer_auth(&w.rex)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 429);
+    assert!(res.headers().contains_key("retry-after"));
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["code"], "RATE_LIMITED", "{body}");
+
+    // Straight to the node from an untrusted peer (127.0.0.4): a forged
+    // X-Forwarded-For is ignored, both polls count for 127.0.0.4.
+    let c = client_from("127.0.0.4");
+    let forged = hold_from(
+        c.clone(),
+        node.addr.clone(),
+        w.brain.clone(),
+        Some("10.9.9.9"),
+    );
+    let held = eventually(Duration::from_secs(20), || async {
+        node.metric("switchboard_held_polls").await == 3.0
+    })
+    .await;
+    assert!(held);
+    let res = c
+        .get(node.url("/api/agent-api/updates?wait=1"))
+        .header("X-Forwarded-For", "10.8.8.8")
+        .bearer_auth(&w.scout)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.status().as_u16(),
+        429,
+        "the forged address was believed"
+    );
+    for h in [first, second, forged] {
+        h.abort();
+    }
+}

@@ -37,7 +37,7 @@ use figment::{Error, Metadata, Profile, Provider};
 pub const ENV_PREFIX: &str = "SWITCHBOARD_";
 
 /// The top-level keys of [`crate::Settings`] (a test keeps this in step).
-pub(crate) const TOP_LEVEL_KEYS: [&str; 17] = [
+pub(crate) const TOP_LEVEL_KEYS: [&str; 18] = [
     "bind",
     "store",
     "redis",
@@ -55,11 +55,12 @@ pub(crate) const TOP_LEVEL_KEYS: [&str; 17] = [
     "pairing",
     "rooms",
     "files",
+    "proxy",
 ];
 
 /// The top-level keys that are tables.
-const SECTIONS: [&str; 7] = [
-    "redis", "limits", "timing", "webhooks", "pairing", "rooms", "files",
+const SECTIONS: [&str; 8] = [
+    "redis", "limits", "timing", "webhooks", "pairing", "rooms", "files", "proxy",
 ];
 
 /// A snapshot of the `SWITCHBOARD_*` variables that are settings.

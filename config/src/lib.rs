@@ -30,6 +30,7 @@
 mod cli;
 mod env;
 mod error;
+mod proxy;
 mod settings;
 mod validate;
 
@@ -42,6 +43,7 @@ use figment::{Figment, Metadata, Profile, Provider};
 pub use crate::cli::{CheckArgs, Cli, Command, ConfigCommand, Overrides, ServeArgs};
 pub use crate::env::{ignored_vars, ENV_PREFIX};
 pub use crate::error::ConfigError;
+pub use crate::proxy::{canonical, parse_net, ClientHeader, ProxySettings};
 pub use crate::settings::{
     mask_url_password, split_urls, FileBackend, FileSettings, Limits, LogFormat, PairingSettings,
     RedisSettings, RoomsSettings, S3Settings, Settings, StoreKind, Timing, WebhookSettings,

@@ -71,6 +71,8 @@ pub struct Settings {
     pub rooms: RoomsSettings,
     /// Attachments and the file library (protocol §10).
     pub files: FileSettings,
+    /// Trusted reverse proxies and the header naming the client behind them.
+    pub proxy: crate::proxy::ProxySettings,
 }
 
 /// Storage engine of the node.
@@ -173,6 +175,11 @@ pub struct Limits {
     pub max_connections_per_ip: usize,
     /// Concurrent connections on this node.
     pub max_connections: usize,
+    /// Long-polls held at once per client IP on this node, counting
+    /// `GET /updates`, `GET …/messages/wait` and the MCP tool
+    /// `wait_for_messages` together; more answer 429 `RATE_LIMITED` with
+    /// Retry-After. 0 = unlimited.
+    pub max_held_polls_per_ip: usize,
     /// Bytes queued for one WebSocket and not yet taken by the socket before
     /// the session is closed as too slow (bounded memory per slow consumer).
     pub max_outbound_queue_bytes: usize,
@@ -600,6 +607,7 @@ impl fmt::Debug for Settings {
             .field("pairing", &self.pairing)
             .field("rooms", &self.rooms)
             .field("files", &self.files)
+            .field("proxy", &self.proxy)
             .finish()
     }
 }

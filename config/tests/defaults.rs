@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use switchboard_config::{
-    mask_url_password, ConfigError, FileBackend, FileSettings, Limits, LogFormat, PairingSettings,
-    RedisSettings, RoomsSettings, S3Settings, Settings, StoreKind, Timing, WebhookSettings,
-    DEFAULT_TOML, MASK,
+    mask_url_password, ClientHeader, ConfigError, FileBackend, FileSettings, Limits, LogFormat,
+    PairingSettings, ProxySettings, RedisSettings, RoomsSettings, S3Settings, Settings, StoreKind,
+    Timing, WebhookSettings, DEFAULT_TOML, MASK,
 };
 
 /// A valid `webhooks.secret_key`: 32 bytes in standard base64.
@@ -42,6 +42,7 @@ fn defaults_equal_the_protocol_values() {
             max_body_bytes: 524_288,
             max_ws_frame_bytes: 65_536,
             max_connections_per_ip: 1000,
+            max_held_polls_per_ip: 100,
             max_connections: 100_000,
             max_outbound_queue_bytes: 1_048_576,
             presence_max_members: 100,
@@ -125,6 +126,11 @@ fn defaults_equal_the_protocol_values() {
                 access_key_id: None,
                 secret_access_key: None,
             },
+        },
+        // No peer is trusted: forwarding headers are ignored.
+        proxy: ProxySettings {
+            trusted: vec![],
+            client_header: ClientHeader::XForwardedFor,
         },
     };
     assert_eq!(Settings::default(), expected);

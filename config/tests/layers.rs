@@ -498,3 +498,47 @@ fn config_check_prints_masked_effective_settings() {
         Ok(())
     });
 }
+
+#[test]
+fn trusted_proxies_load_from_a_file_list_or_a_comma_separated_variable() {
+    Jail::expect_with(|jail| {
+        jail.create_file(
+            "sb.toml",
+            r#"
+            [proxy]
+            trusted = ["10.0.0.0/8", "127.0.0.1", "::1"]
+            client_header = "forwarded"
+            "#,
+        )?;
+        let s = jailed(load(Some(Path::new("sb.toml")), &Overrides::default()))?;
+        let nets: Vec<String> = s.proxy.trusted.iter().map(|n| n.to_string()).collect();
+        assert_eq!(nets, ["10.0.0.0/8", "127.0.0.1/32", "::1/128"]);
+        assert_eq!(
+            s.proxy.client_header,
+            switchboard_config::ClientHeader::Forwarded
+        );
+        assert!(s.proxy.trusts("10.1.2.3".parse().unwrap()));
+        assert!(s.proxy.trusts("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!s.proxy.trusts("192.168.0.1".parse().unwrap()));
+
+        jail.set_env("SWITCHBOARD_PROXY__TRUSTED", "192.168.0.0/16, 172.16.0.1");
+        let s = jailed(load(None, &Overrides::default()))?;
+        let nets: Vec<String> = s.proxy.trusted.iter().map(|n| n.to_string()).collect();
+        assert_eq!(nets, ["192.168.0.0/16", "172.16.0.1/32"]);
+        Ok(())
+    });
+}
+
+#[test]
+fn a_trusted_proxy_that_is_no_address_is_an_error_naming_the_key() {
+    Jail::expect_with(|jail| {
+        jail.set_env("SWITCHBOARD_PROXY__TRUSTED", "10.0.0.0/8,nginx");
+        let message = load_err(None, &Overrides::default()).to_string();
+        assert!(message.contains("proxy.trusted"), "{message}");
+        assert!(
+            message.contains("\"nginx\" is not an IP address"),
+            "{message}"
+        );
+        Ok(())
+    });
+}

@@ -31,10 +31,12 @@
 pub mod api;
 pub mod auth;
 pub mod bootstrap;
+pub mod client_ip;
 pub mod connections;
 pub mod console;
 pub mod error;
 pub mod files;
+pub mod held_polls;
 pub mod malformed;
 pub mod mcp;
 pub mod method_not_allowed;
@@ -317,6 +319,7 @@ fn app_state(
             settings.timing.mcp_session_idle,
             settings.limits.max_body_bytes,
         ),
+        held_polls: held_polls::HeldPolls::new(settings.limits.max_held_polls_per_ip),
         connections: connections::ConnectionLimiter::new(
             settings.limits.max_connections_per_ip,
             settings.limits.max_connections,

@@ -27,6 +27,8 @@ pub struct AppState {
     pub replay_slots: Arc<tokio::sync::Semaphore>,
     /// Admission of WebSockets and held `/updates` (per IP, per node).
     pub connections: Arc<ConnectionLimiter>,
+    /// Long-polls held per client IP (`limits.max_held_polls_per_ip`).
+    pub held_polls: Arc<crate::held_polls::HeldPolls>,
     /// SHA-256 hex of the admin token; `None` disables the admin API (404).
     pub admin_token_hash: Option<Arc<String>>,
     /// Turns true on SIGTERM/SIGINT: `/readyz` answers 503 and new
@@ -44,6 +46,22 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The client address of a request from `peer` with `headers`: the
+    /// peer's, or the one a trusted proxy forwarded (`[proxy]`,
+    /// [`crate::client_ip::resolve`]). Everything counted per IP uses it.
+    pub fn client_ip(
+        &self,
+        peer: Option<std::net::SocketAddr>,
+        headers: &actix_http::header::HeaderMap,
+    ) -> Option<std::net::IpAddr> {
+        crate::client_ip::resolve(&self.settings.proxy, peer, headers)
+    }
+
+    /// [`AppState::client_ip`] of an actix-web request.
+    pub fn client_of(&self, req: &actix_web::HttpRequest) -> Option<std::net::IpAddr> {
+        self.client_ip(req.peer_addr(), req.headers())
+    }
+
     /// Whether the node is draining.
     pub fn is_draining(&self) -> bool {
         *self.draining.borrow()

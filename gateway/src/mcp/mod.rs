@@ -109,10 +109,11 @@ fn call_scope(req: &HttpRequest) -> Option<CallScope> {
     let caller = req.extensions().get::<Caller>()?.clone();
     let arbiter = actix_rt::Arbiter::try_current()
         .unwrap_or_else(|| actix_rt::System::current().arbiter().clone());
+    let peer = state.client_of(req);
     Some(CallScope {
         state,
         caller,
-        peer: req.peer_addr().map(|a| a.ip()),
+        peer,
         arbiter,
     })
 }

@@ -109,7 +109,14 @@ pub async fn request_log(
     let method = req.method().to_string();
     let path = req.path().to_owned();
     let query = redact_query(req.query_string());
-    let span = tracing::info_span!("request", request_id = %id, %method, %path);
+    // The resolved client (a trusted proxy's forwarded address), as every
+    // per-IP limit sees it.
+    let client = req
+        .app_data::<actix_web::web::Data<crate::state::AppState>>()
+        .and_then(|state| state.client_ip(req.peer_addr(), req.headers()))
+        .map(|ip| ip.to_string())
+        .unwrap_or_default();
+    let span = tracing::info_span!("request", request_id = %id, %method, %path, %client);
     let started = Instant::now();
     let result = next.call(req).instrument(span.clone()).await;
     let _enter = span.enter();

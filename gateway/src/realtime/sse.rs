@@ -112,7 +112,7 @@ async fn stream_events(
     let caller = authenticate(&req, true).await?;
     state.limits.check_updates(&caller.principal.token).await?;
     let permit = state.connections.admit(
-        req.peer_addr().map(|a| a.ip()),
+        state.client_of(&req),
         &caller.principal.token,
         Transport::Sse,
     )?;

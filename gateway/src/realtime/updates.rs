@@ -125,7 +125,7 @@ async fn updates(
         // start over.
         Resume::Unaddressable => return Err(cursor_expired("cursor is not one this server issued; catch up over REST and call again without a cursor")),
     };
-    let peer = req.peer_addr().map(|a| a.ip());
+    let peer = state.client_of(&req);
     let body = hold(
         state.get_ref(),
         peer,
@@ -160,6 +160,7 @@ pub(crate) async fn hold(
     wait: Duration,
     via: switchboard_actors::session::Transport,
 ) -> Result<UpdatesBody, ApiError> {
+    let held = state.held_polls.admit(peer)?;
     let permit = state
         .connections
         .admit(peer, &caller.principal.token, Transport::Updates)?;
@@ -177,8 +178,9 @@ pub(crate) async fn hold(
         _permit: permit,
     }
     .start();
-    rx.await
-        .map_err(|_| ApiError::new(ErrorCode::Internal, "the poll ended without an answer"))?
+    let answer = rx.await;
+    drop(held);
+    answer.map_err(|_| ApiError::new(ErrorCode::Internal, "the poll ended without an answer"))?
 }
 
 /// Registers the route under `/api/agent-api`.

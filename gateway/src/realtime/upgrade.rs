@@ -159,9 +159,13 @@ async fn decide(state: &AppState, req: &Request) -> Result<(Response<()>, Admitt
         .await
         .map_err(refused)?;
     let mut accept = actix_http::ws::handshake(head).map_err(handshake_refusal)?;
-    let admitted = admit(state, caller, req.peer_addr().map(|a| a.ip()))
-        .await
-        .map_err(refused)?;
+    let admitted = admit(
+        state,
+        caller,
+        state.client_ip(req.peer_addr(), &head.headers),
+    )
+    .await
+    .map_err(refused)?;
     Ok((accept.finish().drop_body(), admitted))
 }
 

@@ -90,7 +90,7 @@ fn admit(state: &AppState, limits: &RoomLimits, req: &HttpRequest) -> Result<(),
             "rooms are created by the operator here (admin token required)",
         ));
     }
-    limits.create(req.peer_addr().map(|a| a.ip()))
+    limits.create(state.client_of(req))
 }
 
 /// `POST /rooms`.

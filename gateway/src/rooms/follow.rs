@@ -287,7 +287,7 @@ pub async fn follow(
             return answer(state, &fresh, cursor, page, metadata).await;
         }
         if holding.is_none() {
-            holding = Some(state.rooms.hold(req.peer_addr().map(|a| a.ip()))?);
+            holding = Some(state.rooms.hold(state.client_of(req))?);
         }
         let tick = (now + METADATA_RECHECK).min(deadline);
         read_log = match tokio::time::timeout_at(tick, &mut rx).await {

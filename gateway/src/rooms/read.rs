@@ -191,7 +191,7 @@ pub async fn read_room(
     if params.contains_key("send") {
         return get_send(&state, &req, &path, params).await;
     }
-    state.rooms.read(req.peer_addr().map(|a| a.ip()))?;
+    state.rooms.read(state.client_of(&req))?;
     let link = super::open(&state, &path).await?;
     if params.contains_key("cursor") {
         return follow::follow(&state, &req, &link, &params).await;

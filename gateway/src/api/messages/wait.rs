@@ -112,11 +112,14 @@ async fn first_reply(
 #[get("/conversations/{id}/messages/wait")]
 pub(super) async fn wait_for_message(
     state: web::Data<AppState>,
+    req: actix_web::HttpRequest,
     caller: Caller,
     path: web::Path<String>,
     query: web::Query<WaitQuery>,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
+    // Counted with /updates per client IP until the answer is built.
+    let _held = state.held_polls.admit(state.client_of(&req))?;
     let timeout = wait_timeout(query.timeout.as_deref())?;
     let (bay, me) = (&caller.principal.bay, &caller.principal.participant.id);
     let id = ConversationId(path.into_inner());

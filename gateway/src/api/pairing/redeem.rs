@@ -57,10 +57,7 @@ pub async fn pair(
     req: HttpRequest,
     body: Object<PairBody>,
 ) -> Result<HttpResponse, ApiError> {
-    state
-        .limits
-        .check_pair(req.peer_addr().map(|a| a.ip()))
-        .await?;
+    state.limits.check_pair(state.client_of(&req)).await?;
     let code = normalise(&body.code).ok_or_else(invalid_code)?;
     let target = state
         .store

@@ -243,6 +243,11 @@ pub struct Timing {
     /// connector may answer until then. Invariant: 1 s to 120 s.
     #[serde(with = "humantime_serde")]
     pub connector_answer_timeout: Duration,
+    /// How long `GET /conversations/{id}/messages/wait` holds when the
+    /// call gives no `timeout` (protocol §11 REST fallback: 25 s).
+    /// Invariant: 1 s to 50 s, the range `timeout` itself takes.
+    #[serde(with = "humantime_serde")]
+    pub message_wait_default: Duration,
     /// How often each node refreshes its presence record of a Bay (who
     /// holds sessions there, and their activity); a record lives three
     /// intervals, so a killed node's participants go offline within about

@@ -145,6 +145,13 @@ fn check_timing(timing: &Timing) -> Result<(), ConfigError> {
             format!("is {}, must be from 1s to 120s", show(answer)),
         ));
     }
+    let wait = timing.message_wait_default;
+    if !(Duration::from_secs(1)..=Duration::from_secs(50)).contains(&wait) {
+        return Err(ConfigError::invalid(
+            "timing.message_wait_default",
+            format!("is {}, must be from 1s to 50s", show(wait)),
+        ));
+    }
     non_zero("timing.draft_flush_interval", timing.draft_flush_interval)?;
     non_zero("timing.draft_orphan_timeout", timing.draft_orphan_timeout)?;
     non_zero("timing.mcp_session_idle", timing.mcp_session_idle)?;

@@ -62,6 +62,7 @@ fn defaults_equal_the_protocol_values() {
             feed_linger: Duration::ZERO,
             typing_ttl: secs(5), // protocol §11: typing has a 5s TTL
             connector_answer_timeout: secs(30),
+            message_wait_default: secs(25), // protocol §11 REST fallback: wait 25 s
             draft_flush_interval: Duration::from_millis(40),
             draft_orphan_timeout: secs(30),
             mcp_session_idle: secs(600),
@@ -327,6 +328,9 @@ fn out_of_range_values_name_their_key() {
         }),
         ("timing.connector_answer_timeout", |s| {
             s.timing.connector_answer_timeout = Duration::from_millis(500)
+        }),
+        ("timing.message_wait_default", |s| {
+            s.timing.message_wait_default = Duration::from_secs(51)
         }),
         ("timing.presence_interval", |s| {
             s.timing.presence_interval = Duration::ZERO

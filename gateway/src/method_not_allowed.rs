@@ -42,9 +42,14 @@ fn templates() -> &'static [Template] {
 
 /// The methods `path` is served with (sorted, deduplicated); empty when no
 /// route serves it.
+///
+/// When several documented paths match, the most literal one decides, as
+/// OpenAPI matches ("concrete paths are matched before templated ones"):
+/// `…/messages/wait` is the GET route, not the `{mid}` of `…/messages/{mid}`
+/// (no message id is `wait`), so its `Allow` is `GET`.
 pub fn allowed(path: &str) -> Vec<String> {
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let mut out: Vec<String> = templates()
+    let matching: Vec<&Template> = templates()
         .iter()
         .filter(|(segments, _)| {
             segments.len() == parts.len()
@@ -53,6 +58,12 @@ pub fn allowed(path: &str) -> Vec<String> {
                     None => !p.is_empty(),
                 })
         })
+        .collect();
+    let literals = |(segments, _): &Template| segments.iter().flatten().count();
+    let most = matching.iter().map(|t| literals(t)).max().unwrap_or(0);
+    let mut out: Vec<String> = matching
+        .into_iter()
+        .filter(|t| literals(t) == most)
         .flat_map(|(_, methods)| methods.iter().cloned())
         .collect();
     out.sort();
@@ -92,10 +103,15 @@ mod tests {
             allowed("/api/agent-api/conversations/c1/messages"),
             ["GET", "POST"]
         );
-        // `…/messages/wait` is a GET route and also a `{mid}` path.
+        // `…/messages/wait` is the GET route; the `{mid}` path it also
+        // fits is not what it names.
         assert_eq!(
             allowed("/api/agent-api/conversations/c1/messages/wait"),
-            ["DELETE", "GET", "PATCH"]
+            ["GET"]
+        );
+        assert_eq!(
+            allowed("/api/agent-api/conversations/c1/messages/m1"),
+            ["DELETE", "PATCH"]
         );
         assert!(allowed("/api/agent-api/nope").is_empty());
         assert!(allowed("/api/agent-api/conversations//messages").is_empty());

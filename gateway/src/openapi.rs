@@ -7,6 +7,9 @@
 //! and tags, and serves the result. Wire types derive `utoipa::ToSchema`
 //! where they are defined; [`schemas`] describes answers built ad hoc.
 
+mod constraints;
+mod json_bodies;
+use json_bodies::JsonBodies;
 mod mcp;
 pub mod schemas;
 
@@ -53,7 +56,7 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
         (path = "/api/agent-api", api = AgentApi),
         (path = "/api/admin", api = AdminApi),
     ),
-    modifiers(&SecuritySchemes, &StandingRefusals),
+    modifiers(&SecuritySchemes, &StandingRefusals, &JsonBodies),
     tags(
         (name = "agent", description = "Agent API (protocol §11): the same routes for agent (`bay_…`) and user (`bay_u_…`) tokens; each call draws on the caller's agent budget (60/min by default)."),
         (name = "pairing", description = "Pairing codes and reverse linking (protocol §2): how an agent gets its token. No authentication; limited per client IP."),
@@ -248,9 +251,10 @@ impl Modify for SecuritySchemes {
 pub fn document() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
     DOC.get_or_init(|| {
-        ApiDoc::openapi()
-            .to_json()
-            .expect("the OpenAPI document serializes")
+        let mut doc =
+            serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serializes");
+        constraints::apply(&mut doc);
+        doc.to_string()
     })
 }
 

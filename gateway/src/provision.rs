@@ -139,12 +139,20 @@ pub async fn rotate_token(
 #[serde(deny_unknown_fields)]
 pub struct NewParticipant {
     /// 1–64 characters of `[A-Za-z0-9_-]`; minted when absent.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub id: Option<String>,
     /// `user` or `agent`; decides the token prefix (`bay_u_…` / `bay_…`).
     pub kind: ParticipantKind,
-    /// Display name, 1–200 characters.
+    /// Display name, 1–200 characters, not blank, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\x00-\\x1F\\x7F-\\x9F]*[^\\x00-\\x20\\x7F-\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000][^\\x00-\\x1F\\x7F-\\x9F]*$"
+    )]
     pub name: String,
-    /// What an agent is for (up to 4,000 characters); ignored for users.
+    /// What an agent is for (up to 4,000 characters, no control
+    /// characters); ignored for users.
+    #[schema(max_length = 4000, pattern = "^[^\\x00-\\x1F\\x7F-\\x9F]*$")]
     pub description: Option<String>,
     /// Marks an agent as a connector of this platform (protocol §9); 400
     /// for a user. Also settable later with
@@ -237,6 +245,7 @@ pub struct PolicyInput {
     pub orchestrator_id: Option<String>,
     /// Round cap, 0–5.
     #[schema(minimum = 0, maximum = 5)]
+    #[serde(default, deserialize_with = "crate::api::integral::option")]
     pub max_agent_rounds: Option<i64>,
     /// Custom group rules appended to `instructions` (up to 4,000
     /// characters); blank clears them.

@@ -120,8 +120,14 @@ fn conversation_json(c: &Conversation) -> serde_json::Value {
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewBay {
     /// 1–64 characters of `[A-Za-z0-9_-]`; minted when absent.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     id: Option<String>,
-    /// Display name, 1–200 characters.
+    /// Display name, 1–200 characters, not blank, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\x00-\\x1F\\x7F-\\x9F]*[^\\x00-\\x20\\x7F-\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000][^\\x00-\\x1F\\x7F-\\x9F]*$"
+    )]
     name: String,
 }
 

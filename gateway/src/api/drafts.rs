@@ -31,6 +31,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 pub(crate) struct AppendBody {
     /// The draft's length as the author believes it, in Unicode scalar
     /// values: where `text` starts.
+    #[serde(deserialize_with = "crate::api::integral::one")]
     offset: u64,
     /// The text to append; not empty.
     #[schema(min_length = 1)]
@@ -150,7 +151,7 @@ fn closed(state: MessageState) -> ApiError {
 pub(crate) struct CompleteBody {
     /// The final text instead of the streamed one (same rules as a send's
     /// `content`); absent keeps the streamed text.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 32000, pattern = "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]")]
     content: Option<serde_json::Value>,
 }
 
@@ -165,7 +166,7 @@ pub(crate) struct CompleteBody {
         ("id" = String, Path, description = "Conversation id"),
         ("mid" = String, Path, description = "The draft's message id"),
     ),
-    request_body = CompleteBody,
+    request_body(content = Option<CompleteBody>, description = "Optional: the body may be empty"),
     responses(
         (status = 200, description = "The final message", body = RestMessage),
         (status = 400, description = "INVALID_JSON, or INVALID_CONTENT (the draft is empty and no content was given, or content breaks the send rules)", body = ErrorBody),
@@ -231,7 +232,7 @@ pub(crate) struct CancelBody {}
         ("id" = String, Path, description = "Conversation id"),
         ("mid" = String, Path, description = "The draft's message id"),
     ),
-    request_body = CancelBody,
+    request_body(content = Option<CancelBody>, description = "Optional: the body may be empty"),
     responses(
         (status = 200, description = "The draft, `state: cancelled` (or `failed`)", body = RestMessage),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),

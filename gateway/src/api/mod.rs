@@ -7,6 +7,7 @@ pub mod connectors;
 pub mod directory;
 pub mod drafts;
 pub mod files;
+pub mod integral;
 pub mod messages;
 pub mod operator;
 pub mod operator_bays;

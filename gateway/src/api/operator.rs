@@ -226,6 +226,7 @@ pub(crate) struct PostAs {
     #[serde(rename = "as")]
     sender: String,
     /// The text, as `POST …/messages` takes it.
+    #[schema(value_type = String, min_length = 1, max_length = 32000, pattern = "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]")]
     content: Value,
 }
 

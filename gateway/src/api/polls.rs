@@ -34,15 +34,24 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 pub(crate) struct CreatePoll {
     /// The conversation to ask; the caller must be a member.
     pub conversation_id: String,
-    /// 1–500 characters.
+    /// 1–500 characters (trimmed), not blank.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200D\\u2028\\u2029\\u202F\\u205F\\u2060\\u3000\\uFEFF]"
+    )]
     pub question: String,
-    /// Two to ten answers, 1–200 characters each, no two the same word.
+    /// Two to ten answers, 1–200 characters each (trimmed), not blank, no
+    /// two the same word (compared trimmed, case-insensitively, whitespace
+    /// runs collapsed: 400 INVALID_POLL).
+    #[schema(min_items = 2, max_items = 10)]
     pub options: Vec<String>,
     /// Whether a voter may hold several answers (default false).
     #[serde(default)]
     pub allow_multiple: bool,
     /// The idempotency key, as an alternative to the `Idempotency-Key`
     /// header: a retried creation returns the first poll.
+    #[schema(min_length = 1, max_length = 255, pattern = "^[ -~]*$")]
     pub client_id: Option<String>,
 }
 
@@ -52,6 +61,7 @@ pub(crate) struct CreatePoll {
 pub(crate) struct VoteBody {
     /// The complete set of answers the caller holds, counted from zero;
     /// `[]` withdraws the vote.
+    #[serde(deserialize_with = "crate::api::integral::vec")]
     option_indexes: Vec<i64>,
 }
 
@@ -122,7 +132,7 @@ fn poll_not_found() -> ApiError {
     summary = "Put a poll in a conversation",
     description = "Posts a `card.poll` message: `content` is the plain-text fallback (the question, then the answers numbered from one), `cardPayload` holds `{pollId, question, options, askedBy, allowMultiple}` and `poll` the tally. The message is routed like any other (its text's @mentions wake agents). An `Idempotency-Key` header (or `clientId`) makes retries safe exactly as for `POST …/messages`.",
     params(
-        ("Idempotency-Key" = Option<String>, Header, description = "1–255 printable ASCII characters"),
+        ("Idempotency-Key" = Option<String>, Header, description = "1–255 printable ASCII characters; a plain token or a quoted structured-field string", pattern = "^(?:[!#-~](?:[ -~]{0,253}[!-~])?|\"(?:[ !#-\\[\\]-~]|\\\\[\"\\\\]){1,255}\") *$"),
     ),
     request_body = CreatePoll,
     responses(

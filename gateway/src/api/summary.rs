@@ -40,6 +40,7 @@ struct SummaryQuery {
     /// (`summary.requested`); limited per conversation
     /// (`limits.summary_refresh_max` per `limits.summary_refresh_window`,
     /// 3 per 5 minutes by default). `0`, `false` or absent: just read.
+    #[param(value_type = Option<String>, pattern = "^(1|true|0|false)$")]
     refresh: Option<String>,
     /// Most messages in `recentMessages`, 1–200 (default 100).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 200)]

@@ -281,3 +281,64 @@ pub struct AdminConversation {
     /// The roster in roster order, each participant once.
     pub members: Vec<AdminMember>,
 }
+
+/// A reaction emoji (`POST …/reactions`, `DELETE …/reactions/{emoji}`):
+/// exactly one emoji of Unicode's list, skin tones included, as the
+/// `emojis` crate the handlers check with knows it. Documentation only: the
+/// schema is the list itself, so a client (or a fuzzer) knows what passes
+/// 400 INVALID_REACTION. The server also takes the unqualified forms (`❤`
+/// for `❤️`) and stores the fully-qualified one listed here.
+pub struct Emoji;
+
+impl utoipa::PartialSchema for Emoji {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let all = emojis::iter().flat_map(|e| {
+            let tones = e.skin_tones().into_iter().flatten();
+            std::iter::once(e).chain(tones.skip(1))
+        });
+        let mut names: Vec<&str> = all.map(|e| e.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some("Exactly one emoji, e.g. `👍`"))
+            .enum_values(Some(names))
+            .into()
+    }
+}
+
+impl ToSchema for Emoji {}
+
+/// One event of `GET /events` (Server-Sent Events, docs/sse.md) as an
+/// OpenAPI 3.1 `text/event-stream` schema describes it: the fields of one
+/// event block. Documentation only.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct SseEvent {
+    /// `cursor`, `reset` or `close`; absent on an event carrying a
+    /// protocol event (`data` is then an [`Event`]), which EventSource
+    /// clients see as type `message`.
+    event: Option<SseEventName>,
+    /// JSON: an [`Event`], `{cursor}` (`cursor`), `{cursor, message}`
+    /// (`reset`) or `{code, message}` (`close`).
+    data: String,
+    /// The cursor after this event, for `Last-Event-ID`.
+    id: Option<String>,
+}
+
+/// `event:` of a named SSE event.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum SseEventName {
+    /// No `event:` line (WHATWG HTML §9.2: the type defaults to
+    /// `message`): `data` is an [`Event`].
+    Message,
+    /// A position past entries addressed to others.
+    Cursor,
+    /// The resume position is not addressable: catch up over REST.
+    Reset,
+    /// The stream ends: `{code, message}`.
+    Close,
+}

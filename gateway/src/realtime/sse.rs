@@ -87,7 +87,7 @@ struct EventsQuery {
         ("Last-Event-ID" = Option<String>, Header, description = "The last `id:` the client saw; resumes after it"),
     ),
     responses(
-        (status = 200, description = "The event stream (`text/event-stream`); it ends after a `close` event", content_type = "text/event-stream", body = String, headers(("Cache-Control" = String, description = "no-store"), ("X-Accel-Buffering" = String, description = "`no`: proxies must not buffer the stream"))),
+        (status = 200, description = "The event stream (`text/event-stream`); it ends after a `close` event", content_type = "text/event-stream", body = crate::openapi::schemas::SseEvent, headers(("Cache-Control" = String, description = "no-store"), ("X-Accel-Buffering" = String, description = "`no`: proxies must not buffer the stream"))),
         (status = 400, description = "INVALID_REQUEST: malformed query string", body = switchboard_protocol::error::ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = switchboard_protocol::error::ErrorBody),
         (status = 429, description = "UPDATES_RATE_LIMITED: connecting faster than the connect bucket (the /updates bucket, 20/min by default) allows; RATE_LIMITED: too many open connections from this address", body = switchboard_protocol::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),

@@ -81,7 +81,7 @@ fn cursor_expired(message: &str) -> ApiError {
     summary = "Long-poll every conversation of the caller",
     description = "Answers at once when events after `cursor` exist, otherwise holds up to `wait` seconds. The answer is always `{cursor, events}`; pass `cursor` to the next call. Without a cursor the call starts at now. One held call per token: a newer call (or WebSocket or SSE stream) of the same token ends this one with an empty answer carrying the header `Switchboard-Session-End: DISPLACED` (stop polling; do not loop); a draining node ends it the same way with `GOING_AWAY` (poll again, elsewhere). On 409 CURSOR_EXPIRED catch up over REST and call again without a cursor.",
     params(
-        ("wait" = Option<f64>, Query, description = "Seconds to hold, clamped to 1–30 (default 25)", minimum = 1, maximum = 30),
+        ("wait" = Option<String>, Query, description = "Seconds to hold, a number clamped to 1–30 (`0` holds 1 s, `99` holds 30 s); absent or unparsable: 25 (protocol §11). Any value is accepted"),
         ("cursor" = Option<String>, Query, description = "Opaque cursor from the previous answer or a WebSocket `cursor` frame; absent: start at now"),
     ),
     responses(

@@ -22,6 +22,7 @@ use utoipa::ToSchema;
 #[serde(deny_unknown_fields)]
 pub struct RoomShareBody {
     /// `guest` (may send, pin, react) or `reader`.
+    #[schema(pattern = "^(guest|reader)$")]
     pub role: String,
 }
 

@@ -33,7 +33,11 @@ pub(crate) struct Answer {
 #[serde(deny_unknown_fields)]
 pub(crate) struct AnswerError {
     /// Shown to the caller; 1–1,000 characters.
-    #[schema(min_length = 1, max_length = 1000)]
+    #[schema(
+        min_length = 1,
+        max_length = 1000,
+        pattern = "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"
+    )]
     message: String,
 }
 

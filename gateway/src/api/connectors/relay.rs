@@ -31,10 +31,15 @@ use utoipa::ToSchema;
 pub(crate) struct Ask {
     /// What to search the connector's ingested data for: 1–4,000
     /// characters, not only whitespace.
-    #[schema(min_length = 1, max_length = 4000)]
+    #[schema(
+        min_length = 1,
+        max_length = 4000,
+        pattern = "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"
+    )]
     query: String,
     /// Most hits wanted, 1–100; 10 when absent.
     #[schema(minimum = 1, maximum = 100)]
+    #[serde(default, deserialize_with = "crate::api::integral::option")]
     limit: Option<u32>,
 }
 

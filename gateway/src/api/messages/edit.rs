@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 #[derive(Deserialize, ToSchema)]
 pub(crate) struct EditBody {
     /// The new text, under the same rules as a send's `content`.
-    #[schema(value_type = String, min_length = 1, max_length = 32000)]
+    #[schema(value_type = String, min_length = 1, max_length = 32000, pattern = "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]")]
     content: serde_json::Value,
 }
 

@@ -26,6 +26,7 @@ pub const PICKUP_EMOJI: &str = "👀";
 pub(crate) struct ReactionBody {
     /// One emoji, e.g. `👍`. `👀` from an agent also starts its typing
     /// indicator (protocol v1.10: "react 👀 before work").
+    #[schema(value_type = crate::openapi::schemas::Emoji)]
     emoji: String,
 }
 
@@ -172,7 +173,7 @@ fn reactions_answer(outcome: AmendOutcome, reader: &ParticipantId) -> Result<Rea
     params(
         ("id" = String, Path, description = "Conversation id"),
         ("mid" = String, Path, description = "Message id"),
-        ("emoji" = String, Path, description = "The emoji, URL-encoded"),
+        ("emoji" = crate::openapi::schemas::Emoji, Path, description = "The emoji, URL-encoded"),
     ),
     responses(
         (status = 200, description = "The message's reactions after the change", body = Reactions),

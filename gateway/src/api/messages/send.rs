@@ -34,7 +34,7 @@ pub(crate) struct SendBody {
     /// characters, not blank. `@Name` mentions route to agents (protocol §7).
     /// With a `card`, the plain-text fallback shown where the card cannot
     /// render (protocol v1.11).
-    #[schema(value_type = String, min_length = 1, max_length = 32000)]
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 32000, pattern = "[^\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]")]
     #[serde(default, deserialize_with = "present")]
     content: Option<serde_json::Value>,
     /// Quote an earlier message of the same conversation.
@@ -50,6 +50,7 @@ pub(crate) struct SendBody {
     card: Option<serde_json::Value>,
     /// The idempotency key, as an alternative to the `Idempotency-Key`
     /// header (the same rules; when both are given they must be equal).
+    #[schema(min_length = 1, max_length = 255, pattern = "^[ -~]*$")]
     client_id: Option<String>,
     /// Open a draft that you stream into with `…/append` and finalize with
     /// `…/complete` (docs/websocket.md, "Streaming replies"). `content` is
@@ -359,7 +360,7 @@ pub(crate) async fn post(
     description = "Stores the message and delivers it to every member over `/updates` and `/ws`; `@Name` mentions and the conversation's policy decide each agent's `shouldRespond`. Non-participants and unknown ids get 404 alike (protocol §7: never confirm an id exists).\n\nFiles (protocol §10): `attachments: [{attachmentId}]` (1 to 10, render order) or the legacy `attachmentId`, never both. Linking is all-or-nothing: an id that is unknown, another Bay's or uploader's, or already sent is 409 ATTACHMENT_CONFLICT and no message is created (which id is never said). Every copy of the message then carries `metadata.attachments[] {attachmentId, type, mimeType, sizeBytes, attachmentUrl}` with freshly signed URLs, and the legacy `metadata.attachmentId` / `attachmentUrl` of the first.\n\nIdempotent retries: send an `Idempotency-Key` header (or `clientId` in the body). Within the replay window (15 min by default) a retry with the same key and body, on any node, stores nothing and answers the first message again (201, `Idempotent-Replayed: true`); the same key with another body is 409 IDEMPOTENCY_KEY_REUSED; a retry whose message was deleted since is 410 MESSAGE_DELETED. Keys are scoped to their sender.",
     params(
         ("id" = String, Path, description = "Conversation id"),
-        ("Idempotency-Key" = Option<String>, Header, description = "1–255 printable ASCII characters; a plain token or a quoted structured-field string"),
+        ("Idempotency-Key" = Option<String>, Header, description = "1–255 printable ASCII characters; a plain token or a quoted structured-field string", pattern = "^(?:[!#-~](?:[ -~]{0,253}[!-~])?|\"(?:[ !#-\\[\\]-~]|\\\\[\"\\\\]){1,255}\") *$"),
     ),
     request_body = SendBody,
     responses(

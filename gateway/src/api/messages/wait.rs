@@ -21,8 +21,6 @@ use utoipa::{IntoParams, ToSchema};
 
 /// Longest `GET …/messages/wait` hold (the agent mailbox's 50 s cap).
 pub const MAX_WAIT: Duration = Duration::from_secs(50);
-/// `GET …/messages/wait` hold when `timeout` is absent.
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(25);
 /// How often a wait re-reads the store as well, so even a wait registered
 /// while the Bay's feed was still loading ends within this.
 const WAIT_RECHECK: Duration = Duration::from_secs(5);
@@ -33,7 +31,8 @@ struct WaitQuery {
     /// A message id of this conversation: wait for a message after it.
     /// Absent: after the newest message now.
     after: Option<String>,
-    /// Seconds to hold, 1–50 (default 25).
+    /// Seconds to hold, an integer 1–50; absent:
+    /// `timing.message_wait_default` (25 s by default).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 50)]
     timeout: Option<String>,
 }
@@ -97,7 +96,7 @@ async fn first_reply(
     operation_id = "waitForMessage",
     tag = "agent",
     summary = "Wait for the next message someone else sends",
-    description = "Holds the request until a message the caller did not send arrives after `after` (or answers at once when one already has), else answers `{\"messages\": []}` after `timeout` seconds (1–50, default 25). The wait is registered before the history is read, so nothing falls between two calls: call again with `after` = the message you got. Tombstones and open drafts are skipped: a streamed reply is returned once it completes (at its opening time in the history).",
+    description = "Holds the request until a message the caller did not send arrives after `after` (or answers at once when one already has), else answers `{\"messages\": []}` after `timeout` seconds (1–50; absent: `timing.message_wait_default`, 25 by default). The wait is registered before the history is read, so nothing falls between two calls: call again with `after` = the message you got. Tombstones and open drafts are skipped: a streamed reply is returned once it completes (at its opening time in the history).",
     params(("id" = String, Path, description = "Conversation id"), WaitQuery),
     responses(
         (status = 200, description = "Zero or one message", body = WaitAnswer),
@@ -120,7 +119,10 @@ pub(super) async fn wait_for_message(
     state.limits.check_agent(&caller.principal.token).await?;
     // Counted with /updates per client IP until the answer is built.
     let _held = state.held_polls.admit(state.client_of(&req))?;
-    let timeout = wait_timeout(query.timeout.as_deref())?;
+    let timeout = wait_timeout(
+        query.timeout.as_deref(),
+        state.settings.timing.message_wait_default,
+    )?;
     let (bay, me) = (&caller.principal.bay, &caller.principal.participant.id);
     let id = ConversationId(path.into_inner());
     state
@@ -151,14 +153,14 @@ pub(super) async fn wait_for_message(
     Ok(HttpResponse::Ok().json(WaitAnswer { messages }))
 }
 
-/// The hold `timeout` asks for, in whole seconds: [`DEFAULT_WAIT`] when
-/// absent.
+/// The hold `timeout` asks for, in whole seconds: `default`
+/// (`timing.message_wait_default`, 25 s) when absent.
 ///
 /// # Errors
 /// 400 INVALID_REQUEST unless an integer from 1 to [`MAX_WAIT`] (50 s).
-fn wait_timeout(raw: Option<&str>) -> Result<Duration, ApiError> {
+fn wait_timeout(raw: Option<&str>, default: Duration) -> Result<Duration, ApiError> {
     match raw {
-        None => Ok(DEFAULT_WAIT),
+        None => Ok(default),
         Some(raw) => raw
             .parse::<u64>()
             .ok()

@@ -29,7 +29,13 @@ use utoipa::{IntoParams, ToSchema};
 pub struct NewLinkRequest {
     /// What to call the client on the approve screen (`baychat link
     /// --name`), 1–200 characters; also the new agent's name when the
-    /// operator approves it as one without naming it.
+    /// operator approves it as one without naming it. Not blank, no
+    /// control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\x00-\\x1F\\x7F-\\x9F]*[^\\x00-\\x20\\x7F-\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000][^\\x00-\\x1F\\x7F-\\x9F]*$"
+    )]
     name: Option<String>,
 }
 
@@ -115,7 +121,7 @@ fn no_such_request() -> ApiError {
     tag = "pairing",
     summary = "Start reverse linking",
     description = "No authentication. The request lives `pairing.link_ttl` (10 minutes by default); an operator approves it with `POST /api/admin/link-requests/{id}/approve`, and the client collects the token with `GET /link-requests/{id}?secret=`. Limited per client IP (`pairing.link_requests_per_minute`, 10/min by default). The body may be empty.",
-    request_body(content = NewLinkRequest, description = "Optional"),
+    request_body(content = Option<NewLinkRequest>, description = "Optional: the body may be empty"),
     responses(
         (status = 201, description = "The request; `pollSecret` is shown only here", body = LinkRequestCreated),
         (status = 400, description = "INVALID_JSON (not a JSON object, unknown field) or INVALID_REQUEST (`name` empty, too long or with control characters)", body = ErrorBody),

@@ -179,6 +179,16 @@ async fn an_unreachable_redis_is_unavailable() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_url_at_a_plain_server_says_the_server_does_not_speak_tls() {
+    let server = RedisServer::start();
+    let url = server.url().replacen("redis://", "rediss://", 1);
+    let err = unavailable(connect(&url, 2, limits()).await.map(|_| ()));
+    assert!(err.contains("TLS handshake"), "{err}");
+    assert!(err.contains("answers plain Redis"), "{err}");
+    assert!(err.contains("use a redis:// URL"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_are_unavailable_never_success() {
     let mut server = RedisServer::start();
     let store = Arc::new(redis_store(&server, Limits::default()).await);

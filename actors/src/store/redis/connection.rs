@@ -109,6 +109,19 @@ impl Target {
         Ok(Target::Cluster(client))
     }
 
+    /// `host:port` of a single `rediss://` server, to tell a plain server
+    /// apart from a slow TLS one when the handshake times out; `None` for
+    /// plain URLs, sockets and clusters.
+    pub fn tls_address(&self) -> Option<(String, u16)> {
+        match self {
+            Target::Single(client) => match &client.get_connection_info().addr {
+                ::redis::ConnectionAddr::TcpTls { host, port, .. } => Some((host.clone(), *port)),
+                _ => None,
+            },
+            Target::Cluster(_) => None,
+        }
+    }
+
     /// Whether this is a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         matches!(self, Target::Cluster(_))

@@ -69,7 +69,15 @@ pub async fn connect_to(
     // (refused, authentication, an untrusted TLS certificate), where the
     // reconnecting managers would retry until the timeout below. It then
     // serves the first blocking read.
-    let first = bounded_connect(doing, target.connect(None)).await?;
+    let first = match bounded_connect(doing, target.connect(None)).await {
+        Err(StoreError::Unavailable { cause, .. }) if cause == "timed out" => {
+            return Err(StoreError::Unavailable {
+                doing,
+                cause: timed_out_cause(&target).await,
+            })
+        }
+        other => other?,
+    };
     // Bounded: the connection manager would otherwise retry with backoff.
     let shared =
         bounded_connect(doing, Shared::open(&target, connections, COMMAND_TIMEOUT)).await?;
@@ -101,6 +109,42 @@ async fn bounded_connect<T>(
             doing,
             cause: format!("cannot connect: {e}"),
         })
+}
+
+/// Why the first connection timed out, as precisely as can be told: a
+/// `rediss://` URL pointed at a server that speaks plain RESP waits for a
+/// TLS handshake that never comes, which otherwise reads as "timed out".
+/// The probe sends a plain `PING` on a connection of its own (1 s bound).
+async fn timed_out_cause(target: &Target) -> String {
+    let Some((host, port)) = target.tls_address() else {
+        return "timed out".into();
+    };
+    if answers_plain_resp(&host, port).await {
+        format!(
+            "timed out in the TLS handshake: the server at {host}:{port} answers plain \
+             Redis (RESP), not TLS; use a redis:// URL or enable TLS on the server"
+        )
+    } else {
+        "timed out".into()
+    }
+}
+
+/// Whether `host:port` answers a plain `PING` with a RESP reply (`+PONG`,
+/// or an error such as `-NOAUTH`), within 1 s.
+async fn answers_plain_resp(host: &str, port: u16) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let probe = async {
+        let mut socket = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+        socket.write_all(b"PING\r\n").await.ok()?;
+        let mut reply = [0u8; 1];
+        socket.read_exact(&mut reply).await.ok()?;
+        Some(matches!(reply[0], b'+' | b'-'))
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(1), probe)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
 }
 
 /// `"<node>: "` naming a cluster primary in an error, or nothing.

@@ -306,6 +306,63 @@ async fn the_type_is_sniffed_from_the_bytes_and_only_allowed_types_are_kept() {
 }
 
 #[tokio::test]
+async fn markup_and_scripts_are_plain_text_and_an_empty_file_is_refused() {
+    let (gw, w) = world().await;
+    let texts: [(&str, &[u8]); 6] = [
+        ("b.txt", b"<b>bold</b> words\n"),
+        ("p.txt", b"<p>a paragraph</p>\n"),
+        ("a.txt", b"<a href=\"https://example.com\">a link</a>\n"),
+        ("feed.xml", b"<?xml version=\"1.0\"?>\n<feed/>\n"),
+        ("page.html", b"<html><body>hi</body></html>\n"),
+        ("run.sh", b"#!/bin/sh\necho hi\n"),
+    ];
+    for (name, bytes) in texts {
+        let (s, body) = upload(&gw, &w.rex, name, bytes).await;
+        assert_eq!(s, 201, "{name}: {body}");
+        assert_eq!(body["mimeType"], "text/plain", "{name}");
+    }
+    // Markup with a NUL byte is not text.
+    let (s, body) = upload(&gw, &w.rex, "x.html", b"<html>\x00</html>").await;
+    assert_error(s, &body, 415, "UNSUPPORTED_FILE_TYPE");
+    // Empty: nothing to sniff, said plainly.
+    let (s, body) = upload(&gw, &w.rex, "empty.txt", b"").await;
+    assert_error(s, &body, 400, "INVALID_REQUEST");
+    assert!(body.to_string().contains("empty"), "{body}");
+}
+
+#[tokio::test]
+async fn head_of_a_signed_url_answers_the_gets_headers_without_a_body() {
+    let (gw, w) = world().await;
+    let pdf = pdf_bytes(4000);
+    let id = uploaded(&gw, &w.rex, "spec.pdf", &pdf).await;
+    let (s, sent) = gw
+        .post_json(
+            &w.rex,
+            "/conversations/group/messages",
+            json!({"content": "a file", "attachments": [{"attachmentId": id}]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{sent}");
+    let url = sent["metadata"]["attachmentUrl"].as_str().unwrap();
+    let client = reqwest::Client::new();
+    let res = client.head(url).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let h = res.headers().clone();
+    assert_eq!(h["content-type"], "application/pdf");
+    assert_eq!(h["content-length"], pdf.len().to_string().as_str());
+    assert!(h["content-disposition"]
+        .to_str()
+        .unwrap()
+        .starts_with("attachment"));
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert!(res.bytes().await.unwrap().is_empty());
+    // Checked like the GET: an altered signature is refused.
+    let bad = format!("{}0", url);
+    let res = client.head(&bad).send().await.unwrap();
+    assert_eq!(res.status(), 403);
+}
+
+#[tokio::test]
 async fn uploads_are_capped_per_bay_and_at_the_hard_cap() {
     let gw = Gateway::spawn_with(
         Opts::default()

@@ -530,6 +530,58 @@ async fn limits_answer_429_with_retry_after() {
 }
 
 #[tokio::test]
+async fn a_reaction_is_exactly_one_emoji() {
+    let gw = Gateway::spawn_with(opts()).await;
+    let links = room(&gw, "private").await;
+    let id = said(&gw, &links.guest, "A", "react to me").await;
+    let url = on(&gw, &links.guest, "/reactions");
+    let long = "x".repeat(20_000);
+    for bad in ["", "thumbs up", "👍👍", long.as_str()] {
+        for method in [Method::POST, Method::DELETE] {
+            let (s, e) = call(
+                &gw,
+                method,
+                &url,
+                Some(json!({"message_id": id, "author": "A", "emoji": bad})),
+            )
+            .await;
+            assert_error(s, &e, 400, "INVALID_REACTION");
+        }
+    }
+    // Nothing was written; a real emoji (unqualified form included) is fine.
+    let (s, m) = call(
+        &gw,
+        Method::POST,
+        &url,
+        Some(json!({"message_id": id, "author": "A", "emoji": "❤"})),
+    )
+    .await;
+    assert_eq!(s, 200, "{m}");
+    assert_eq!(m["reactions"], json!([{"emoji": "❤️", "authors": ["A"]}]));
+}
+
+#[tokio::test]
+async fn a_wrong_bearer_token_at_creation_is_401_before_any_bucket() {
+    let gw = Gateway::spawn_with(opts().env("SWITCHBOARD_ROOMS__CREATE_BURST", "1")).await;
+    let wrong = || {
+        gw.http
+            .post(gw.url("/rooms"))
+            .bearer_auth("not-the-admin-token")
+            .json(&json!({"name": "x"}))
+            .send()
+    };
+    let res = wrong().await.unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    room(&gw, "private").await;
+    let (s, e) = create(&gw, json!({"name": "x"})).await;
+    assert_error(s, &e, 429, "RATE_LIMITED");
+    let res = wrong().await.unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    let e: Value = res.json().await.unwrap();
+    assert_eq!(e["code"], "UNAUTHORIZED", "{e}");
+}
+
+#[tokio::test]
 async fn admin_only_creation_wants_the_admin_token() {
     let gw =
         Gateway::spawn_with(opts().env("SWITCHBOARD_ROOMS__ADMIN_ONLY_CREATION", "true")).await;

@@ -5,7 +5,11 @@
 //! Office documents by the parts inside the zip or the compound file).
 //! Text has no signature: a head that is UTF-8 without NUL bytes is text,
 //! and only then does the filename choose between `text/csv` (a `.csv`
-//! name) and `text/plain`, since no byte tells the two apart.
+//! name) and `text/plain`, since no byte tells the two apart. Text that
+//! `infer` names by its opening (HTML, XML, a `#!` script) is text like
+//! any other and is stored as `text/plain`: downloads carry `nosniff` and
+//! `Content-Disposition: attachment`, so no browser renders or runs it.
+//! An empty file is not sniffed at all (the upload refuses it first).
 
 /// Bytes read before deciding: enough for `infer` to see the first
 /// entries of an Office document's zip.
@@ -32,7 +36,7 @@ pub const ALLOWED: [&str; 12] = [
 /// whole file when shorter than [`SNIFF_BYTES`]) and whose name is
 /// `name`; `None` when it is not one of [`ALLOWED`].
 pub fn sniff(head: &[u8], name: &str, complete: bool) -> Option<&'static str> {
-    if let Some(kind) = infer::get(head) {
+    if let Some(kind) = infer::get(head).filter(|k| k.matcher_type() != infer::MatcherType::Text) {
         return ALLOWED.iter().copied().find(|m| *m == kind.mime_type());
     }
     is_text(head, complete).then(|| {
@@ -91,6 +95,18 @@ mod tests {
         assert_eq!(sniff("héllo".as_bytes(), "x", true), Some("text/plain"));
         assert_eq!(sniff(b"bin\x00ary", "x.txt", true), None);
         assert_eq!(sniff(b"", "x.txt", true), None);
+        // Text infer names by its opening is still text.
+        for t in [
+            &b"<b>bold</b>"[..],
+            b"<p>x",
+            b"<a href=x>",
+            b"<?xml version=\"1.0\"?><r/>",
+            b"<html><body>",
+            b"#!/bin/sh\necho hi\n",
+        ] {
+            assert_eq!(sniff(t, "x", true), Some("text/plain"), "{t:?}");
+        }
+        assert_eq!(sniff(b"<r/>\x00", "x", true), None);
         // A character cut at the end of the window is still text.
         let cut = &"aé".as_bytes()[..2];
         assert_eq!(sniff(cut, "x", false), Some("text/plain"));

@@ -63,26 +63,44 @@ pub struct RoomCreated {
     pub links: RoomLinks,
 }
 
-/// Whether the request carries the configured admin token (compared as
-/// SHA-256 digests, in constant time).
-fn is_admin(state: &AppState, req: &HttpRequest) -> bool {
-    let Some(expected) = &state.admin_token_hash else {
-        return false;
-    };
-    let presented = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| hex::encode(Sha256::digest(t.trim().as_bytes())));
-    presented.is_some_and(|p| bool::from(p.as_bytes().ct_eq(expected.as_bytes())))
+/// What the request's `Authorization` header presents.
+enum Presented {
+    /// No bearer token: an anonymous creator.
+    Nothing,
+    /// The configured admin token (compared as SHA-256 digests, in
+    /// constant time).
+    Admin,
+    /// Some other bearer token, or any when no admin token is configured.
+    Wrong,
 }
 
-/// Who may create: the admin always; others unless admin-only, within
-/// their IP's bucket.
+fn presented(state: &AppState, req: &HttpRequest) -> Presented {
+    let Some(token) = req
+        .headers()
+        .get(AUTHORIZATION)
+        .map(|v| v.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")))
+    else {
+        return Presented::Nothing;
+    };
+    let matches = |expected: &String, t: &str| {
+        let p = hex::encode(Sha256::digest(t.trim().as_bytes()));
+        bool::from(p.as_bytes().ct_eq(expected.as_bytes()))
+    };
+    match (&state.admin_token_hash, token) {
+        (Some(expected), Some(t)) if matches(expected, t) => Presented::Admin,
+        _ => Presented::Wrong,
+    }
+}
+
+/// Who may create: the admin always, drawing on no bucket; a request
+/// presenting any other credential is 401 before any bucket is looked at
+/// (a bad token is a bad token, whether or not the bucket is empty);
+/// anonymous callers unless admin-only, within their IP's bucket.
 fn admit(state: &AppState, limits: &RoomLimits, req: &HttpRequest) -> Result<(), ApiError> {
-    if is_admin(state, req) {
-        return Ok(());
+    match presented(state, req) {
+        Presented::Admin => return Ok(()),
+        Presented::Wrong => return Err(ApiError::unauthorized()),
+        Presented::Nothing => {}
     }
     if state.settings.rooms.admin_only_creation {
         return Err(ApiError::new(
@@ -103,6 +121,7 @@ fn admit(state: &AppState, limits: &RoomLimits, req: &HttpRequest) -> Result<(),
     responses(
         (status = 201, description = "The room and its links", body = RoomCreated),
         (status = 400, description = "INVALID_JSON or INVALID_REQUEST", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED: an Authorization header that is not the admin token", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: creation is admin-only", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 503, description = "STORE_UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),

@@ -22,7 +22,8 @@ pub struct RoomReactionBody {
     pub message_id: String,
     /// Your display name (unverified).
     pub author: String,
-    /// One emoji.
+    /// Exactly one emoji (skin tones included); anything else is 400
+    /// INVALID_REACTION.
     pub emoji: String,
 }
 
@@ -37,12 +38,16 @@ async fn apply(
     super::authors::check_author(&body.author)?;
     let no_message = || ApiError::new(ErrorCode::NotFound, "no such message in this room");
     let id = view::message_id(&body.message_id).ok_or_else(no_message)?;
+    // The agent API's rule: exactly one emoji, stored fully qualified.
+    let emoji = crate::api::messages::reactions::checked_emoji(&body.emoji)?;
     state.rooms.write(&link.room)?;
     let by = super::authors::author(state, &link.room, &body.author).await?;
     let action = if add {
-        Action::React { emoji: body.emoji }
+        Action::React {
+            emoji: emoji.clone(),
+        }
     } else {
-        Action::Unreact { emoji: body.emoji }
+        Action::Unreact { emoji }
     };
     let outcome = state
         .registry
@@ -119,6 +124,7 @@ pub async fn react(
     request_body = RoomReactionBody,
     responses(
         (status = 200, description = "The message after the change", body = RoomMessage),
+        (status = 400, description = "INVALID_REACTION or INVALID_REQUEST", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: the link cannot react", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown link or message", body = ErrorBody),
         (status = 410, description = "MESSAGE_DELETED or ROOM_EXPIRED", body = ErrorBody),

@@ -12,7 +12,7 @@ use actix_web::http::header::{
     Header as _, Range,
 };
 use actix_web::http::StatusCode;
-use actix_web::{get, web, HttpRequest, HttpResponse};
+use actix_web::{get, head, web, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use switchboard_actors::store::{FileLink, StoredFile};
@@ -57,7 +57,29 @@ pub(super) async fn download_attachment(
     req: HttpRequest,
     query: web::Query<Signed>,
 ) -> Result<HttpResponse, ApiError> {
-    let (bay, id) = verified(&state, &query)?;
+    signed_content(&state, &req, &query).await
+}
+
+/// `HEAD` of a signed URL: the GET's status and headers (`Content-Length`,
+/// `Content-Type`, `Content-Disposition`, ranges too) without the body,
+/// which the HTTP layer drops for HEAD (RFC 9110 §9.3.2). Checked like the
+/// GET: a bad signature is 403, a deleted file 410.
+#[head("/api/agent-api/attachments/signed-content")]
+pub(super) async fn head_attachment(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    query: web::Query<Signed>,
+) -> Result<HttpResponse, ApiError> {
+    signed_content(&state, &req, &query).await
+}
+
+/// Verifies the signed URL `query` and serves its file.
+async fn signed_content(
+    state: &AppState,
+    req: &HttpRequest,
+    query: &Signed,
+) -> Result<HttpResponse, ApiError> {
+    let (bay, id) = verified(state, query)?;
     let Some(entry) = state.store.file(&bay, &id).await? else {
         return Err(ApiError::not_found());
     };
@@ -71,7 +93,7 @@ pub(super) async fn download_attachment(
         }
         _ => return Err(ApiError::not_found()),
     }
-    serve(&state, &req, &entry.file).await
+    serve(state, req, &entry.file).await
 }
 
 /// The Bay and id of a URL whose signature holds and has not expired.

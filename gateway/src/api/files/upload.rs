@@ -130,6 +130,11 @@ async fn store_field(
     if head.len() as u64 > cap {
         return Err(too_large(cap));
     }
+    if head.is_empty() {
+        // Nothing to sniff or show: an empty upload is nearly always a
+        // client's failed read, so say so rather than store it.
+        return Err(invalid("the file is empty (0 bytes)"));
+    }
     let mime = sniff(&head, &name, complete).ok_or_else(|| {
         ApiError::new(
             ErrorCode::UnsupportedFileType,

@@ -43,7 +43,7 @@ pub(crate) struct Reactions {
 /// `emoji` when it is exactly one emoji (Unicode's emoji list, through the
 /// `emojis` crate, skin tones and all), in its fully-qualified form: `❤`
 /// and `❤️` (with or without the variation selector) are one reaction.
-fn checked_emoji(emoji: &str) -> Result<String, ApiError> {
+pub(crate) fn checked_emoji(emoji: &str) -> Result<String, ApiError> {
     let emoji = emoji.trim();
     let found = emojis::get(emoji).or_else(|| {
         // Unqualified and minimally-qualified forms: look again without

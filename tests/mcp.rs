@@ -405,6 +405,72 @@ async fn writing_tools_take_the_rest_paths() {
 }
 
 #[tokio::test]
+async fn send_message_sends_uploaded_files_as_rest_does() {
+    let (gw, w, mut rex) = setup(Opts::default()).await;
+    let first = files_common::uploaded(&gw, &w.rex, "plan.txt", b"the plan").await;
+    let second = files_common::uploaded(&gw, &w.rex, "notes.txt", b"the notes").await;
+    let (text, data, error) = rex
+        .call(
+            "send_message",
+            json!({"conversationId": "group", "content": "Both files, @Ana.",
+                   "attachments": [{"attachmentId": first}, {"attachmentId": second}]}),
+        )
+        .await;
+    assert!(!error, "{text} {data}");
+    let (_, page) = gw.get(&w.ana, "/conversations/group/messages").await;
+    let sent = &page["messages"][0];
+    assert_eq!(sent["content"], "Both files, @Ana.", "{page}");
+    let ids: Vec<&str> = sent["metadata"]["attachments"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{sent}"))
+        .iter()
+        .map(|a| a["attachmentId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![first.as_str(), second.as_str()], "{sent}");
+    let (text, _, _) = rex
+        .call("list_files", json!({"conversationId": "group"}))
+        .await;
+    assert!(
+        text.contains("plan.txt") && text.contains("notes.txt"),
+        "{text}"
+    );
+
+    // Refused as REST refuses: a card with files, a malformed list, a file
+    // that is not the sender's.
+    let card = json!({"type": "card.email", "payload": {"subject": "s", "body": "b"}});
+    let third = files_common::uploaded(&gw, &w.rex, "more.txt", b"more").await;
+    let (text, _, error) = rex
+        .call(
+            "send_message",
+            json!({"conversationId": "group", "content": "x", "card": card,
+                   "attachments": [{"attachmentId": third}]}),
+        )
+        .await;
+    assert!(error && text.starts_with("CARD_WITH_ATTACHMENTS"), "{text}");
+    let (text, _, error) = rex
+        .call(
+            "send_message",
+            json!({"conversationId": "group", "content": "x", "attachments": []}),
+        )
+        .await;
+    assert!(error && text.starts_with("INVALID_REQUEST"), "{text}");
+    let anas = files_common::uploaded(&gw, &w.ana, "hers.txt", b"hers").await;
+    let (text, _, error) = rex
+        .call(
+            "send_message",
+            json!({"conversationId": "group", "content": "x",
+                   "attachments": [{"attachmentId": anas}]}),
+        )
+        .await;
+    assert!(error, "{text}");
+    let (_, page) = gw.get(&w.ana, "/conversations/group/messages").await;
+    assert_eq!(
+        page["messages"][0]["content"], "Both files, @Ana.",
+        "{page}"
+    );
+}
+
+#[tokio::test]
 async fn protocol_refusals_are_tool_errors_with_their_codes() {
     let (gw, _w, mut rex) = setup(Opts::default()).await;
     gw.create_conversation(BAY, "private", "GROUP", &["ana", "ben"])
@@ -704,4 +770,250 @@ async fn a_held_wait_shows_as_the_mcp_transport_in_the_console() {
             transports().await == json!(["mcp"])
         }) => assert!(seen, "{}", transports().await),
     }
+}
+
+// ---- the session's event stream (`GET /api/mcp`), read by a real SSE
+// ---- parser (`eventsource-stream`) over reqwest ----
+
+/// Opens a session with a raw `initialize`; its id.
+async fn raw_session(base: &str, token: &str) -> String {
+    let res = test_http()
+        .post(format!("{base}/api/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&initialize())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    res.headers()["mcp-session-id"].to_str().unwrap().to_owned()
+}
+
+type SseEvents = futures_util::stream::BoxStream<
+    'static,
+    Result<eventsource_stream::Event, eventsource_stream::EventStreamError<reqwest::Error>>,
+>;
+
+/// `GET /api/mcp` of `session`; the events or the refusal's status.
+async fn mcp_stream(
+    base: &str,
+    token: &str,
+    session: &str,
+    last_event_id: Option<&str>,
+) -> Result<SseEvents, u16> {
+    use eventsource_stream::Eventsource;
+    use futures_util::StreamExt;
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let mut req = client
+        .get(format!("{base}/api/mcp"))
+        .bearer_auth(token)
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", session);
+    if let Some(id) = last_event_id {
+        req = req.header("Last-Event-ID", id);
+    }
+    let res = req.send().await.unwrap();
+    if res.status().as_u16() != 200 {
+        return Err(res.status().as_u16());
+    }
+    Ok(res.bytes_stream().eventsource().boxed())
+}
+
+/// The next notification: `(sse id, method, params)`; `None` when the stream ended.
+async fn next_note(events: &mut SseEvents) -> Option<(String, String, Value)> {
+    use futures_util::StreamExt;
+    let e = tokio::time::timeout(Duration::from_secs(30), events.next())
+        .await
+        .expect("a notification within 30 s")?
+        .ok()?;
+    assert_eq!(
+        e.event, "message",
+        "MCP clients read only message events: {e:?}"
+    );
+    let v: Value = serde_json::from_str(&e.data).unwrap();
+    assert_eq!(v["jsonrpc"], "2.0", "{v}");
+    assert!(v.get("id").is_none(), "a notification, not a request: {v}");
+    Some((
+        e.id,
+        v["method"].as_str().unwrap().to_owned(),
+        v["params"].clone(),
+    ))
+}
+
+/// Reads until `n` event notifications: `(sse id, message id)` of each message.
+async fn next_messages(events: &mut SseEvents, n: usize) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        let (id, method, params) = next_note(events).await.expect("the stream is open");
+        if method == "notifications/baychat/event" {
+            assert_eq!(
+                params["cursor"],
+                id.as_str(),
+                "the id is the cursor: {params}"
+            );
+            if params["event"]["type"] == "message" {
+                out.push((id, id_of(&params["event"]["message"])));
+            }
+        } else {
+            assert_eq!(method, "notifications/baychat/cursor", "{params}");
+        }
+    }
+    out
+}
+
+/// Reads until the `close` notification; its params.
+async fn until_close(events: &mut SseEvents) -> Value {
+    loop {
+        let (_, method, params) = next_note(events).await.expect("a close before the end");
+        if method == "notifications/baychat/close" {
+            assert!(next_note(events).await.is_none(), "nothing after close");
+            return params;
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_session_stream_carries_events_as_notifications_with_cursor_ids() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let base = gw.url("");
+    let session = raw_session(&base, &w.rex).await;
+    let mut events = mcp_stream(&base, &w.rex, &session, None).await.unwrap();
+    let (first, method, _) = next_note(&mut events).await.unwrap();
+    assert_eq!(method, "notifications/baychat/cursor");
+    assert!(!first.is_empty());
+    let mut posted = Vec::new();
+    for content in ["one @Rex", "two", "three"] {
+        let (s, m) = gw.post_message(&w.ana, "group", content).await;
+        assert_eq!(s, 201);
+        posted.push(id_of(&m));
+    }
+    let got = next_messages(&mut events, 2).await;
+    assert_eq!(
+        got.iter().map(|g| g.1.clone()).collect::<Vec<_>>(),
+        posted[..2]
+    );
+    drop(events);
+    // Reconnecting with the id of the second resumes right after it.
+    let mut events = mcp_stream(&base, &w.rex, &session, Some(&got[1].0))
+        .await
+        .unwrap();
+    let again = next_messages(&mut events, 1).await;
+    assert_eq!(again[0].1, posted[2]);
+    let (s, m) = gw.post_message(&w.ana, "dm", "in private").await;
+    assert_eq!(s, 201);
+    assert_eq!(next_messages(&mut events, 1).await[0].1, id_of(&m));
+}
+
+#[tokio::test]
+async fn a_stream_resumes_on_another_node_after_a_kill_9_without_loss_or_duplicates() {
+    let redis = RedisServer::start(false);
+    let opts = Opts::default().redis(&redis.url());
+    let mut a = Gateway::spawn_with(opts.clone()).await;
+    let b = Gateway::spawn_with(opts).await;
+    let w = World::create(&a, BAY).await;
+    let session = raw_session(&a.url(""), &w.rex).await;
+    let mut events = mcp_stream(&a.url(""), &w.rex, &session, None)
+        .await
+        .unwrap();
+    next_note(&mut events).await.unwrap();
+    let mut posted = Vec::new();
+    for content in ["one", "two"] {
+        let (s, m) = a.post_message(&w.ana, "group", content).await;
+        assert_eq!(s, 201);
+        posted.push(id_of(&m));
+    }
+    let seen = next_messages(&mut events, 2).await;
+    a.kill_now();
+    for content in ["three", "four"] {
+        let (s, m) = b.post_message(&w.ana, "group", content).await;
+        assert_eq!(s, 201);
+        posted.push(id_of(&m));
+    }
+    // The session died with node A; a new one on B resumes after "two".
+    let other = raw_session(&b.url(""), &w.rex).await;
+    let mut events = mcp_stream(&b.url(""), &w.rex, &other, Some(&seen[1].0))
+        .await
+        .unwrap();
+    let rest = next_messages(&mut events, 2).await;
+    assert_eq!(
+        rest.iter().map(|g| g.1.clone()).collect::<Vec<_>>(),
+        posted[2..]
+    );
+    // Nothing more: no duplicate follows.
+    let quiet = tokio::time::timeout(Duration::from_secs(2), async {
+        loop {
+            let (_, method, params) = next_note(&mut events).await.unwrap();
+            if method == "notifications/baychat/event" {
+                return params;
+            }
+        }
+    })
+    .await;
+    assert!(quiet.is_err(), "a duplicate: {quiet:?}");
+    drop(events);
+    // And from after "one", exactly two to four, once each.
+    let third = raw_session(&b.url(""), &w.rex).await;
+    let mut events = mcp_stream(&b.url(""), &w.rex, &third, Some(&seen[0].0))
+        .await
+        .unwrap();
+    let all = next_messages(&mut events, 3).await;
+    assert_eq!(
+        all.iter().map(|g| g.1.clone()).collect::<Vec<_>>(),
+        posted[1..]
+    );
+}
+
+#[tokio::test]
+async fn displacement_and_revocation_end_the_stream_with_a_close_notification() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let base = gw.url("");
+    let session = raw_session(&base, &w.rex).await;
+    let mut events = mcp_stream(&base, &w.rex, &session, None).await.unwrap();
+    next_note(&mut events).await.unwrap();
+    let _ws = gw.ws_ready(&w.rex, None).await;
+    let close = until_close(&mut events).await;
+    assert_eq!(close["code"], "DISPLACED", "{close}");
+    // The session does not stream again (an SDK's reconnect would
+    // displace back): 405, and the socket stays.
+    assert_eq!(
+        mcp_stream(&base, &w.rex, &session, None).await.err(),
+        Some(405)
+    );
+    drop(_ws);
+
+    let session = raw_session(&base, &w.brain).await;
+    let mut events = mcp_stream(&base, &w.brain, &session, None).await.unwrap();
+    next_note(&mut events).await.unwrap();
+    gw.revoke_token(BAY, "brain").await;
+    let close = until_close(&mut events).await;
+    assert_eq!(close["code"], "CREDENTIAL_REVOKED", "{close}");
+    assert_eq!(
+        mcp_stream(&base, &w.brain, &session, None).await.err(),
+        Some(401)
+    );
+}
+
+#[tokio::test]
+async fn a_foreign_token_cannot_open_a_sessions_stream() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let base = gw.url("");
+    let session = raw_session(&base, &w.rex).await;
+    let mut events = mcp_stream(&base, &w.rex, &session, None).await.unwrap();
+    next_note(&mut events).await.unwrap();
+    assert_eq!(
+        mcp_stream(&base, &w.brain, &session, None).await.err(),
+        Some(404)
+    );
+    // Rex's stream goes on, undisturbed.
+    let (s, m) = gw.post_message(&w.ana, "dm", "still yours").await;
+    assert_eq!(s, 201);
+    assert_eq!(next_messages(&mut events, 1).await[0].1, id_of(&m));
 }

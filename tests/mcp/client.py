@@ -8,6 +8,7 @@ stdout, so the Rust test can interleave MCP calls with REST calls:
     {"op": "call", "tool": "get_messages", "args": {"conversationId": "group"}}
     {"op": "read_resource", "uri": "baychat://protocol"}
     {"op": "session_id"}
+    {"op": "notifications"}   (the baychat notifications received so far)
 
 Answers: {"ok": true, ...} or {"ok": false, "error": "..."} (a JSON-RPC or
 transport error). The first line is the connect result.
@@ -20,6 +21,8 @@ import sys
 
 import anyio
 import httpx2
+from pydantic import BaseModel, ConfigDict
+from mcp.client.extension import NotificationBinding
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -31,6 +34,24 @@ def emit(obj):
 
 def dump(model):
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+class AnyParams(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+def bindings(received):
+    def keep(method):
+        async def handler(params):
+            received.append({"method": method, "params": params.model_dump()})
+
+        return handler
+
+    names = ["event", "cursor", "reset", "close"]
+    return [
+        NotificationBinding(method=f"notifications/baychat/{n}", params_type=AnyParams, handler=keep(n))
+        for n in names
+    ]
 
 
 async def serve(session, seen):
@@ -53,6 +74,8 @@ async def serve(session, seen):
                 emit({"ok": True, "result": dump(await session.read_resource(cmd["uri"]))})
             elif op == "session_id":
                 emit({"ok": True, "result": seen.get("session")})
+            elif op == "notifications":
+                emit({"ok": True, "result": list(seen["received"])})
             elif op == "quit":
                 emit({"ok": True})
                 return
@@ -63,7 +86,7 @@ async def serve(session, seen):
 
 
 async def main(url, token):
-    seen = {}
+    seen = {"received": []}
 
     async def note_session(response):
         sid = response.headers.get("mcp-session-id")
@@ -79,7 +102,9 @@ async def main(url, token):
         async with client:
             async with streamable_http_client(url, http_client=client) as streams:
                 read, write = streams[0], streams[1]
-                async with ClientSession(read, write) as session:
+                async with ClientSession(
+                    read, write, notification_bindings=bindings(seen["received"])
+                ) as session:
                     init = await session.initialize()
                     emit({"ok": True, "result": dump(init), "session": seen.get("session")})
                     await serve(session, seen)

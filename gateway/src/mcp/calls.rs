@@ -9,6 +9,7 @@
 
 use super::{listen, render, CallScope};
 use crate::api;
+use crate::api::files::attach;
 use crate::api::messages::send::{checked_content, post, Send};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -203,10 +204,16 @@ async fn messages(state: &AppState, caller: &Caller, args: &Value) -> Result<Ans
 }
 
 async fn send_message(state: &AppState, caller: &Caller, args: &Value) -> Result<Answer, ApiError> {
+    // The REST body's `attachments` (protocol §10): files uploaded with
+    // `POST /attachments`, as `[{attachmentId}]`, checked by the same code.
+    let files = args.get("attachments").filter(|v| !v.is_null());
     let card = match &args["card"] {
         Value::Null => None,
-        raw => Some(validate_card(raw, false).map_err(|e| ApiError::new(e.code, e.message))?),
+        raw => Some(
+            validate_card(raw, files.is_some()).map_err(|e| ApiError::new(e.code, e.message))?,
+        ),
     };
+    let attachments = attach::requested(files, None)?;
     let max = state.settings.limits.max_content_chars;
     let content = checked_content(args["content"].clone(), max)?;
     let send = Send {
@@ -219,9 +226,7 @@ async fn send_message(state: &AppState, caller: &Caller, args: &Value) -> Result
         usage: None,
         key: None,
         stream: false,
-        // Files are sent over REST (`attachments`); the MCP tool sends text
-        // and cards (docs/mcp.md).
-        attachments: Vec::new(),
+        attachments,
     };
     let posted = post(state, caller, send).await?;
     let m = &posted.message;

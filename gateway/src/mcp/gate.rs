@@ -8,6 +8,9 @@
 //! someone else is useless to them and its existence is never confirmed.
 //! (A 404 is also what the MCP transport prescribes for an unknown
 //! session: the client then initializes a new one.)
+//!
+//! A `GET` of a session is its event stream, served here
+//! ([`super::stream`]) rather than by rmcp.
 
 use crate::auth::authenticate;
 use crate::error::ApiError;
@@ -49,6 +52,14 @@ pub async fn mcp_gate(
             );
             return Ok(req.error_response(refusal).map_into_right_body());
         }
+    }
+    if let (Some(id), &actix_web::http::Method::GET) = (&named, req.method()) {
+        // The session's event stream is ours, not rmcp's (see `stream`).
+        let res = match super::stream::open(&state, req.request(), caller, id).await {
+            Ok(res) => res,
+            Err(e) => return Ok(req.error_response(e).map_into_right_body()),
+        };
+        return Ok(req.into_response(res).map_into_right_body());
     }
     req.extensions_mut().insert(caller.clone());
     let res = next.call(req).await?;

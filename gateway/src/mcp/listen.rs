@@ -5,7 +5,9 @@
 //! the session's previous call answered with. The session keeps that
 //! cursor, so whatever was routed to the caller between two calls comes
 //! with the next one: nothing is lost, however long the agent took. The
-//! first call of a session starts from now.
+//! first call of a session starts from now, or where the session's event
+//! stream left off: it takes over the session's listening from the stream
+//! (see [`super::stream`]), so the two never displace each other.
 //!
 //! A cursor that fell out of the replay window is a tool error
 //! `CURSOR_EXPIRED`; the session's position is reset so the next call
@@ -59,6 +61,11 @@ pub async fn wait(
         .retry_after(Duration::from_secs(1)));
     }
     let sessions = &scope.state.mcp.sessions;
+    if let Some(s) = session {
+        // One listener per session: the wait takes over from the session's
+        // event stream, at its position, without displacing it.
+        super::stream::hand_over(sessions, s, sessions.stop_streaming(s)).await;
+    }
     let resume = match session.and_then(|s| sessions.cursor(s)) {
         None => None,
         Some(cursor) => match Resume::parse(Some(&cursor)) {

@@ -2,8 +2,9 @@
 //! (Streamable HTTP), so MCP-aware agents get the BayChat tools without a
 //! local bridge process (docs/mcp.md).
 //!
-//! The wire protocol (JSON-RPC framing, sessions, SSE, protocol-version
-//! negotiation, host checks) is rmcp's, the official Rust SDK, hosted on
+//! The wire protocol (JSON-RPC framing, sessions, SSE answers,
+//! protocol-version negotiation) is rmcp's, but for a session's `GET`
+//! stream, the official Rust SDK, hosted on
 //! actix through `rmcp-actix-web`. What is ours, one concern a file:
 //!
 //! - [`gate`]: the agent's bearer token before anything (401 before any
@@ -14,6 +15,8 @@
 //!   the BayChat CLI ships them;
 //! - [`calls`]: each tool, calling the same functions as its REST route;
 //! - [`listen`]: `wait_for_messages`, a held poll keeping the session's cursor;
+//! - [`stream`]: `GET /api/mcp` of a session, its events as notifications
+//!   on SSE with cursors as ids;
 //! - [`render`]: the text a tool answers with (`[HH:MM] Name (role) …`);
 //! - [`local`]: running a call on the actix arbiter the request came from.
 
@@ -24,6 +27,7 @@ pub mod local;
 pub mod render;
 pub mod server;
 pub mod sessions;
+pub mod stream;
 pub mod tools;
 
 use crate::auth::Caller;

@@ -1,5 +1,6 @@
-//! The MCP sessions of this node: which token opened each, and where its
-//! `wait_for_messages` left off.
+//! The MCP sessions of this node: which token opened each, where its
+//! listening left off (one cursor, shared by its event stream and its
+//! `wait_for_messages`), and its open event stream, if any.
 //!
 //! rmcp keeps the sessions themselves (and expires them after
 //! `timing.mcp_session_idle` without a request); this table holds what
@@ -7,6 +8,8 @@
 //! so a binding always outlives its session.
 
 use crate::auth::Caller;
+use crate::realtime::sse::SseSession;
+use actix::Addr;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -16,9 +19,16 @@ use switchboard_actors::token::TokenHash;
 struct Entry {
     /// The token that opened the session; the only one that may use it.
     token: TokenHash,
-    /// The cursor the last `wait_for_messages` answered with (`None`:
-    /// none yet, the next call starts from now).
+    /// Where the session's listening left off: the cursor the last
+    /// `wait_for_messages` answered with, or the last position of its
+    /// event stream (`None`: nothing yet, listening starts from now).
     cursor: Option<String>,
+    /// The session's open `GET` event stream.
+    stream: Option<Addr<SseSession>>,
+    /// Whether a `GET` of the session may listen: false once
+    /// `wait_for_messages` listened, or its stream was displaced (the SDKs
+    /// reconnect a stream that ended, which would displace back in a loop).
+    streams: bool,
     /// The last request of the session.
     seen: Instant,
 }
@@ -50,6 +60,8 @@ impl Sessions {
             Entry {
                 token: caller.token_hash.clone(),
                 cursor: None,
+                stream: None,
+                streams: true,
                 seen: now,
             },
         );
@@ -84,6 +96,57 @@ impl Sessions {
     pub fn clear_cursor(&self, id: &str) {
         if let Some(e) = self.entries.lock().get_mut(id) {
             e.cursor = None;
+        }
+    }
+
+    /// Whether a `GET` of session `id` may open its event stream.
+    pub fn may_stream(&self, id: &str) -> bool {
+        self.entries.lock().get(id).is_some_and(|e| e.streams)
+    }
+
+    /// Takes session `id`'s open stream (for a newer one to take over).
+    pub fn take_stream(&self, id: &str) -> Option<Addr<SseSession>> {
+        self.entries
+            .lock()
+            .get_mut(id)
+            .and_then(|e| e.stream.take())
+    }
+
+    /// Records `stream` as session `id`'s open stream.
+    pub fn set_stream(&self, id: &str, stream: Addr<SseSession>) {
+        if let Some(e) = self.entries.lock().get_mut(id) {
+            e.stream = Some(stream);
+        }
+    }
+
+    /// Session `id`'s stream `stream` ended at `cursor` (`None`: it never
+    /// opened, or handed its position over already).
+    pub fn stream_ended(&self, id: &str, stream: &Addr<SseSession>, cursor: Option<String>) {
+        if let Some(e) = self.entries.lock().get_mut(id) {
+            if e.stream.as_ref() == Some(stream) {
+                e.stream = None;
+                if cursor.is_some() {
+                    e.cursor = cursor;
+                }
+            }
+        }
+    }
+
+    /// From now on session `id` listens with `wait_for_messages`: a `GET`
+    /// no longer opens a stream.
+    /// The stream still open, if any, to be ended.
+    pub fn stop_streaming(&self, id: &str) -> Option<Addr<SseSession>> {
+        let mut entries = self.entries.lock();
+        let e = entries.get_mut(id)?;
+        e.streams = false;
+        e.stream.take()
+    }
+
+    /// Session `id`'s stream was displaced: a `GET` no longer opens one
+    /// (the stream records its position itself as it stops).
+    pub fn stream_displaced(&self, id: &str) {
+        if let Some(e) = self.entries.lock().get_mut(id) {
+            e.streams = false;
         }
     }
 

@@ -112,6 +112,18 @@ fn conversation_tools() -> Vec<Value> {
                     },
                     "required": ["type", "payload"],
                 },
+                "attachments": {
+                    "type": "array",
+                    "description": "Optional files to send with the message, 1 to 10, in render order: the ids \
+                        POST /attachments answered (get_file and list_files show sent ones). Not with a card.",
+                    "items": {
+                        "type": "object",
+                        "properties": {"attachmentId": {"type": "string"}},
+                        "required": ["attachmentId"],
+                    },
+                    "minItems": 1,
+                    "maxItems": 10,
+                },
             }), &["conversationId", "content"]),
         }),
     ]

@@ -47,6 +47,7 @@ use crate::auth::authenticate;
 use crate::auth::Caller;
 use crate::connections::{ConnectionPermit, Transport};
 use crate::error::{ApiError, Preamble, SessionEnd};
+use crate::mcp::stream::{Handover, McpStream};
 use crate::state::AppState;
 use actix::prelude::*;
 use actix_web::web::Bytes;
@@ -110,23 +111,54 @@ async fn stream_events(
         .retry_after(Duration::from_secs(1)));
     }
     let caller = authenticate(&req, true).await?;
-    state.limits.check_updates(&caller.principal.token).await?;
-    let permit = state.connections.admit(
-        state.client_of(&req),
-        &caller.principal.token,
-        Transport::Sse,
-    )?;
     // The header is newer than the query: EventSource keeps the URL (and its
     // ?cursor=) across reconnects and adds the header.
     let resume = resume_of(
         req.headers().get(LAST_EVENT_ID).map(|v| v.as_bytes()),
         query.cursor.as_deref(),
     );
+    serve(
+        state.get_ref(),
+        state.client_of(&req),
+        caller,
+        resume,
+        None,
+    )
+    .await
+}
+
+/// Opens a stream for `caller` (authenticated already) from `resume`, as
+/// `/events` does: drawn on the `/updates` connect bucket, admitted per IP
+/// and node, displacing the token's other connections. `mcp`: the stream
+/// of an MCP session (`GET /api/mcp`), every block a JSON-RPC
+/// notification; `None` for `/events`.
+///
+/// # Errors
+/// 503 while draining, 429 from the bucket or admission, and the refusals
+/// of a session opening (401 revoked, 403 suspended, 503 store).
+pub(crate) async fn serve(
+    state: &AppState,
+    peer: Option<std::net::IpAddr>,
+    caller: Caller,
+    resume: Resume,
+    mcp: Option<McpStream>,
+) -> Result<HttpResponse, ApiError> {
+    if state.is_draining() {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "this node is draining; connect to another",
+        )
+        .retry_after(Duration::from_secs(1)));
+    }
+    state.limits.check_updates(&caller.principal.token).await?;
+    let permit = state
+        .connections
+        .admit(peer, &caller.principal.token, Transport::Sse)?;
     let backlog = Backlog::bounded(state.settings.limits.max_outbound_queue_bytes);
     let (tx, rx) = mpsc::unbounded_channel();
     let (opened_tx, opened_rx) = oneshot::channel();
     SseSession {
-        state: state.get_ref().clone(),
+        state: state.clone(),
         caller,
         session: SessionId(format!("sse_{}", ulid::Ulid::new())),
         resume,
@@ -135,6 +167,7 @@ async fn stream_events(
         live: None,
         backlog: backlog.clone(),
         ended: false,
+        mcp,
         _permit: permit,
     }
     .start();
@@ -154,7 +187,7 @@ async fn stream_events(
 /// cursor never is: cursors are base64url) is an unreadable cursor like any
 /// other, answered with `reset`, never silently ignored (which would
 /// start the stream at now, or at an older `?cursor=`, without telling).
-fn resume_of(header: Option<&[u8]>, query: Option<&str>) -> Resume {
+pub(crate) fn resume_of(header: Option<&[u8]>, query: Option<&str>) -> Resume {
     match header {
         Some(raw) if !raw.iter().all(u8::is_ascii_whitespace) => match std::str::from_utf8(raw) {
             Ok(text) if text.is_ascii() => Resume::parse(Some(text)),
@@ -245,6 +278,8 @@ pub struct SseSession {
     backlog: Arc<Backlog>,
     /// Set once the `close` event went out: nothing follows it.
     ended: bool,
+    /// The MCP session this is the stream of (`GET /api/mcp`), if any.
+    mcp: Option<McpStream>,
     /// Holds this connection's admission slot until the session ends.
     _permit: ConnectionPermit,
 }
@@ -312,7 +347,11 @@ impl SseSession {
             let Some(pos) = self.position(entry) else {
                 break;
             };
-            out.push_str(&block(Some(&pos.encode()), None, &event_json(&r.event)));
+            let id = pos.encode();
+            match &self.mcp {
+                None => out.push_str(&block(Some(&id), None, &event_json(&r.event))),
+                Some(mcp) => out.push_str(&mcp.event(&id, &r.event)),
+            }
         }
         if let (Some(live), Some(last)) = (self.live.as_mut(), events.last()) {
             live.last_id = Some(through.max(last.entry));
@@ -329,8 +368,9 @@ impl SseSession {
         }
         live.last_id = Some(pos.entry);
         let cursor = pos.encode();
-        let data = serde_json::json!({ "cursor": cursor }).to_string();
-        self.write(block(Some(&cursor), Some("cursor"), &data), 0, ctx);
+        let data = serde_json::json!({ "cursor": cursor });
+        let text = self.control(Some(&cursor), "cursor", data);
+        self.write(text, 0, ctx);
     }
 
     /// Writes `reset`: the resume position is not addressable (the 409 of
@@ -344,9 +384,9 @@ impl SseSession {
         let data = serde_json::json!({
             "cursor": cursor,
             "message": "the resume cursor is not addressable; catch up over REST",
-        })
-        .to_string();
-        self.write(block(Some(&cursor), Some("reset"), &data), 0, ctx);
+        });
+        let text = self.control(Some(&cursor), "reset", data);
+        self.write(text, 0, ctx);
     }
 
     /// Writes the `close` event and ends the stream.
@@ -355,9 +395,19 @@ impl SseSession {
             return;
         }
         self.ended = true;
-        let data = serde_json::json!({ "code": code, "message": message }).to_string();
-        self.write(block(None, Some("close"), &data), 0, ctx);
+        let data = serde_json::json!({ "code": code, "message": message });
+        let text = self.control(None, "close", data);
+        self.write(text, 0, ctx);
         ctx.stop();
+    }
+
+    /// A control block (`cursor`, `reset`, `close`): a named SSE event on
+    /// `/events`, a notification on an MCP stream.
+    fn control(&self, id: Option<&str>, name: &str, data: serde_json::Value) -> String {
+        match &self.mcp {
+            None => block(id, Some(name), &data.to_string()),
+            Some(mcp) => mcp.control(id, name, data),
+        }
     }
 
     /// Ends the session as [`SessionEnd::of`] says for `reason`.
@@ -522,8 +572,15 @@ impl Actor for SseSession {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        let handle = SessionHandle::of(&ctx.address(), self.backlog.clone())
-            .via(switchboard_actors::session::Transport::Sse);
+        if let Some(mcp) = &self.mcp {
+            mcp.started(ctx.address());
+        }
+        let transport = if self.mcp.is_some() {
+            switchboard_actors::session::Transport::Mcp
+        } else {
+            switchboard_actors::session::Transport::Sse
+        };
+        let handle = SessionHandle::of(&ctx.address(), self.backlog.clone()).via(transport);
         let fut = open_session(
             self.state.clone(),
             self.caller.clone(),
@@ -555,7 +612,11 @@ impl Actor for SseSession {
         });
     }
 
-    fn stopped(&mut self, _: &mut Self::Context) {
+    fn stopped(&mut self, ctx: &mut Self::Context) {
+        if let Some(mcp) = &self.mcp {
+            let cursor = self.live.as_ref().map(|l| l.cursor.position().encode());
+            mcp.stopped(&ctx.address(), cursor);
+        }
         if let Some(live) = &self.live {
             live.feed.do_send(Detach {
                 session: self.session.clone(),
@@ -617,8 +678,32 @@ impl Handler<Close> for SseSession {
     fn handle(&mut self, msg: Close, ctx: &mut Self::Context) {
         if msg.reason == CloseReason::Displaced {
             metrics::counter!(crate::metrics::DISPLACEMENTS, "transport" => "sse").increment(1);
+            if let Some(mcp) = &self.mcp {
+                mcp.displaced();
+            }
         }
         self.end(msg.reason, ctx);
+    }
+}
+
+impl Handler<Handover> for SseSession {
+    type Result = Option<String>;
+
+    /// Ends the stream quietly after a final `cursor`, detached from the
+    /// feed before answering, so the listener taking over attaches after
+    /// it (the feed's mailbox keeps the order) and displaces nothing.
+    fn handle(&mut self, _: Handover, ctx: &mut Self::Context) -> Option<String> {
+        if self.ended {
+            return None;
+        }
+        self.write_cursor(true, ctx);
+        self.ended = true;
+        let live = self.live.take()?;
+        live.feed.do_send(Detach {
+            session: self.session.clone(),
+        });
+        ctx.stop();
+        Some(live.cursor.position().encode())
     }
 }
 

@@ -737,7 +737,13 @@ async fn a_warm_post_costs_redis_at_most_three_commands() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     c.redis.cmd(&["ECHO", "sb-budget-end"]);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let commands = monitor.client_commands_between("sb-budget-start", "sb-budget-end");
+    // The webhook supervisor's scan of webhook owners runs on a timer, not
+    // per post: on a slow machine the window can hold one.
+    let commands: Vec<String> = monitor
+        .client_commands_between("sb-budget-start", "sb-budget-end")
+        .into_iter()
+        .filter(|l| !l.contains("\"sb:webhook-owners\""))
+        .collect();
     let evalsha = commands
         .iter()
         .filter(|l| l.contains("\"EVALSHA\"") || l.contains("\"evalsha\""))

@@ -287,8 +287,15 @@ async fn keys_follow_the_documented_layout() {
     };
     keys.sort();
     let mut want: Vec<String> = expected.iter().map(|(k, _)| k.clone()).collect();
+    // The one key outside every Bay's slot: the index of Bays (the
+    // console's Bay list).
+    want.push("sb:bays".into());
     want.sort();
     assert_eq!(keys, want);
+    assert_eq!(
+        server.cmd(&["TYPE", "sb:bays"]),
+        redis::Value::SimpleString("set".into())
+    );
     for (key, kind) in &expected {
         assert_eq!(
             server.cmd(&["TYPE", key]),

@@ -70,10 +70,11 @@ pub async fn connect_to(
     // reconnecting managers would retry until the timeout below. It then
     // serves the first blocking read.
     let first = match bounded_connect(doing, target.connect(None)).await {
-        Err(StoreError::Unavailable { cause, .. }) if cause == "timed out" => {
+        // Our bound or the client's own connect timeout.
+        Err(StoreError::Unavailable { cause, .. }) if cause.ends_with("timed out") => {
             return Err(StoreError::Unavailable {
                 doing,
-                cause: timed_out_cause(&target).await,
+                cause: timed_out_cause(&target, cause).await,
             })
         }
         other => other?,
@@ -115,9 +116,9 @@ async fn bounded_connect<T>(
 /// `rediss://` URL pointed at a server that speaks plain RESP waits for a
 /// TLS handshake that never comes, which otherwise reads as "timed out".
 /// The probe sends a plain `PING` on a connection of its own (1 s bound).
-async fn timed_out_cause(target: &Target) -> String {
+async fn timed_out_cause(target: &Target, cause: String) -> String {
     let Some((host, port)) = target.tls_address() else {
-        return "timed out".into();
+        return cause;
     };
     if answers_plain_resp(&host, port).await {
         format!(
@@ -125,7 +126,7 @@ async fn timed_out_cause(target: &Target) -> String {
              Redis (RESP), not TLS; use a redis:// URL or enable TLS on the server"
         )
     } else {
-        "timed out".into()
+        cause
     }
 }
 

@@ -1017,3 +1017,46 @@ async fn a_foreign_token_cannot_open_a_sessions_stream() {
     assert_eq!(s, 201);
     assert_eq!(next_messages(&mut events, 1).await[0].1, id_of(&m));
 }
+
+#[tokio::test]
+async fn the_python_sdk_receives_events_on_its_own_stream_as_notifications() {
+    // The SDK opens the session's GET stream by itself after `initialize`;
+    // the notifications reach its handlers with the cursor and the event.
+    let (gw, w, mut rex) = setup(Opts::default()).await;
+    // The stream listens from when it opened: its first `cursor` says so.
+    let mut open = false;
+    for _ in 0..150 {
+        let notes = rex.send(json!({"op": "notifications"})).await["result"].clone();
+        if notes
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n["method"] == "cursor"))
+        {
+            open = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(open, "the SDK's stream never opened");
+    let (s, m) = gw.post_message(&w.ana, "group", "hello @Rex").await;
+    assert_eq!(s, 201);
+    let want = id_of(&m);
+    let has = |notes: &Value| {
+        notes.as_array().is_some_and(|notes| {
+            notes.iter().any(|n| {
+                n["method"] == "event"
+                    && n["params"]["event"]["type"] == "message"
+                    && id_of(&n["params"]["event"]["message"]) == want
+                    && n["params"]["cursor"]
+                        .as_str()
+                        .is_some_and(|c| !c.is_empty())
+            })
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut seen = Value::Null;
+    while tokio::time::Instant::now() < deadline && !has(&seen) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        seen = rex.send(json!({"op": "notifications"})).await["result"].clone();
+    }
+    assert!(has(&seen), "no event notification for {want}: {seen}");
+}

@@ -743,6 +743,25 @@ async fn malformed_bodies_get_json_errors() {
         assert_error(s, &b, 415, "UNSUPPORTED_MEDIA_TYPE");
     }
 
+    // A key given twice: refused, not the last one silently kept.
+    for raw in [
+        r#"{"content":"a","content":"b"}"#,
+        r#"{"content":"a","metadata":{"k":1,"k":2}}"#,
+    ] {
+        let req = gw
+            .http
+            .post(&url)
+            .bearer_auth(&w.rex)
+            .header("Content-Type", "application/json")
+            .body(raw);
+        let (s, _, b) = gw.send_raw(req).await;
+        assert_error(s, &b, 400, "INVALID_JSON");
+        assert!(
+            b["message"].as_str().unwrap().contains("duplicate key"),
+            "{b}"
+        );
+    }
+
     // 600 KB: above the 512 KiB default body limit.
     let huge = json!({"content": "x".repeat(600 * 1024)}).to_string();
     let req = gw

@@ -425,6 +425,32 @@ async fn approvals_are_refused_as_documented() {
         let (s, b) = public(&gw, Method::POST, "/link-requests", Some(bad.clone())).await;
         assert_eq!(s, 400, "{bad}: {b}");
     }
+    // The body may be left out, but one that is there is JSON, as on
+    // every route: 415 for another type, and a key given twice is refused.
+    let url = gw.url("/api/agent-api/link-requests");
+    for ct in ["text/plain", "application/x-www-form-urlencoded"] {
+        let req = gw
+            .http
+            .post(&url)
+            .header("Content-Type", ct)
+            .body(r#"{"name":"x"}"#);
+        let (s, _, b) = gw.send_raw(req).await;
+        assert_error(s, &b, 415, "UNSUPPORTED_MEDIA_TYPE");
+        let req = gw.http.post(&url).header("Content-Type", ct).body("");
+        let (s, _, b) = gw.send_raw(req).await;
+        assert_eq!(s, 201, "an empty body is no body: {b}");
+    }
+    let req = gw
+        .http
+        .post(&url)
+        .header("Content-Type", "application/json")
+        .body(r#"{"name":"a","name":"b"}"#);
+    let (s, _, b) = gw.send_raw(req).await;
+    assert_error(s, &b, 400, "INVALID_JSON");
+    assert!(
+        b["message"].as_str().unwrap().contains("duplicate key"),
+        "{b}"
+    );
 }
 
 #[tokio::test]

@@ -511,6 +511,21 @@ async fn a_draft_keeps_its_open_state_at_the_protocol_default_timings() {
     let events = ws_until(&mut ana, "message.completed").await;
     let done = events.last().unwrap();
     assert_eq!(done["message"]["content"], "Hi Ana, all set.");
+
+    // The optional bodies of complete and cancel are JSON when present.
+    let other = open_draft(&gw, &w.rex, "dm", "").await;
+    for action in ["complete", "cancel"] {
+        let req = gw
+            .http
+            .post(gw.url(&format!(
+                "/api/agent-api/conversations/dm/messages/{other}/{action}"
+            )))
+            .bearer_auth(&w.rex)
+            .header("Content-Type", "text/plain")
+            .body(r#"{"content":"x"}"#);
+        let (s, _, b) = gw.send_raw(req).await;
+        assert_error(s, &b, 415, "UNSUPPORTED_MEDIA_TYPE");
+    }
 }
 
 #[tokio::test]

@@ -184,11 +184,12 @@ async fn complete(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<(String, String)>,
+    req: actix_web::HttpRequest,
     body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let body = super::body::raw_body(body)?;
     state.limits.check_agent(&caller.principal.token).await?;
-    let body: Option<CompleteBody> = optional_object(&body)?;
+    let body: Option<CompleteBody> = optional_object(&req, &body)?;
     let content = match body.and_then(|b| b.content) {
         None | Some(serde_json::Value::Null) => None,
         Some(raw) => Some(super::messages::send::checked_content(
@@ -249,12 +250,13 @@ async fn cancel(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<(String, String)>,
+    req: actix_web::HttpRequest,
     body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let body = super::body::raw_body(body)?;
     state.limits.check_agent(&caller.principal.token).await?;
     // No fields; a body, if sent, must still be a JSON object.
-    let _: Option<CancelBody> = optional_object(&body)?;
+    let _: Option<CancelBody> = optional_object(&req, &body)?;
     match end(&state, &caller, path.into_inner(), Ending::Cancel).await? {
         EndOutcome::Ended(m) => Ok(answer(&caller, &m)),
         // A repeat (or a race with the sweep) is done already.

@@ -8,8 +8,8 @@
 //! here rather than in every `#[utoipa::path]`.
 //!
 //! Routes whose body may be absent (`api::body::optional_object`: an empty
-//! body is no body) read the bytes themselves, whatever the Content-Type.
-//! utoipa writes their `Option<T>` body as `oneOf: [null, T]`, but a JSON
+//! body is no body) read the bytes themselves and apply the same rule to a
+//! body that is there: 415 too. utoipa writes their `Option<T>` body as `oneOf: [null, T]`, but a JSON
 //! `null` body is 400 INVALID_JSON there like any non-object: the schema
 //! becomes `T`, with `required: false` saying the body may be left out.
 
@@ -21,8 +21,8 @@ use utoipa::Modify;
 pub(super) const UNSUPPORTED: &str =
     "UNSUPPORTED_MEDIA_TYPE: a body was sent with a Content-Type other than application/json";
 
-/// Adds the 415 refusal to every operation whose request body is a
-/// required JSON object, and drops `null` from optional bodies' schemas.
+/// Adds the 415 refusal to every operation with a JSON request body, and
+/// drops `null` from optional bodies' schemas.
 pub(super) struct JsonBodies;
 
 impl Modify for JsonBodies {
@@ -46,7 +46,6 @@ impl Modify for JsonBodies {
                     if let Some(schema) = json.schema.take() {
                         json.schema = Some(without_null(schema));
                     }
-                    continue;
                 }
                 op.responses
                     .responses

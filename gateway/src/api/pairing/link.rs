@@ -139,7 +139,7 @@ pub async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let body = crate::api::body::raw_body(body)?;
     state.limits.check_link(state.client_of(&req)).await?;
-    let name = optional_object::<NewLinkRequest>(&body)?.and_then(|b| b.name);
+    let name = optional_object::<NewLinkRequest>(&req, &body)?.and_then(|b| b.name);
     if let Some(name) = &name {
         check_text("name", name, MAX_NAME_CHARS, true)?;
     }

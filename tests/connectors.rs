@@ -316,6 +316,11 @@ async fn a_connector_can_be_marked_when_it_is_created() {
         )
         .await;
     assert_eq!(s, 201, "{b}");
+    assert_eq!(
+        b["connector"],
+        json!({ "platform": "gmail" }),
+        "echoed: {b}"
+    );
     let (s, b) = connector_admin(&gw, Method::GET, "mailer", None).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["connector"], json!({ "platform": "gmail" }));

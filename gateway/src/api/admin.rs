@@ -141,7 +141,7 @@ pub(crate) struct NewBay {
         (status = 201, description = "The Bay", body = crate::openapi::schemas::AdminBay),
         (status = 400, description = "INVALID_JSON (not JSON, unknown or mistyped field) or INVALID_REQUEST (a value is invalid)", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
-        (status = 404, description = "NOT_FOUND: the admin API is disabled, or the admin API is disabled (no admin token configured)", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: the admin API is disabled (no admin token configured)", body = ErrorBody),
         (status = 409, description = "ALREADY_EXISTS: a Bay with this id exists", body = ErrorBody),
         (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
         (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: content-type is not application/json", body = ErrorBody),
@@ -198,9 +198,15 @@ async fn create_participant(
         ));
     }
     input.token = None;
+    let connector = input.connector;
     let bay = BayId(path.into_inner());
     let (participant, token) = provision::create_participant(&*state.store, &bay, input).await?;
-    Ok(HttpResponse::Created().json(json!({ "participant": participant, "token": token })))
+    let mut created = json!({ "participant": participant, "token": token });
+    if let Some(spec) = connector {
+        // Echoed so the caller sees the whole of what it created.
+        created["connector"] = json!(spec);
+    }
+    Ok(HttpResponse::Created().json(created))
 }
 
 /// `POST /bays/{bay}/participants/{pid}/token` → 201 `{token}`. The old

@@ -246,6 +246,10 @@ pub struct CreatedParticipant {
     /// The bearer token (`bay_u_…` for users, `bay_…` for agents). Shown
     /// only here; the server keeps its hash.
     pub token: String,
+    /// The connector the request made the agent (protocol §9); absent
+    /// when it made none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connector: Option<crate::api::connectors::ConnectorSpec>,
 }
 
 /// `POST /bays/{bay}/participants/{pid}/token`.

@@ -361,6 +361,13 @@ pub fn lease(name: &str) -> String {
     format!("{PREFIX}:lease:{name}")
 }
 
+/// `sb:{lease:<group>}`: hash of a group of leases: `n:<name>` → the
+/// holder of lease `name`, `h:<holder>` → until when (Unix ms, Redis's
+/// clock) that holder's heartbeat keeps its leases of the group.
+pub fn group_leases(group: &str) -> String {
+    format!("{PREFIX}:{{lease:{group}}}")
+}
+
 /// `sb:pairing-code:<code hash>`: string, the code's JSON
 /// [`PairingTarget`](crate::store::PairingTarget), with the code's TTL.
 /// Not hash-tagged: every operation touches this one key.

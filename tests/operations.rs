@@ -808,3 +808,67 @@ impl RawRequest {
         (status, head.to_owned(), body)
     }
 }
+
+/// A node started with `--bootstrap` on Redis applies the file again once
+/// the store is emptied under it (`FLUSHALL`, as after a Redis restart
+/// without persistence): the fixed tokens and the conversations work
+/// again within seconds, and the node says so at WARN.
+#[tokio::test]
+async fn a_flushed_redis_is_seeded_again_from_the_bootstrap_file() {
+    const FILE: &str = r#"
+[[bays]]
+id = "reseed"
+name = "Reseed"
+[[bays.participants]]
+id = "ana"
+kind = "user"
+name = "Ana"
+token = "bay_u_reseed_ana_00000000000000000"
+[[bays.participants]]
+id = "rex"
+kind = "agent"
+name = "Rex"
+token = "bay_reseed_rex_0000000000000000000000"
+[[bays.conversations]]
+id = "room"
+type = "GROUP"
+title = "Room"
+members = ["ana", "rex"]
+"#;
+    const ANA: &str = "bay_u_reseed_ana_00000000000000000";
+    const REX: &str = "bay_reseed_rex_0000000000000000000000";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bootstrap.toml");
+    std::fs::write(&file, FILE).unwrap();
+    let redis = RedisServer::start(false);
+    let gw = Gateway::spawn_with(
+        Opts::default()
+            .redis(&redis.url())
+            .arg("--bootstrap")
+            .arg(file.to_str().unwrap()),
+    )
+    .await;
+    let (s, me) = gw.get(REX, "/me").await;
+    assert_eq!(s, 200, "{me}");
+    let (s, m) = gw.post_message(ANA, "room", "@Rex before").await;
+    assert_eq!(s, 201, "{m}");
+
+    assert_eq!(redis.cmd(&["FLUSHALL"]), "OK");
+    let flushed = Instant::now();
+    let seeded = eventually(Duration::from_secs(10), || async {
+        let (me, _) = gw.get(REX, "/me").await;
+        let (posted, _) = gw.post_message(ANA, "room", "@Rex after").await;
+        me == 200 && posted == 201
+    })
+    .await;
+    assert!(seeded, "not seeded again: {}", gw.logs());
+    println!("seeded again {:?} after FLUSHALL", flushed.elapsed());
+    let (s, got) = gw.get(REX, "/conversations/room/messages").await;
+    assert_eq!(s, 200, "{got}");
+    let logs = gw.logs();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("WARN") && l.contains("applying the bootstrap file again")),
+        "{logs}"
+    );
+}

@@ -640,3 +640,89 @@ async fn a_storm_of_connects_that_hang_up_at_once_leaves_no_ghost_session() {
         }
     }
 }
+
+/// `total_net_input_bytes` of `redis` (its `INFO stats`): what its
+/// clients sent it.
+fn redis_input_bytes(redis: &RedisServer) -> u64 {
+    let info = redis.cmd(&["INFO", "stats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_net_input_bytes:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("total_net_input_bytes in INFO stats")
+}
+
+/// A node's presence record is written per participant: with 1,000
+/// sessions on the node, an interval sends Redis its heartbeat and the
+/// entries that changed, not all 1,000 entries. What readers see stays
+/// the same: every session is online in `GET /agents`.
+#[tokio::test]
+async fn presence_intervals_write_only_what_changed() {
+    const SESSIONS: usize = 1_000;
+    const INTERVAL: Duration = Duration::from_millis(500);
+    const WINDOW: Duration = Duration::from_secs(5);
+    let redis = RedisServer::start(false);
+    let gw = Gateway::spawn_with(
+        Opts::default()
+            .redis(&redis.url())
+            .env("SWITCHBOARD_TIMING__PRESENCE_INTERVAL", "500ms")
+            .env("SWITCHBOARD_TIMING__PRESENCE_LINGER", "1s")
+            .env("SWITCHBOARD_TIMING__WATERMARK_INTERVAL", "30s")
+            .env("SWITCHBOARD_LIMITS__MAX_CONNECTIONS_PER_IP", "5000"),
+    )
+    .await;
+    let w = World::create(&gw, "crowd").await;
+    let mut sockets = Vec::with_capacity(SESSIONS);
+    for i in 0..SESSIONS {
+        let token = gw
+            .create_participant("crowd", &format!("a{i:04}"), "agent", &format!("A {i}"))
+            .await;
+        sockets.push(gw.ws_ready(&token, None).await);
+    }
+    // Readers see every session: the online count of the Bay's agents.
+    let online = || async {
+        let (s, agents) = gw.get(&w.ana, "/agents").await;
+        assert_eq!(s, 200, "{agents}");
+        agents["agents"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|x| x["id"].as_str().is_some_and(|id| id.starts_with('a')))
+                    .filter(|x| x["status"] == "online" && x["presence"] == "online")
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let all = eventually(Duration::from_secs(20), || async {
+        online().await == SESSIONS
+    })
+    .await;
+    assert!(all, "{} of {SESSIONS} online", online().await);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let intervals = WINDOW.as_secs_f64() / INTERVAL.as_secs_f64();
+    let before = redis_input_bytes(&redis);
+    tokio::time::sleep(WINDOW).await;
+    let quiet = (redis_input_bytes(&redis) - before) as f64 / intervals;
+    // One session ends within the next window: one entry changes.
+    let before = redis_input_bytes(&redis);
+    sockets.pop().unwrap().close().await;
+    tokio::time::sleep(WINDOW).await;
+    let one_changed = (redis_input_bytes(&redis) - before) as f64 / intervals;
+    println!(
+        "{SESSIONS} sessions: {quiet:.0} bytes to Redis per presence interval unchanged, \
+         {one_changed:.0} with one session ending"
+    );
+    // A whole record is over 100 bytes per session (over 100 KB here).
+    for (what, bytes) in [("unchanged", quiet), ("one changed", one_changed)] {
+        assert!(
+            bytes < 8_000.0,
+            "{what}: {bytes:.0} bytes per interval for {SESSIONS} sessions"
+        );
+    }
+    let gone = format!("a{:04}", SESSIONS - 1);
+    assert_eq!(
+        listed(&gw, &w.ana, &gone).await,
+        ("offline".to_owned(), "offline".to_owned())
+    );
+    assert_eq!(online().await, SESSIONS - 1);
+}

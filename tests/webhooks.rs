@@ -726,3 +726,96 @@ async fn a_suspended_agents_webhook_pauses_and_resumes_where_it_stopped() {
     assert!(resumed, "{:?}", delivered_messages(&rex_hook));
     assert_eq!(delivered_messages(&rex_hook), [first, during]);
 }
+
+/// `total_commands_processed` of `redis` (its `INFO stats`).
+fn redis_commands(redis: &RedisServer) -> u64 {
+    let info = redis.cmd(&["INFO", "stats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("total_commands_processed in INFO stats")
+}
+
+/// Idle webhook workers wait on the Bay's log instead of polling Redis:
+/// with many webhooks registered and nothing to deliver, the node's
+/// Redis traffic stays far below one command per webhook per second
+/// (polling cost about five), and still a message posted afterwards, or
+/// a URL changed while idle, takes effect at once.
+#[tokio::test]
+async fn idle_webhooks_do_not_poll_redis_and_wake_on_changes() {
+    const HOOKS: usize = 50;
+    const WINDOW: Duration = Duration::from_secs(10);
+    let (first, first_url) = start_receiver(vec![], None).await;
+    let (idle, idle_url) = start_receiver(vec![], None).await;
+    let redis = RedisServer::start(false);
+    // The default lease (8 s): its renewals are what an idle worker costs.
+    let opts = Opts::default()
+        .env("SWITCHBOARD_WEBHOOKS__ALLOW_HTTP", "true")
+        .env("SWITCHBOARD_WEBHOOKS__ALLOW_PRIVATE_DESTINATIONS", "true")
+        .redis(&redis.url());
+    let gw = Gateway::spawn_with(opts).await;
+    let w = World::create(&gw, "hookidle").await;
+    set_webhook(&gw, &w.rex, &first_url).await;
+    for i in 1..HOOKS {
+        let token = gw
+            .create_participant(
+                "hookidle",
+                &format!("idle{i}"),
+                "agent",
+                &format!("Idle {i}"),
+            )
+            .await;
+        set_webhook(&gw, &token, &idle_url).await;
+    }
+    let started = common::eventually(Duration::from_secs(20), || async {
+        gw.logs().matches("delivering webhooks").count() >= HOOKS
+    })
+    .await;
+    assert!(started, "{}", gw.logs());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    redis.cmd(&["CONFIG", "RESETSTAT"]);
+    let before = redis_commands(&redis);
+    tokio::time::sleep(WINDOW).await;
+    let spent = redis_commands(&redis) - before;
+    println!("{}", redis.cmd(&["INFO", "commandstats"]));
+    let per_second = spent as f64 / WINDOW.as_secs_f64();
+    println!("{HOOKS} idle webhooks: {per_second:.1} Redis commands/s");
+    assert!(
+        per_second < HOOKS as f64 / 2.0,
+        "{HOOKS} idle webhooks cost {per_second:.1} Redis commands/s"
+    );
+    assert!(
+        idle.got.lock().unwrap().is_empty(),
+        "nothing was addressed to them"
+    );
+
+    // A message wakes Rex's worker at once.
+    let posted = std::time::Instant::now();
+    let id = post_rex(&gw, &w.ana, 1).await;
+    let arrived = common::eventually(Duration::from_secs(10), || async {
+        delivered_messages(&first).contains(&id)
+    })
+    .await;
+    assert!(arrived, "{:?}", delivered_messages(&first));
+    let latency = posted.elapsed();
+    println!("delivered {latency:?} after the post");
+    assert!(latency < Duration::from_secs(2), "took {latency:?}");
+
+    // The URL changes while the worker idles: the next message goes to the
+    // new one, never the old.
+    let (second, second_url) = start_receiver(vec![], None).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    set_webhook(&gw, &w.rex, &second_url).await;
+    let posted = std::time::Instant::now();
+    let id = post_rex(&gw, &w.ana, 2).await;
+    let arrived = common::eventually(Duration::from_secs(10), || async {
+        delivered_messages(&second).contains(&id)
+    })
+    .await;
+    assert!(arrived, "{:?}", delivered_messages(&second));
+    let latency = posted.elapsed();
+    println!("delivered to the new URL {latency:?} after the post");
+    assert!(latency < Duration::from_secs(4), "took {latency:?}");
+    assert_eq!(delivered_messages(&first).len(), 1, "the old URL got more");
+}

@@ -691,6 +691,7 @@ pub fn project(
         LogEvent::CredentialRevoked { .. }
         | LogEvent::Suspension { .. }
         | LogEvent::ConnectorAnswered { .. }
+        | LogEvent::WebhookChanged { .. }
         | LogEvent::Canary { .. } => None,
     }
 }

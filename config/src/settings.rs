@@ -496,6 +496,13 @@ pub struct WebhookSettings {
     /// node takes over at most this long after the holder dies. Invariant: not zero.
     #[serde(with = "humantime_serde")]
     pub lease_ttl: Duration,
+    /// Longest an idle delivery worker goes without reading its webhook
+    /// record and its agent's standing from the store. Workers wake on the
+    /// Bay's log (a new record, or the control entry logged when a webhook
+    /// is set, replaced or removed, or a suspension changes), so this is a
+    /// backstop only. Invariant: not zero.
+    #[serde(with = "humantime_serde")]
+    pub idle_recheck: Duration,
     /// Bytes of a webhook's response body read at most (the rest is
     /// discarded). Invariant: at least 1.
     pub max_response_bytes: usize,
@@ -630,6 +637,7 @@ impl fmt::Debug for WebhookSettings {
             .field("retry_max", &self.retry_max)
             .field("max_concurrent", &self.max_concurrent)
             .field("lease_ttl", &self.lease_ttl)
+            .field("idle_recheck", &self.idle_recheck)
             .field("max_response_bytes", &self.max_response_bytes)
             .field("secret_key", &self.secret_key.as_ref().map(|_| MASK))
             .finish()

@@ -320,6 +320,7 @@ fn check_webhooks(webhooks: &WebhookSettings) -> Result<(), ConfigError> {
     }
     at_least_one("webhooks.max_concurrent", webhooks.max_concurrent)?;
     non_zero("webhooks.lease_ttl", webhooks.lease_ttl)?;
+    non_zero("webhooks.idle_recheck", webhooks.idle_recheck)?;
     at_least_one("webhooks.max_response_bytes", webhooks.max_response_bytes)?;
     if let Some(key) = &webhooks.secret_key {
         check_secret_key(key)?;

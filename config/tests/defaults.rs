@@ -85,6 +85,7 @@ fn defaults_equal_the_protocol_values() {
             retry_max: secs(10 * 60),
             max_concurrent: 64,
             lease_ttl: secs(8),
+            idle_recheck: secs(30),
             max_response_bytes: 65_536,
             secret_key: None,
         },
@@ -355,6 +356,9 @@ fn out_of_range_values_name_their_key() {
         ("webhooks.max_concurrent", |s| s.webhooks.max_concurrent = 0),
         ("webhooks.lease_ttl", |s| {
             s.webhooks.lease_ttl = Duration::ZERO
+        }),
+        ("webhooks.idle_recheck", |s| {
+            s.webhooks.idle_recheck = Duration::ZERO
         }),
         ("webhooks.max_response_bytes", |s| {
             s.webhooks.max_response_bytes = 0

@@ -3,6 +3,13 @@
 //! the admin API. Objects that already exist are left as they are, so a
 //! restart against a persistent store is harmless.
 //!
+//! The node then keeps the file applied ([`keep_seeded`]): every
+//! [`RESEED_CHECK`] it looks up the file's Bays, and when one is gone —
+//! Bays are never deleted, so only a store that lost its data (`FLUSHALL`,
+//! a Redis restarted without persistence) lacks one — it applies the file
+//! again, logging it at WARN. Applying is idempotent, so several nodes
+//! doing it at once create each object once.
+//!
 //! File shape (TOML, or JSON with the same structure):
 //! ```toml
 //! [[bays]]
@@ -25,7 +32,9 @@ use crate::error::ApiError;
 use crate::provision::{self, NewConversation, NewParticipant};
 use serde::Deserialize;
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 use switchboard_actors::store::Store;
 use switchboard_actors::token::TokenHash;
 use switchboard_protocol::error::ErrorCode;
@@ -266,4 +275,65 @@ pub async fn load(store: &dyn Store, path: &Path) -> Result<Vec<FixedToken>, Boo
         }
     }
     Ok(fixed)
+}
+
+/// How often a node started with `--bootstrap` checks that the file's Bays
+/// are still in the store (one read per Bay of the file).
+pub const RESEED_CHECK: Duration = Duration::from_secs(2);
+
+/// Keeps `path`, already applied at start, applied: every [`RESEED_CHECK`]
+/// looks up each of its Bays, and when one is missing from the store
+/// (emptied, or restarted without persistence) applies the file again
+/// with [`load`], logging a WARN. A store that cannot be reached is asked
+/// again at the next check. Runs on the current tokio runtime until the
+/// process ends; a file that no longer reads is logged and retried.
+pub fn keep_seeded(store: Arc<dyn Store>, path: PathBuf) {
+    let bays: Vec<BayId> = match read(&path) {
+        Ok(file) => file.bays.into_iter().map(|b| BayId(b.id)).collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "bootstrap file unreadable; it will not be applied again");
+            return;
+        }
+    };
+    if bays.is_empty() {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(RESEED_CHECK);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        every.tick().await;
+        loop {
+            every.tick().await;
+            let Some(gone) = missing_bay(&*store, &bays).await else {
+                continue;
+            };
+            tracing::warn!(
+                bay = %gone,
+                file = %path.display(),
+                "a bootstrapped Bay is missing from the store (emptied, or restarted without persistence): applying the bootstrap file again"
+            );
+            match load(&*store, &path).await {
+                Ok(_) => tracing::warn!(file = %path.display(), "bootstrap file applied again"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "bootstrap file not applied again; retrying")
+                }
+            }
+        }
+    });
+}
+
+/// The first of `bays` the store does not have; `None` when it has them
+/// all, or cannot say (unreachable: asked again at the next check).
+async fn missing_bay<'a>(store: &dyn Store, bays: &'a [BayId]) -> Option<&'a BayId> {
+    for bay in bays {
+        match store.bay(bay).await {
+            Ok(Some(_)) => {}
+            Ok(None) => return Some(bay),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot check the bootstrapped Bays");
+                return None;
+            }
+        }
+    }
+    None
 }

@@ -211,6 +211,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let store: Arc<dyn Store> = Arc::new(Instrumented::new(open_store(&settings).await?));
     if let Some(path) = &settings.bootstrap {
         bootstrap_demo(&*store, path).await?;
+        bootstrap::keep_seeded(store.clone(), path.clone());
     }
     let registry = Registry::new(store.clone(), registry_settings(&settings));
     let base = files::public_base(&settings, &listeners);

@@ -72,6 +72,7 @@ impl BayFeed {
             | LogEvent::SummaryRequested { .. }
             | LogEvent::ConnectorRequest { .. }
             | LogEvent::ConnectorAnswered { .. }
+            | LogEvent::WebhookChanged { .. }
             | LogEvent::Canary { .. } => {}
         }
     }

@@ -4,8 +4,9 @@ use super::StoreError;
 use async_trait::async_trait;
 use std::time::Duration;
 
-/// Named leases: one holder at a time, for a TTL (webhook workers, presence
-/// publishers).
+/// Named leases: one holder at a time, for a TTL (presence publishers);
+/// and group leases, kept by one heartbeat per holder and group (webhook
+/// workers: the group is the Bay).
 ///
 /// # Errors
 ///
@@ -24,4 +25,39 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// operator console names the node delivering an agent's webhooks
     /// this way.
     async fn lease_holder(&self, name: &str) -> Result<Option<String>, StoreError>;
+
+    /// Takes the lease `name` of the group `group` for `holder`, or
+    /// confirms that `holder` has it: `true` when `holder` holds it now.
+    /// A group lease has no lifetime of its own: it stays its holder's
+    /// while the holder's heartbeat in the group lives (see
+    /// [`LeaseStore::renew_group`]; taking renews it too, for `ttl`), and
+    /// another holder takes it once that heartbeat lapsed. So a node that
+    /// holds many leases of a group (an agent's webhook deliveries, for
+    /// every agent of a Bay) keeps them all with one write per renewal,
+    /// not one per lease.
+    async fn take_group_lease(
+        &self,
+        group: &str,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError>;
+    /// Renews `holder`'s heartbeat in `group` for `ttl`: every lease of
+    /// the group it holds stays its own until then.
+    async fn renew_group(&self, group: &str, holder: &str, ttl: Duration)
+        -> Result<(), StoreError>;
+    /// Gives the group lease `name` up if `holder` has it.
+    async fn release_group_lease(
+        &self,
+        group: &str,
+        name: &str,
+        holder: &str,
+    ) -> Result<(), StoreError>;
+    /// Who holds the group lease `name` now (`None`: free, or its holder's
+    /// heartbeat lapsed).
+    async fn group_lease_holder(
+        &self,
+        group: &str,
+        name: &str,
+    ) -> Result<Option<String>, StoreError>;
 }

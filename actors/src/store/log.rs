@@ -201,6 +201,7 @@ impl LogRecord {
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
+            | LogEvent::WebhookChanged { .. }
             | LogEvent::ConnectorAnswered { .. }
             | LogEvent::Canary { .. } => None,
         }
@@ -251,6 +252,7 @@ impl LogRecord {
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
+            | LogEvent::WebhookChanged { .. }
             | LogEvent::ConnectorAnswered { .. }
             | LogEvent::Canary { .. } => return None,
         };
@@ -388,6 +390,16 @@ pub enum LogEvent {
         participant: Option<ParticipantId>,
         /// `true`: suspended; `false`: reinstated.
         suspended: bool,
+    },
+    /// A participant's webhook was set, replaced or removed (by its owner,
+    /// an operator or a 410): no event for anyone, but the idle delivery
+    /// worker of that participant, on whichever node it runs, wakes on it
+    /// and reads the webhook again instead of polling for changes
+    /// (docs/webhooks.md). Logged by the store's
+    /// [`WebhookStore`](crate::store::WebhookStore) writes.
+    WebhookChanged {
+        /// Whose webhook changed.
+        participant: ParticipantId,
     },
 }
 

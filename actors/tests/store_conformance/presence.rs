@@ -12,6 +12,7 @@ use switchboard_protocol::presence::PresenceState;
 
 conformance!(
     presence_records_merge_nodes_and_expire,
+    presence_records_follow_each_changed_entry,
     publishing_presence_logs_each_change_once,
     concurrent_presence_publishers_log_a_change_once,
 );
@@ -243,4 +244,74 @@ async fn concurrent_presence_publishers_log_a_change_once(store: Arc<dyn Store>)
     }
     assert_eq!(logged, 1, "exactly one publisher logs the change");
     assert_eq!(read(&*store, &bay.id, &start, 10).await.0.len(), 1);
+}
+
+/// A node's successive records read back exactly as written, whichever
+/// entries changed, left or joined between them; and a record that lapsed
+/// (and was collected by a reader) comes back whole at its next write.
+async fn presence_records_follow_each_changed_entry(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let now = now_ms();
+    let entry = |id: &str, active_ms: u64| ParticipantPresence {
+        session: true,
+        active_ms,
+        transports: vec![Transport::Ws],
+        ..ParticipantPresence::new(pid(id))
+    };
+    let long = Duration::from_secs(60);
+    let first = vec![entry("a", now), entry("b", now), entry("c", now)];
+    store
+        .set_presence(&bay.id, "node_a", &first, long)
+        .await
+        .unwrap();
+    assert_eq!(
+        sorted(store.presence_records(&bay.id).await.unwrap()),
+        sorted(at_node(&first, "node_a"))
+    );
+    // `a` unchanged, `b` changed, `c` gone, `d` new.
+    let second = vec![
+        entry("a", now),
+        ParticipantPresence {
+            linger_until_ms: now + 60_000,
+            ..ParticipantPresence::new(pid("b"))
+        },
+        entry("d", now + 1),
+    ];
+    store
+        .set_presence(&bay.id, "node_a", &second, long)
+        .await
+        .unwrap();
+    assert_eq!(
+        sorted(store.presence_records(&bay.id).await.unwrap()),
+        sorted(at_node(&second, "node_a"))
+    );
+    // The same record again (a heartbeat): still the same.
+    store
+        .set_presence(&bay.id, "node_a", &second, long)
+        .await
+        .unwrap();
+    assert_eq!(
+        sorted(store.presence_records(&bay.id).await.unwrap()),
+        sorted(at_node(&second, "node_a"))
+    );
+    // Lapsed and collected, then written again unchanged: whole again.
+    store
+        .set_presence(&bay.id, "node_a", &second, Duration::from_millis(200))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(store.presence_records(&bay.id).await.unwrap().is_empty());
+    store
+        .set_presence(&bay.id, "node_a", &second, long)
+        .await
+        .unwrap();
+    assert_eq!(
+        sorted(store.presence_records(&bay.id).await.unwrap()),
+        sorted(at_node(&second, "node_a"))
+    );
+    assert_eq!(
+        store.online(&bay.id).await.unwrap(),
+        [pid("a"), pid("b"), pid("d")]
+    );
 }

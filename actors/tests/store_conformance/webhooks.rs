@@ -3,9 +3,10 @@
 //! replaced webhook never writes over its successor's.
 
 use super::common::{new_bay, new_participant, unique};
-use super::head;
+use super::{head, read};
 use chrono::{TimeZone, Utc};
 use std::sync::Arc;
+use switchboard_actors::store::log::LogEvent;
 use switchboard_actors::store::{Store, Webhook, WebhookStatus};
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::model::ParticipantKind;
@@ -14,6 +15,7 @@ conformance!(
     a_webhook_is_set_read_and_removed_with_its_position,
     writes_for_a_replaced_webhook_are_ignored,
     a_disabled_webhook_keeps_why_it_stopped,
+    every_webhook_change_is_logged_for_its_worker,
 );
 
 fn hook(url: &str) -> Webhook {
@@ -176,5 +178,54 @@ async fn a_disabled_webhook_keeps_why_it_stopped(store: Arc<dyn Store>) {
     assert_eq!(
         store.webhook_status(&bay.id, &agent.id).await.unwrap(),
         failing("HTTP 410")
+    );
+}
+
+/// Setting, replacing, removing and disabling a webhook each log a
+/// `WebhookChanged` entry (what wakes an idle delivery worker); a late
+/// 410 of a replaced webhook, which changes nothing, logs nothing.
+async fn every_webhook_change_is_logged_for_its_worker(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (agent, _) = new_participant(store, &bay.id, "rex", ParticipantKind::Agent).await;
+    let start = head(store, &bay.id).await;
+    let old = hook("https://old.example/");
+    let new = hook("https://new.example/");
+    for h in [&old, &new] {
+        store
+            .set_webhook(
+                &bay.id,
+                &agent.id,
+                Some((h.clone(), head(store, &bay.id).await)),
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .disable_webhook(&bay.id, &agent.id, &old, &failing("HTTP 410"))
+        .await
+        .unwrap();
+    store
+        .disable_webhook(&bay.id, &agent.id, &new, &failing("HTTP 410"))
+        .await
+        .unwrap();
+    store
+        .set_webhook(
+            &bay.id,
+            &agent.id,
+            Some((old.clone(), head(store, &bay.id).await)),
+        )
+        .await
+        .unwrap();
+    store.set_webhook(&bay.id, &agent.id, None).await.unwrap();
+    let (records, _) = read(store, &bay.id, &start, 100).await;
+    let changed: Vec<&LogEvent> = records.iter().map(|r| &r.event).collect();
+    let want = LogEvent::WebhookChanged {
+        participant: agent.id.clone(),
+    };
+    assert_eq!(
+        changed,
+        vec![&want; 5],
+        "set, replaced, disabled, set, removed"
     );
 }

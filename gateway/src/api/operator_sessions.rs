@@ -52,8 +52,11 @@ pub(crate) async fn member_sessions(
             Some(hook) => {
                 transports.push("webhook");
                 let status = state.store.webhook_status(bay, member).await?;
-                let lease = crate::webhooks::dispatcher::lease_name(bay, member);
-                let node = state.store.lease_holder(&lease).await?;
+                let group = crate::webhooks::dispatcher::lease_group(bay);
+                let node = state
+                    .store
+                    .group_lease_holder(&group, member.as_str())
+                    .await?;
                 json!({ "url": hook.url, "failing": status.failing_since.is_some(), "node": node })
             }
             None => Value::Null,

@@ -152,6 +152,7 @@ pub fn observe_live_delivery(
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
             | LogEvent::ConnectorAnswered { .. }
+            | LogEvent::WebhookChanged { .. }
             | LogEvent::Canary { .. } => {}
         }
     }

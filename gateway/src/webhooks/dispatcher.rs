@@ -4,15 +4,28 @@
 //! Each agent with a webhook has a delivery position in its Bay's log,
 //! kept in the store. A [`Dispatcher`] per node scans the store's webhook
 //! owners every second and runs a worker for each agent whose lease it can
-//! take (`webhook:<bay>:<agent>`, renewed every third of `lease_ttl`):
-//! one node at a time delivers for an agent, and when it dies another
-//! takes over once the lease lapses, from the stored position.
+//! take (the agent's lease in the Bay's group `webhook:<bay>`): one node at
+//! a time delivers for an agent, and when it dies another takes over once
+//! its leases lapse, from the stored position. A node keeps all its leases
+//! of a Bay with one heartbeat, renewed every third of `lease_ttl` by the
+//! scan loop, not one renewal per agent.
 //!
 //! A worker reads the log from its position and projects each record for
 //! its agent exactly as `/ws` does (same recipients as of the record, same
 //! verdicts; the agent's own messages and changes are skipped). Records go
 //! one at a time, in log order — at-least-once, one request in flight per
 //! agent, so a slow receiver delays only its own agent:
+//!
+//! A caught-up worker is idle: it waits on its Bay's feed on this node
+//! ([`WatchHead`]) and reads the log again only when the feed reads a new
+//! entry. A webhook set, replaced or removed (on any node, by its owner,
+//! an operator or a 410) logs a `WebhookChanged` control entry, and a
+//! suspension or reinstatement a `Suspension` entry, so the worker also
+//! learns of those from the log; it reads its webhook and the agent's
+//! standing again after reading any new records, and every
+//! `idle_recheck` (30 s by default) as a backstop. An idle worker so costs
+//! the store nothing between two checks, however long it idles: what a
+//! node's idle webhooks cost is its heartbeat per Bay and its scan.
 //!
 //! While an operator suspends the agent or its Bay the worker delivers
 //! nothing and keeps its position; it resumes from there once reinstated
@@ -59,9 +72,12 @@ use tokio::sync::Semaphore;
 const SCAN_INTERVAL: Duration = Duration::from_secs(1);
 /// Log records read per store call.
 const READ_BATCH: usize = 100;
-/// Longest wait for new records between two reads: the worker also renews
-/// its lease and notices a removed webhook at this pace.
-const IDLE_WAIT: Duration = Duration::from_secs(1);
+/// Longest wait between two reads of the log while the Bay has no feed on
+/// this node to wake the worker (normally it has: the worker watches it).
+const NO_FEED_WAIT: Duration = Duration::from_secs(1);
+/// Longest sleep between two checks of a webhook during a retry's backoff:
+/// a fixed URL is not kept waiting out the old one's backoff.
+const BACKOFF_STEP: Duration = Duration::from_secs(1);
 
 /// What workers share.
 struct Shared {
@@ -122,8 +138,31 @@ impl Dispatcher {
         tokio::spawn(async move {
             let mut running: HashMap<(BayId, ParticipantId), tokio::task::JoinHandle<()>> =
                 HashMap::new();
+            let ttl = shared.settings.lease_ttl;
+            let beat_every = ttl / 3;
+            // When this node last renewed its heartbeat in each Bay's group.
+            let mut beaten: HashMap<BayId, Instant> = HashMap::new();
+            let mut scanned: Option<Instant> = None;
             loop {
                 running.retain(|_, task| !task.is_finished());
+                let bays: HashSet<&BayId> = running.keys().map(|(bay, _)| bay).collect();
+                beaten.retain(|bay, _| bays.contains(bay));
+                for bay in bays {
+                    if beaten.get(bay).is_some_and(|at| at.elapsed() < beat_every) {
+                        continue;
+                    }
+                    let group = lease_group(bay);
+                    match shared.store.renew_group(&group, node_id(), ttl).await {
+                        Ok(()) => drop(beaten.insert(bay.clone(), Instant::now())),
+                        Err(e) => tracing::debug!(error = %e, "cannot renew webhook leases"),
+                    }
+                }
+                if scanned.is_some_and(|at| at.elapsed() < SCAN_INTERVAL) {
+                    tokio::time::sleep(beat_every.clamp(Duration::from_millis(50), SCAN_INTERVAL))
+                        .await;
+                    continue;
+                }
+                scanned = Some(Instant::now());
                 match shared.store.webhook_owners().await {
                     Ok(owners) => {
                         for owner in owners {
@@ -137,7 +176,8 @@ impl Dispatcher {
                     }
                     Err(e) => tracing::debug!(error = %e, "cannot list webhooks"),
                 }
-                tokio::time::sleep(SCAN_INTERVAL).await;
+                tokio::time::sleep(beat_every.clamp(Duration::from_millis(50), SCAN_INTERVAL))
+                    .await;
             }
         });
     }
@@ -159,9 +199,15 @@ impl Dispatcher {
     }
 }
 
-/// The lease one node holds while it delivers `agent`'s webhooks.
-pub fn lease_name(bay: &BayId, agent: &ParticipantId) -> String {
-    format!("webhook:{bay}:{agent}")
+/// The group of the leases under which one node at a time delivers each
+/// agent's webhooks in `bay`; each agent's lease is named by its id.
+pub fn lease_group(bay: &BayId) -> String {
+    format!("webhook:{bay}")
+}
+
+/// This node's id, the holder of its leases.
+fn node_id() -> &'static str {
+    switchboard_actors::node::id()
 }
 
 /// Why a worker stops.
@@ -190,7 +236,8 @@ struct Worker {
     shared: Arc<Shared>,
     bay: BayId,
     agent: ParticipantId,
-    lease: String,
+    /// The Bay's lease group (see [`lease_group`]).
+    group: String,
     renewed: Instant,
     /// The HTTP client pinned to the addresses last checked, and those.
     client: Option<(Vec<SocketAddr>, reqwest::Client)>,
@@ -198,12 +245,12 @@ struct Worker {
 
 impl Worker {
     fn new(shared: Arc<Shared>, bay: BayId, agent: ParticipantId) -> Self {
-        let lease = lease_name(&bay, &agent);
+        let group = lease_group(&bay);
         Worker {
             shared,
             bay,
             agent,
-            lease,
+            group,
             renewed: Instant::now(),
             client: None,
         }
@@ -228,11 +275,13 @@ impl Worker {
         let _ = self
             .shared
             .store
-            .release_lease(&self.lease, switchboard_actors::node::id())
+            .release_group_lease(&self.group, self.agent.as_str(), node_id())
             .await;
     }
 
-    /// Takes or renews the lease; `false` when another node has it.
+    /// Takes the lease, or confirms it is still this node's once a third
+    /// of `lease_ttl` passed since the last time (the dispatcher's
+    /// heartbeat keeps it meanwhile); `false` when another node has it.
     async fn hold(&mut self, force: bool) -> Result<bool, StoreError> {
         let ttl = self.shared.settings.lease_ttl;
         if !force && self.renewed.elapsed() < ttl / 3 {
@@ -241,7 +290,7 @@ impl Worker {
         let held = self
             .shared
             .store
-            .lease(&self.lease, switchboard_actors::node::id(), ttl)
+            .take_group_lease(&self.group, self.agent.as_str(), node_id(), ttl)
             .await?;
         self.renewed = Instant::now();
         Ok(held)
@@ -281,7 +330,7 @@ impl Worker {
         if !self.hold(true).await? {
             return Ok(Stop::NotOurs);
         }
-        tracing::info!(bay = %self.bay, agent = %self.agent, node = switchboard_actors::node::id(), "delivering webhooks");
+        tracing::info!(bay = %self.bay, agent = %self.agent, node = node_id(), "delivering webhooks");
         let store = self.shared.store.clone();
         let Some(agent) = store.participant(&self.bay, &self.agent).await? else {
             return Ok(Stop::Removed);
@@ -294,18 +343,36 @@ impl Worker {
         };
         let mut memberships = self.memberships_at(&position).await?;
         let mut head = self.watch_head().await;
+        // When the webhook and the agent's standing were last read, and
+        // whether an operator suspended the agent or its Bay then.
+        let mut checked = Instant::now();
+        let mut paused = self.suspended().await?;
+        // Whether the log may hold records past the position: at start,
+        // after a full batch, and whenever the Bay's feed moved.
+        let mut read_due = true;
         loop {
             if !self.hold(false).await? {
                 return Ok(Stop::NotOurs);
             }
-            if store.webhook(&self.bay, &self.agent).await?.as_ref() != Some(&webhook) {
-                return Ok(Stop::Removed);
-            }
-            if self.suspended().await? {
-                // Paused, not skipped: the position stays, and delivery
-                // resumes from it once an operator reinstates.
-                tokio::time::sleep(IDLE_WAIT).await;
+            let recheck_due = checked.elapsed() >= self.shared.settings.idle_recheck;
+            if !read_due && !recheck_due {
+                read_due = self.wait_for_more(&mut head, checked).await;
                 continue;
+            }
+            if paused {
+                // Paused, not skipped: the position stays, and delivery
+                // resumes from it once an operator reinstates. The
+                // reinstatement is logged, so the worker looks again when
+                // the log moves rather than asking the store every second.
+                if store.webhook(&self.bay, &self.agent).await?.as_ref() != Some(&webhook) {
+                    return Ok(Stop::Removed);
+                }
+                paused = self.suspended().await?;
+                checked = Instant::now();
+                if paused {
+                    read_due = false;
+                    continue;
+                }
             }
             let replay = store
                 .read_log(&self.bay, &position, READ_BATCH, None)
@@ -325,6 +392,20 @@ impl Worker {
                     continue;
                 }
             };
+            if !records.is_empty() || checked.elapsed() >= self.shared.settings.idle_recheck {
+                // Read after the records: a webhook change or a suspension
+                // logged among them is already in the store (each is
+                // written before its entry), so nothing after it goes out.
+                if store.webhook(&self.bay, &self.agent).await?.as_ref() != Some(&webhook) {
+                    return Ok(Stop::Removed);
+                }
+                paused = self.suspended().await?;
+                checked = Instant::now();
+                if paused {
+                    read_due = false;
+                    continue;
+                }
+            }
             if let Some(stop) = self
                 .deliver_records(&agent, &webhook, &mut position, &mut memberships, &records)
                 .await?
@@ -337,9 +418,7 @@ impl Worker {
                     .set_webhook_position(&self.bay, &self.agent, &webhook, &position)
                     .await?;
             }
-            if records.is_empty() {
-                self.wait_for_more(&mut head).await;
-            }
+            read_due = !records.is_empty();
         }
     }
 
@@ -396,19 +475,37 @@ impl Worker {
             || store.suspended(&self.bay, None).await?)
     }
 
-    /// Caught up: waits until the Bay's feed reads past the position
-    /// (`head` moves), at most [`IDLE_WAIT`]; without a feed to watch, or
-    /// once it went away, sleeps [`IDLE_WAIT`] and looks for one again.
-    async fn wait_for_more(&self, head: &mut Option<tokio::sync::watch::Receiver<EntryId>>) {
+    /// Caught up (or paused): waits until the Bay's feed reads a new
+    /// entry (`head` moves: a record, a webhook change, a suspension), or
+    /// until the periodic re-check of the webhook (`idle_recheck` after
+    /// `checked`) is due, whichever comes first. An idle worker thus costs
+    /// the store nothing meanwhile (its lease lives on the dispatcher's
+    /// heartbeat), not a read every second. Without a feed to watch, or
+    /// once it went away, sleeps at most [`NO_FEED_WAIT`] and looks for one
+    /// again. `true` when the log may have moved (the feed read an entry,
+    /// or there is no feed to tell).
+    async fn wait_for_more(
+        &self,
+        head: &mut Option<tokio::sync::watch::Receiver<EntryId>>,
+        checked: Instant,
+    ) -> bool {
+        let deadline = checked + self.shared.settings.idle_recheck;
+        let wait = deadline.saturating_duration_since(Instant::now());
         match head {
-            Some(rx) => {
-                if let Ok(Err(_)) = tokio::time::timeout(IDLE_WAIT, rx.changed()).await {
+            Some(rx) => match tokio::time::timeout(wait, rx.changed()).await {
+                Ok(Ok(())) => true,
+                Err(_) => false,
+                Ok(Err(_)) => {
+                    // The feed stopped: entries may have gone unseen.
+                    tokio::time::sleep(wait.min(NO_FEED_WAIT)).await;
                     *head = self.watch_head().await;
+                    true
                 }
-            }
+            },
             None => {
-                tokio::time::sleep(IDLE_WAIT).await;
+                tokio::time::sleep(wait.min(NO_FEED_WAIT)).await;
                 *head = self.watch_head().await;
+                true
             }
         }
     }
@@ -506,7 +603,7 @@ impl Worker {
     async fn pause(&mut self, wait: Duration, webhook: &Webhook) -> Result<bool, StoreError> {
         let until = Instant::now() + wait;
         let step =
-            (self.shared.settings.lease_ttl / 3).clamp(Duration::from_millis(100), IDLE_WAIT);
+            (self.shared.settings.lease_ttl / 3).clamp(Duration::from_millis(100), BACKOFF_STEP);
         while Instant::now() < until {
             tokio::time::sleep(step.min(until - Instant::now())).await;
             self.hold(false).await?;

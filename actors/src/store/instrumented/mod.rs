@@ -477,6 +477,50 @@ impl LeaseStore for Instrumented {
     async fn lease_holder(&self, name: &str) -> Result<Option<String>, StoreError> {
         timed("lease_holder", self.inner.lease_holder(name)).await
     }
+    async fn take_group_lease(
+        &self,
+        group: &str,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        timed(
+            "take_group_lease",
+            self.inner.take_group_lease(group, name, holder, ttl),
+        )
+        .await
+    }
+    async fn renew_group(
+        &self,
+        group: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        timed("renew_group", self.inner.renew_group(group, holder, ttl)).await
+    }
+    async fn release_group_lease(
+        &self,
+        group: &str,
+        name: &str,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        timed(
+            "release_group_lease",
+            self.inner.release_group_lease(group, name, holder),
+        )
+        .await
+    }
+    async fn group_lease_holder(
+        &self,
+        group: &str,
+        name: &str,
+    ) -> Result<Option<String>, StoreError> {
+        timed(
+            "group_lease_holder",
+            self.inner.group_lease_holder(group, name),
+        )
+        .await
+    }
 }
 
 #[async_trait]

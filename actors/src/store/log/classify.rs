@@ -23,6 +23,7 @@ impl LogEvent {
             | LogEvent::SummaryRequested { .. }
             | LogEvent::ConnectorRequest { .. }
             | LogEvent::ConnectorAnswered { .. }
+            | LogEvent::WebhookChanged { .. }
             | LogEvent::Canary { .. } => None,
         }
     }
@@ -78,6 +79,7 @@ impl LogEvent {
             LogEvent::Roster { .. }
             | LogEvent::CredentialRevoked { .. }
             | LogEvent::Suspension { .. }
+            | LogEvent::WebhookChanged { .. }
             | LogEvent::Canary { .. } => 64,
         }
     }
@@ -102,6 +104,7 @@ impl LogEvent {
             | LogEvent::Presence { .. }
             | LogEvent::ConnectorRequest { .. }
             | LogEvent::ConnectorAnswered { .. }
+            | LogEvent::WebhookChanged { .. }
             | LogEvent::Canary { .. } => None,
         }
     }

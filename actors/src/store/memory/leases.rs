@@ -41,4 +41,75 @@ impl LeaseStore for MemoryStore {
         }
         Ok(())
     }
+
+    async fn take_group_lease(
+        &self,
+        group: &str,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let beats = st.group_beats.entry(group.to_owned()).or_default();
+        beats.insert(holder.to_owned(), now + ttl.as_millis() as u64);
+        let names = st.group_leases.entry(group.to_owned()).or_default();
+        if let Some(cur) = names.get(name) {
+            if cur != holder && beats.get(cur).is_some_and(|until| *until > now) {
+                return Ok(false);
+            }
+        }
+        names.insert(name.to_owned(), holder.to_owned());
+        Ok(true)
+    }
+
+    async fn renew_group(
+        &self,
+        group: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let until = now_ms() + ttl.as_millis() as u64;
+        self.state
+            .lock()
+            .group_beats
+            .entry(group.to_owned())
+            .or_default()
+            .insert(holder.to_owned(), until);
+        Ok(())
+    }
+
+    async fn release_group_lease(
+        &self,
+        group: &str,
+        name: &str,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        let mut st = self.state.lock();
+        if let Some(names) = st.group_leases.get_mut(group) {
+            if names.get(name).is_some_and(|h| h == holder) {
+                names.remove(name);
+            }
+        }
+        Ok(())
+    }
+
+    async fn group_lease_holder(
+        &self,
+        group: &str,
+        name: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let now = now_ms();
+        let st = self.state.lock();
+        let holder = st.group_leases.get(group).and_then(|n| n.get(name));
+        Ok(holder
+            .filter(|h| {
+                st.group_beats
+                    .get(group)
+                    .and_then(|b| b.get(*h))
+                    .is_some_and(|until| *until > now)
+            })
+            .cloned())
+    }
 }

@@ -64,6 +64,10 @@ struct State {
     logs: HashMap<BayId, Log>,
     /// Lease name → (holder, expiry in Unix ms).
     leases: HashMap<String, (String, u64)>,
+    /// Group leases: group → lease name → holder, and group → holder →
+    /// heartbeat expiry in Unix ms.
+    group_leases: HashMap<String, HashMap<String, String>>,
+    group_beats: HashMap<String, HashMap<String, u64>>,
     /// Node directory: node id → (record, valid until Unix ms).
     nodes: HashMap<String, (crate::store::NodeRecord, u64)>,
     /// Summaries, summarizers and refresh budgets of every Bay.

@@ -1,6 +1,11 @@
 //! Webhooks: URLs, positions, statuses: the memory engine's [`WebhookStore`].
+//! Every change of a webhook is followed by a
+//! [`LogEvent::WebhookChanged`] in the Bay's log, which wakes its idle
+//! delivery worker.
 
+use super::log::log_of;
 use super::MemoryStore;
+use crate::store::log::LogEvent;
 use crate::store::{StoreError, Webhook, WebhookStatus, WebhookStore};
 use async_trait::async_trait;
 use switchboard_protocol::cursor::LogPosition;
@@ -20,7 +25,8 @@ impl WebhookStore for MemoryStore {
         participant: &ParticipantId,
         webhook: Option<(Webhook, LogPosition)>,
     ) -> Result<(), StoreError> {
-        let mut st = self.state.lock();
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
         let Some(b) = st.bays.get_mut(bay) else {
             return Ok(());
         };
@@ -34,6 +40,12 @@ impl WebhookStore for MemoryStore {
                 b.webhooks.remove(participant);
             }
         }
+        log_of(&mut st.logs, bay).append(
+            LogEvent::WebhookChanged {
+                participant: participant.clone(),
+            },
+            &self.limits,
+        );
         Ok(())
     }
 
@@ -120,7 +132,8 @@ impl WebhookStore for MemoryStore {
         of: &Webhook,
         status: &WebhookStatus,
     ) -> Result<(), StoreError> {
-        let mut st = self.state.lock();
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
         if let Some(b) = st.bays.get_mut(bay) {
             if b.webhooks
                 .get(participant)
@@ -128,6 +141,12 @@ impl WebhookStore for MemoryStore {
             {
                 b.webhooks.remove(participant);
                 b.webhook_status.insert(participant.clone(), status.clone());
+                log_of(&mut st.logs, bay).append(
+                    LogEvent::WebhookChanged {
+                        participant: participant.clone(),
+                    },
+                    &self.limits,
+                );
             }
         }
         Ok(())

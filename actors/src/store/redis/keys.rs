@@ -12,7 +12,8 @@
 //! | `sb:{bay}:log-meta`               | hash   | `last`, `maxdel` ids and `next_trim` ms of the log |
 //! | `sb:{bay}:rosters`                | stream | roster changes, ids = their log entry ids          |
 //! | `sb:{bay}:openings`               | stream | session openings (displacement), field `o` = JSON  |
-//! | `sb:{bay}:presence`               | hash   | node id → JSON presence record (TTL'd by `until`)  |
+//! | `sb:{bay}:presence`               | hash   | node id → JSON heartbeat `{until, online, record}` |
+//! | `sb:{bay}:presence:<node>`        | hash   | participant id → JSON `ParticipantPresence`        |
 //! | `sb:{bay}:presence-states`        | hash   | participant id → published presence state          |
 //! | `sb:{bay}:participants`           | hash   | participant id → JSON `Participant`                |
 //! | `sb:{bay}:participant-tokens`     | hash   | participant id → SHA-256 of its current token      |
@@ -209,12 +210,25 @@ impl BayKeys {
     }
 
     /// `sb:{bay}:presence`: hash, node id → JSON `{until, online,
-    /// entries}`: that node's presence record, valid until `until` (Unix
-    /// ms); `online` lists who is present there (read by older nodes),
-    /// `entries` the [`ParticipantPresence`](crate::store::ParticipantPresence)
-    /// of each participant the node knows of.
+    /// record: true}`: that node's presence heartbeat, its record valid
+    /// until `until` (Unix ms), the record itself in
+    /// [`BayKeys::presence_record`]. `online` is empty (older nodes read
+    /// it). Records of older nodes are `{until, online, entries}` in this
+    /// hash itself: `entries` the
+    /// [`ParticipantPresence`](crate::store::ParticipantPresence) of each
+    /// participant the node knows of.
     pub fn presence(&self) -> String {
         format!("{}:presence", self.base)
+    }
+
+    /// `sb:{bay}:presence:<node>`: hash, participant id → JSON
+    /// [`ParticipantPresence`](crate::store::ParticipantPresence): what
+    /// `node` knows of each participant, one field each, written only when
+    /// it changes. Valid while the node's heartbeat in
+    /// [`BayKeys::presence`] is; it also expires on its own, at twice the
+    /// record's lifetime.
+    pub fn presence_record(&self, node: &str) -> String {
+        format!("{}:presence:{node}", self.base)
     }
 
     /// `sb:{bay}:presence-states`: hash, participant id → its published
@@ -361,6 +375,13 @@ pub fn lease(name: &str) -> String {
     format!("{PREFIX}:lease:{name}")
 }
 
+/// `sb:{lease:<group>}`: hash of a group of leases: `n:<name>` → the
+/// holder of lease `name`, `h:<holder>` → until when (Unix ms, Redis's
+/// clock) that holder's heartbeat keeps its leases of the group.
+pub fn group_leases(group: &str) -> String {
+    format!("{PREFIX}:{{lease:{group}}}")
+}
+
 /// `sb:pairing-code:<code hash>`: string, the code's JSON
 /// [`PairingTarget`](crate::store::PairingTarget), with the code's TTL.
 /// Not hash-tagged: every operation touches this one key.
@@ -428,6 +449,7 @@ mod tests {
             k.polls(),
             k.idempotency("ab12"),
             k.presence(),
+            k.presence_record("node-1"),
             k.presence_states(),
             k.summary(&c),
             k.summary_refreshes(&c),

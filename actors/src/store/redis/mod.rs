@@ -122,6 +122,10 @@ pub struct RedisStore {
     shared: Shared,
     blocking: BlockingConnections,
     limits: RedisLimits,
+    /// What this process last wrote of each of its presence records, so
+    /// an interval writes only the entries that changed (see
+    /// `presence.rs`).
+    presence_written: presence::Written,
 }
 
 /// The JSON of a `Change` log event in `conversation` (what

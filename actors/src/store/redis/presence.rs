@@ -1,6 +1,16 @@
 //! Activity presence records: the Redis engine's [`PresenceStore`]:
-//! each node's record in the Bay's presence hash, and the published
-//! states, changed only with their log entries (`presence/publish.lua`).
+//! each node's record, and the published states, changed only with their
+//! log entries (`presence/publish.lua`).
+//!
+//! A node's record is a heartbeat in the Bay's presence hash (node id →
+//! `{until, online: [], record: true}`) and a hash of its own,
+//! `sb:{bay}:presence:<node>`, one field per participant. Each interval
+//! the node rewrites its heartbeat and only the entries that changed since
+//! its last write (`presence/set.lua`): with 10,000 sessions of which one
+//! changed, one entry, not all 10,000. The engine remembers a digest of
+//! each entry it wrote; a failed write, or a heartbeat found missing (the
+//! record lapsed and was collected, or the data set was lost), makes the
+//! next write whole. Readers see exactly what a whole record said.
 
 use super::codec::{corrupt, decode, encode, entry_id, status, ScriptStatus};
 use super::keys::BayKeys;
@@ -11,7 +21,11 @@ use crate::store::{ParticipantPresence, PresenceChange, PresenceStore, Published
 use ::redis::cmd;
 use async_trait::async_trait;
 use chrono::Utc;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::LazyLock;
 use std::time::Duration;
 use switchboard_protocol::ids::{BayId, ParticipantId};
@@ -28,19 +42,100 @@ lua_params! {
     struct PublishPresenceKeys of String { log, epoch, log_meta, rosters, presence_states }
 }
 
-/// One node's entry in a Bay's presence hash.
+/// `set_presence`'s script (KEYS: [`SetPresenceKeys`]; ARGV:
+/// [`SetPresenceArgs`], then the removed ids and the written pairs).
+static SET_PRESENCE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("presence/set.lua")]));
+
+lua_params! {
+    /// KEYS of `presence/set.lua`: the Bay's presence hash (heartbeats)
+    /// and the node's record.
+    struct SetPresenceKeys<'a> of &'a str { presence, record }
+}
+
+lua_params! {
+    /// ARGV of `presence/set.lua`, before the removed ids and the written
+    /// pairs: the node, its heartbeat JSON, the record key's expiry (ms),
+    /// `'1'` to replace the record whole, and how many ids are removed.
+    struct SetPresenceArgs<'a> of &'a str { node, heartbeat, expire_ms, full, removed }
+}
+
+/// What this process last wrote of each of its records: (Bay, node) →
+/// participant → digest of the entry's JSON.
+pub(super) type Written = Mutex<HashMap<(BayId, String), HashMap<ParticipantId, u64>>>;
+
+/// One node's field in a Bay's presence hash.
 #[derive(Serialize, Deserialize)]
 struct Presence {
-    /// Unix ms after which the entry no longer counts.
+    /// Unix ms after which the record no longer counts.
     until: i64,
     /// Participants present on that node (a session, or within the
-    /// linger): all that nodes before activity presence read.
+    /// linger): all that nodes before activity presence read. Empty in
+    /// heartbeats (`record`).
     online: Vec<ParticipantId>,
-    /// What the node knows of each participant; absent in records of
-    /// nodes before activity presence (their `online` then counts as
-    /// holding a session).
-    #[serde(default)]
+    /// What the node knows of each participant, in records of nodes
+    /// before per-participant records; absent in records of nodes before
+    /// activity presence (their `online` then counts as holding a
+    /// session) and in heartbeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     entries: Option<Vec<ParticipantPresence>>,
+    /// A heartbeat: the entries are in the node's own hash
+    /// ([`BayKeys::presence_record`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    record: bool,
+}
+
+/// A digest of an entry's JSON: what tells a changed entry.
+fn digest(json: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    json.hash(&mut h);
+    h.finish()
+}
+
+impl RedisStore {
+    /// One run of `presence/set.lua`: the heartbeat, `removed` and
+    /// `written`; `false` when it wrote nothing because the heartbeat was
+    /// missing and the write was not `full`.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_presence(
+        &self,
+        bay: &BayId,
+        node: &str,
+        heartbeat: &str,
+        ttl: Duration,
+        full: bool,
+        removed: &[&ParticipantId],
+        written: &[(&ParticipantId, &str)],
+    ) -> Result<bool, StoreError> {
+        let k = BayKeys::new(bay);
+        let presence = k.presence();
+        let record = k.presence_record(node);
+        let keys = SetPresenceKeys {
+            presence: &presence,
+            record: &record,
+        };
+        // Twice the lifetime: the key only collects itself; readers go
+        // by the heartbeat's `until` (another node's clock).
+        let expire_ms = (ttl.as_millis().max(1) * 2).to_string();
+        let removed_count = removed.len().to_string();
+        let head = SetPresenceArgs {
+            node,
+            heartbeat,
+            expire_ms: &expire_ms,
+            full: if full { "1" } else { "0" },
+            removed: &removed_count,
+        };
+        let mut args: Vec<&str> = head.in_order().to_vec();
+        args.extend(removed.iter().map(|p| p.as_str()));
+        for (p, json) in written {
+            args.push(p.as_str());
+            args.push(json);
+        }
+        let done: i64 = self
+            .invoke("recording presence", &SET_PRESENCE, &keys.in_order(), &args)
+            .await?;
+        Ok(done == 1)
+    }
 }
 
 #[async_trait]
@@ -55,29 +150,58 @@ impl PresenceStore for RedisStore {
         let doing = "recording presence";
         let key = BayKeys::new(bay).presence();
         let until = Utc::now().timestamp_millis() + ttl.as_millis() as i64;
-        let now = crate::store::now_ms();
-        let value = encode(
+        let heartbeat = encode(
             doing,
             &key,
             &Presence {
                 until,
-                online: entries
-                    .iter()
-                    .filter(|e| e.present_at(now))
-                    .map(|e| e.participant.clone())
-                    .collect(),
-                entries: Some(entries.to_vec()),
+                online: Vec::new(),
+                entries: None,
+                record: true,
             },
         )?;
-        let _: i64 = self
-            .query(doing, &key, cmd("HSET").arg(&key).arg(node).arg(value))
-            .await?;
+        let mut now: HashMap<&ParticipantId, (String, u64)> = HashMap::with_capacity(entries.len());
+        for e in entries {
+            let json = encode(doing, &key, e)?;
+            let d = digest(&json);
+            now.insert(&e.participant, (json, d));
+        }
+        let slot = (bay.clone(), node.to_owned());
+        // Taken out while the write runs: a failed write leaves nothing,
+        // so the next one is whole.
+        let before = self.presence_written.lock().remove(&slot);
+        let mut full = before.is_none();
+        loop {
+            let previous = before.as_ref().filter(|_| !full);
+            let removed: Vec<&ParticipantId> = previous
+                .map(|p| p.keys().filter(|id| !now.contains_key(id)).collect())
+                .unwrap_or_default();
+            let written: Vec<(&ParticipantId, &str)> = now
+                .iter()
+                .filter(|(id, (_, d))| previous.is_none_or(|p| p.get(*id) != Some(d)))
+                .map(|(id, (json, _))| (*id, json.as_str()))
+                .collect();
+            if self
+                .write_presence(bay, node, &heartbeat, ttl, full, &removed, &written)
+                .await?
+            {
+                break;
+            }
+            // The heartbeat was gone: write the record whole.
+            full = true;
+        }
+        let digests = now
+            .into_iter()
+            .map(|(id, (_, d))| (id.clone(), d))
+            .collect();
+        self.presence_written.lock().insert(slot, digests);
         Ok(())
     }
 
     async fn presence_records(&self, bay: &BayId) -> Result<Vec<ParticipantPresence>, StoreError> {
         let doing = "reading presence";
-        let key = BayKeys::new(bay).presence();
+        let k = BayKeys::new(bay);
+        let key = k.presence();
         let raw: Vec<(String, Vec<u8>)> = self.query(doing, &key, cmd("HGETALL").arg(&key)).await?;
         let now = Utc::now().timestamp_millis();
         let mut out = Vec::new();
@@ -88,16 +212,27 @@ impl PresenceStore for RedisStore {
                 expired.push(node);
                 continue;
             }
-            let entries = match p.entries {
-                Some(entries) => entries,
-                None => p
-                    .online
-                    .into_iter()
-                    .map(|participant| ParticipantPresence {
-                        session: true,
-                        ..ParticipantPresence::new(participant)
-                    })
-                    .collect(),
+            let entries = if p.record {
+                let record = k.presence_record(&node);
+                let fields: Vec<(String, Vec<u8>)> = self
+                    .query(doing, &record, cmd("HGETALL").arg(&record))
+                    .await?;
+                fields
+                    .iter()
+                    .map(|(_, json)| decode(doing, &record, json))
+                    .collect::<Result<Vec<ParticipantPresence>, _>>()?
+            } else {
+                match p.entries {
+                    Some(entries) => entries,
+                    None => p
+                        .online
+                        .into_iter()
+                        .map(|participant| ParticipantPresence {
+                            session: true,
+                            ..ParticipantPresence::new(participant)
+                        })
+                        .collect(),
+                }
             };
             out.extend(entries.into_iter().map(|mut e| {
                 e.node.clone_from(&node);
@@ -110,6 +245,10 @@ impl PresenceStore for RedisStore {
             let _: i64 = self
                 .query(doing, &key, cmd("HDEL").arg(&key).arg(&expired))
                 .await?;
+            let records: Vec<String> = expired.iter().map(|n| k.presence_record(n)).collect();
+            for record in &records {
+                let _: i64 = self.query(doing, record, cmd("DEL").arg(record)).await?;
+            }
         }
         Ok(out)
     }
@@ -192,5 +331,19 @@ mod tests {
     fn the_publish_script_binds_its_keys_in_order() {
         let publish = include_str!("presence/publish.lua");
         assert_eq!(bound(publish, "KEYS"), PublishPresenceKeys::NAMES);
+    }
+
+    #[test]
+    fn the_set_script_binds_its_keys_and_args_in_order() {
+        let set = include_str!("presence/set.lua");
+        assert_eq!(bound(set, "KEYS"), SetPresenceKeys::NAMES);
+        // The leading arguments only: the rest are the ids and pairs.
+        let names = SetPresenceArgs::NAMES;
+        let binding = format!(
+            "local {} = unpack(ARGV, 1, {})",
+            names.join(", "),
+            names.len()
+        );
+        assert!(set.contains(&binding), "{binding}");
     }
 }

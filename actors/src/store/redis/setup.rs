@@ -88,6 +88,7 @@ pub async fn connect_to(
         shared,
         blocking,
         limits,
+        presence_written: Default::default(),
     };
     store.ping().await?;
     store.check_server().await?;

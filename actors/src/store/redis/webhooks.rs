@@ -2,13 +2,16 @@
 //! [`WebhookStore`]. A webhook's position and status are only written
 //! while it is still the participant's (`webhooks/set_if.lua`,
 //! `webhooks/disable.lua`); the cross-Bay index of owners is written
-//! after the Bay's own keys.
+//! after the Bay's own keys. Every change of a webhook is followed by a
+//! [`LogEvent::WebhookChanged`] control entry in the Bay's log, which
+//! wakes its idle delivery worker on whichever node it runs.
 
 use super::codec::{corrupt, decode, encode};
 use super::keys::{self, BayKeys};
 use super::lua::{lua_params, LuaScript};
 use super::RedisStore;
-use crate::store::{StoreError, Webhook, WebhookStatus, WebhookStore};
+use crate::store::log::LogEvent;
+use crate::store::{LogStore, StoreError, Webhook, WebhookStatus, WebhookStore};
 use ::redis::cmd;
 use async_trait::async_trait;
 use std::sync::LazyLock;
@@ -99,6 +102,20 @@ impl RedisStore {
             .await?;
         Ok(())
     }
+
+    /// Logs that `participant`'s webhook changed, after the change itself:
+    /// its delivery worker wakes on the entry (a crash in between leaves
+    /// the worker to notice at its next periodic check).
+    async fn webhook_changed(
+        &self,
+        bay: &BayId,
+        participant: &ParticipantId,
+    ) -> Result<(), StoreError> {
+        let event = LogEvent::WebhookChanged {
+            participant: participant.clone(),
+        };
+        self.append_control(bay, event).await.map(drop)
+    }
 }
 
 #[async_trait]
@@ -125,6 +142,7 @@ impl WebhookStore for RedisStore {
         let _: i64 = self
             .invoke(doing, &SET_WEBHOOK, &keys.in_order(), &args.in_order())
             .await?;
+        self.webhook_changed(bay, participant).await?;
         // The cross-Bay index lives in another slot: written after the
         // Bay's own keys, and readers check the Bay's hash.
         let index = match webhook {
@@ -236,6 +254,7 @@ impl WebhookStore for RedisStore {
             .invoke(doing, &DISABLE_WEBHOOK, &keys.in_order(), &args.in_order())
             .await?;
         if removed == 1 {
+            self.webhook_changed(bay, participant).await?;
             let owners = keys::webhook_owners();
             let _: i64 = self
                 .query(

@@ -525,3 +525,43 @@ async fn typing_shows_to_the_other_members_over_ws_and_updates() {
         .await;
     assert_error(s, &b, 404, "NOT_FOUND");
 }
+
+#[tokio::test]
+async fn a_summary_cites_no_deleted_message_and_each_source_once() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    designate(&gw, "brain").await;
+    let ids = post_many(&gw, &w.ana, 3).await;
+    let path = "/conversations/group/summary";
+    // A repeated source counts once.
+    let (s, b) = put(
+        &gw,
+        &w.brain,
+        path,
+        write(&ids[1], &[&ids[0], &ids[1], &ids[0]]),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(
+        b["memory"]["decisions"][0]["sourceMessageIds"],
+        json!([ids[0], ids[1]]),
+        "{b}"
+    );
+    // A deleted message is no source any more (its tombstone has no content).
+    let res = gw
+        .http
+        .delete(gw.url(&format!(
+            "/api/agent-api/conversations/group/messages/{}",
+            ids[0]
+        )))
+        .bearer_auth(&w.ana)
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+    let (s, b) = put(&gw, &w.brain, path, write(&ids[2], &[&ids[0]])).await;
+    assert_error(s, &b, 400, "INVALID_SUMMARY_SOURCE");
+    assert!(b["message"].as_str().unwrap().contains("deleted"), "{b}");
+    let (s, b) = put(&gw, &w.brain, path, write(&ids[2], &[&ids[1]])).await;
+    assert_eq!(s, 200, "{b}");
+}

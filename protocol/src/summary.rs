@@ -192,6 +192,22 @@ impl MemoryWrite {
         Ok(())
     }
 
+    /// Drops a source id an item cites more than once (its first citation
+    /// stays, in order): a repeat adds nothing a reader can use.
+    pub fn drop_repeated_sources(&mut self) {
+        for items in [
+            &mut self.decisions,
+            &mut self.open_tasks,
+            &mut self.open_questions,
+            &mut self.durable_facts,
+        ] {
+            for item in items.iter_mut() {
+                let mut seen = std::collections::HashSet::new();
+                item.source_message_ids.retain(|id| seen.insert(id.clone()));
+            }
+        }
+    }
+
     /// Every distinct source message id, in first-cited order.
     pub fn source_ids(&self) -> Vec<&MessageId> {
         let mut seen = std::collections::HashSet::new();

@@ -306,7 +306,7 @@ async fn request_refresh(
     request_body = MemoryWrite,
     responses(
         (status = 200, description = "Stored", body = SummaryStored),
-        (status = 400, description = "INVALID_JSON (not an object, unknown field), INVALID_REQUEST (a bound; the message names the field), INVALID_SUMMARY_BOUNDARY (`throughMessageId` is not a message of the conversation, or `throughCreatedAt` is not its time) or INVALID_SUMMARY_SOURCE (a source id is not a message of the conversation, or lies after the boundary)", body = ErrorBody),
+        (status = 400, description = "INVALID_JSON (not an object, unknown field), INVALID_REQUEST (a bound; the message names the field), INVALID_SUMMARY_BOUNDARY (`throughMessageId` is not a message of the conversation, or `throughCreatedAt` is not its time) or INVALID_SUMMARY_SOURCE (a source id is not a message of the conversation, was deleted, or lies after the boundary; an id repeated within one item counts once)", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),
         (status = 403, description = "NOT_SUMMARIZER: the caller is not the Bay's designated summarizer", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: no such conversation in the Bay", body = ErrorBody),
@@ -334,7 +334,8 @@ async fn put_summary(
             "only the Bay's designated summarizer agent may write summaries",
         ));
     }
-    let write = body.into_inner();
+    let mut write = body.into_inner();
+    write.drop_repeated_sources();
     write
         .check_shape()
         .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.message()))?;
@@ -422,6 +423,8 @@ async fn check_sources(
             let problem = match message {
                 None => "is not a message of this conversation",
                 Some(m) if m.seq > boundary.seq => "lies after the summary's boundary",
+                // A tombstone has no content left to rest a claim on.
+                Some(m) if m.is_deleted() => "was deleted",
                 Some(_) => continue,
             };
             return Err(ApiError::new(

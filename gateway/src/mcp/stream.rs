@@ -165,14 +165,7 @@ pub async fn open(
         session: id.to_owned(),
         sessions,
     };
-    sse::serve(
-        state,
-        state.client_of(req),
-        caller,
-        resume,
-        Some(mcp),
-    )
-    .await
+    sse::serve(state, state.client_of(req), caller, resume, Some(mcp)).await
 }
 
 #[cfg(test)]

@@ -117,14 +117,7 @@ async fn stream_events(
         req.headers().get(LAST_EVENT_ID).map(|v| v.as_bytes()),
         query.cursor.as_deref(),
     );
-    serve(
-        state.get_ref(),
-        state.client_of(&req),
-        caller,
-        resume,
-        None,
-    )
-    .await
+    serve(state.get_ref(), state.client_of(&req), caller, resume, None).await
 }
 
 /// Opens a stream for `caller` (authenticated already) from `resume`, as

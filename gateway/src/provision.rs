@@ -249,6 +249,7 @@ pub struct PolicyInput {
     pub max_agent_rounds: Option<i64>,
     /// Custom group rules appended to `instructions` (up to 4,000
     /// characters); blank clears them.
+    #[schema(max_length = 4000)]
     pub rules: Option<String>,
 }
 
@@ -366,6 +367,7 @@ pub fn check_shape(
 #[serde(deny_unknown_fields)]
 pub struct NewConversation {
     /// 1–64 characters of `[A-Za-z0-9_-]`; minted when absent.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub id: Option<String>,
     /// `DM`, `AGENT_CHAT` or `GROUP`; cannot be changed later.
     #[serde(rename = "type")]

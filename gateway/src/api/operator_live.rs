@@ -245,13 +245,13 @@ fn change_block(change: &Change) -> Bytes {
     operation_id = "adminConversationLive",
     tag = "admin",
     summary = "A conversation's activity, live (SSE)",
-    description = "A `text/event-stream`: first `view` (the whole view, as `…/view` answers it), then `message`, `delta`, `ended`, `typing`, `presence`, `roster`, `change` and `reset` events as they are logged. Send the admin token in the `Authorization` header (read the stream with `fetch`).",
+    description = "A `text/event-stream`: first `view` (the whole view, as `…/view` answers it), then `message`, `delta`, `ended`, `typing`, `presence`, `roster`, `change`, `sessions` and `reset` events as they are logged. Send the admin token in the `Authorization` header (read the stream with `fetch`).",
     params(
         ("bay" = String, Path, description = "Bay id"),
         ("cid" = String, Path, description = "Conversation id"),
     ),
     responses(
-        (status = 200, description = "The event stream", content_type = "text/event-stream", body = String),
+        (status = 200, description = "The event stream", content_type = "text/event-stream", body = crate::openapi::schemas::ConversationLiveEvent),
         (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown Bay or conversation, or the admin API is disabled", body = ErrorBody),
         (status = 503, description = "STORE_UNAVAILABLE, or UNAVAILABLE while the node drains", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -324,7 +324,7 @@ async fn live(
     summary = "Live gateway nodes, as a stream (SSE)",
     description = "A `text/event-stream` of `nodes` events, each `{nodes, self}` as `GET /nodes` answers it: one at once, then one per report interval (2 s). Send the admin token in the `Authorization` header.",
     responses(
-        (status = 200, description = "The event stream", content_type = "text/event-stream", body = String),
+        (status = 200, description = "The event stream", content_type = "text/event-stream", body = crate::openapi::schemas::NodesLiveEvent),
         (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: the admin API is disabled", body = ErrorBody),
     ),

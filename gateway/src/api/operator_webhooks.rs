@@ -256,7 +256,7 @@ impl Watch {
     description = "A `text/event-stream` of `webhooks` events, each `{webhooks}` as `GET /bays/{bay}/webhooks` answers it: one at once, then one whenever the answer changes (a delivery succeeds or fails, the backlog moves). Send the admin token in the `Authorization` header.",
     params(("bay" = String, Path, description = "Bay id")),
     responses(
-        (status = 200, description = "The event stream", content_type = "text/event-stream", body = String),
+        (status = 200, description = "The event stream", content_type = "text/event-stream", body = crate::openapi::schemas::WebhooksLiveEvent),
         (status = 401, description = "UNAUTHORIZED: missing or wrong admin token", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown Bay, or the admin API is disabled", body = ErrorBody),
         (status = 503, description = "STORE_UNAVAILABLE, or UNAVAILABLE while the node drains", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),

@@ -346,3 +346,72 @@ pub enum SseEventName {
     /// The stream ends: `{code, message}`.
     Close,
 }
+
+/// One event of `GET /api/admin/bays/{bay}/conversations/{cid}/live` as an
+/// OpenAPI 3.1 `text/event-stream` schema describes it: `event: <name>`
+/// and `data: <JSON>` (api::operator_live). Documentation only.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ConversationLiveEvent {
+    /// What `data` is.
+    event: ConversationLiveName,
+    /// JSON: the view (`view`), a message (`message`), `{id, offset,
+    /// text}` (`delta`), `{id, state}` (`ended`), `{participant, until}`
+    /// (`typing`), `{participant, state}` (`presence`), `{members}`
+    /// (`roster`, `sessions`), `{what, message}` (`change`), or `{}`
+    /// (`reset`).
+    data: String,
+}
+
+/// `event:` of [`ConversationLiveEvent`].
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum ConversationLiveName {
+    /// First: the whole view, as `…/view` answers it.
+    View,
+    /// A message posted, edited or completed.
+    Message,
+    /// A streaming draft grew.
+    Delta,
+    /// A draft was cancelled or failed, or a message deleted.
+    Ended,
+    /// A member is typing.
+    Typing,
+    /// A member came online or went offline.
+    Presence,
+    /// The members changed.
+    Roster,
+    /// Reactions, votes or read markers changed.
+    Change,
+    /// The members' sessions and webhooks changed.
+    Sessions,
+    /// The stream fell out of the replay buffer: reload the view.
+    Reset,
+}
+
+/// One event of `GET /api/admin/nodes/live`: `event: nodes` and `data:`
+/// `{nodes, self}` as `GET /api/admin/nodes` answers it. Documentation
+/// only.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct NodesLiveEvent {
+    /// Always `nodes`.
+    #[schema(pattern = "^nodes$")]
+    event: String,
+    /// JSON: `{nodes, self}`.
+    data: String,
+}
+
+/// One event of `GET /api/admin/bays/{bay}/webhooks/live`: `event:
+/// webhooks` and `data:` `{webhooks}` as `GET /api/admin/bays/{bay}/webhooks`
+/// answers it. Documentation only.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct WebhooksLiveEvent {
+    /// Always `webhooks`.
+    #[schema(pattern = "^webhooks$")]
+    event: String,
+    /// JSON: `{webhooks}`.
+    data: String,
+}

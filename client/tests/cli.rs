@@ -548,12 +548,27 @@ fn rest_commands_name_the_url_and_the_cause() {
         .arg("me")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    // A wrong base URL is a bad setting: exit status 2, like a usage error.
+    assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(err["error"], "INVALID_CONFIG", "{stderr}");
     let message = err["message"].as_str().unwrap();
     assert!(message.contains("/wrong/prefix/"), "{stderr}");
     assert!(message.contains("check the base URL"), "{stderr}");
+
+    // A record the server does not have is no URL problem.
+    let out = cli_at(&gateway(), Some(REX))
+        .args(["send", "no-such-room", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(err["error"], "NOT_FOUND", "{stderr}");
+    let message = err["message"].as_str().unwrap();
+    assert!(!message.contains("base URL"), "{stderr}");
+    assert!(message.contains("no such conversation"), "{stderr}");
 
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

@@ -256,8 +256,12 @@ async fn listen(
     Ok(())
 }
 
-/// A REST call's error, with the URL and the usual cause named for a 404
-/// (as `listen` does).
+/// A REST call's error, with the URL and the cause named for a 404. A
+/// route the server does not serve (its `no such route`, or an answer that
+/// is no Switchboard error at all) means the base URL is wrong: a bad
+/// setting, so `INVALID_CONFIG` and exit status 2, like a usage error. Any
+/// other 404 is the server's answer about a record (an unknown
+/// conversation or message, or one this token may not see).
 fn at_url(method: &str, url: String, e: ClientError) -> ClientError {
     match e {
         ClientError::Api {
@@ -271,11 +275,18 @@ fn at_url(method: &str, url: String, e: ClientError) -> ClientError {
             } else {
                 format!(" ({message})")
             };
+            let no_route =
+                message == "no such route" || message.ends_with("(no error message in the body)");
+            if no_route {
+                return ClientError::Config(format!(
+                    "{method} {url} answered 404{said}: check the base URL (scheme://host:port of a Switchboard gateway, without /api/agent-api)"
+                ));
+            }
             ClientError::Api {
                 status: 404,
                 code,
                 message: format!(
-                    "{method} {url} answered 404{said}: check the base URL (scheme://host:port of a Switchboard gateway, without /api/agent-api)"
+                    "{method} {url} answered 404{said}: no such conversation, message or file for this token (it may not be a member)"
                 ),
                 retry_after,
             }

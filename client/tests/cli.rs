@@ -558,7 +558,7 @@ fn rest_commands_name_the_url_and_the_cause() {
     assert!(message.contains("check the base URL"), "{stderr}");
 
     // A record the server does not have is no URL problem.
-    let out = cli_at(&gateway(), Some(REX))
+    let out = cli_at(gateway(), Some(REX))
         .args(["send", "no-such-room", "hi"])
         .output()
         .unwrap();

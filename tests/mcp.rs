@@ -1060,3 +1060,25 @@ async fn the_python_sdk_receives_events_on_its_own_stream_as_notifications() {
     }
     assert!(has(&seen), "no event notification for {want}: {seen}");
 }
+
+#[tokio::test]
+async fn deleting_a_session_ends_it_with_204_for_its_own_token_only() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let base = gw.url("");
+    let session = raw_session(&base, &w.rex).await;
+    let delete = |token: &str| {
+        test_http()
+            .delete(format!("{base}/api/mcp"))
+            .bearer_auth(token.to_owned())
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("mcp-session-id", session.clone())
+            .send()
+    };
+    // Another token cannot end it.
+    assert_eq!(delete(&w.brain).await.unwrap().status().as_u16(), 404);
+    // Its own can: 204 (the SDKs expect 200 or 204), and then it is gone.
+    assert_eq!(delete(&w.rex).await.unwrap().status().as_u16(), 204);
+    let list = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"});
+    assert_eq!(raw_post(&gw, &w.rex, Some(&session), list).await, 404);
+}

@@ -8,8 +8,10 @@ human and N agents in one GROUP through the admin API, then:
      (`GET …/context`, `POST …/messages`) with a keep-alive HTTP client,
      CALLS times each, sequentially; prints p50/p99 in ms;
   2. memory: N MCP sessions (one per agent) each hold `wait_for_messages`
-     (timeout 50 s), and separately N held `/updates?wait=30`; reads the
-     server's RSS from /proc before and after; prints KiB per held call.
+     (timeout 50 s), and separately N held `/updates?wait=30`, each kind
+     on a fresh server of its own (so pages one kind freed cannot hide the
+     other's); reads the server's RSS from /proc before and while they are
+     held; prints KiB per held call.
 Usage:
   python3 bench/scripts/mcp_bench.py [N] [CALLS]   (needs: pip install mcp)
 """
@@ -100,7 +102,8 @@ async def hold_poll(port, token, started):
     w.close()
 
 
-async def memory(base, port, pid, tokens):
+async def held_waits(base, pid, tokens):
+    """RSS per MCP session holding `wait_for_messages`."""
     url = base + "/api/mcp"
     before = rss_kib(pid)
     opened, release = [], asyncio.Event()
@@ -115,41 +118,44 @@ async def memory(base, port, pid, tokens):
     while len(opened) < len(tokens):
         await asyncio.sleep(0.1)
     await asyncio.sleep(SETTLE_S)
-    with_waits = rss_kib(pid)
+    held = rss_kib(pid)
     release.set()
     await asyncio.gather(*tasks, return_exceptions=True)
-    await asyncio.sleep(2.0)
-    after = rss_kib(pid)
+    n = len(tokens)
+    return {"held": n, "rss_before_kib": before, "rss_held_kib": held,
+            "kib_per_held_wait": round((held - before) / n, 2)}
+
+
+async def held_polls(port, pid, tokens):
+    """RSS per held `/updates`."""
+    before = rss_kib(pid)
     started = []
     polls = [asyncio.create_task(hold_poll(port, t, started)) for t in tokens]
     while len(started) < len(tokens):
         await asyncio.sleep(0.1)
     await asyncio.sleep(SETTLE_S)
-    with_polls = rss_kib(pid)
+    held = rss_kib(pid)
     for p in polls:
         p.cancel()
     n = len(tokens)
-    return {
-        "held": n,
-        "rss_before_kib": before,
-        "rss_with_held_waits_kib": with_waits,
-        "mcp_kib_per_held_wait": round((with_waits - before) / n, 2),
-        "rss_after_kib": after,
-        "rss_with_held_updates_kib": with_polls,
-        "updates_kib_per_held_poll": round((with_polls - after) / n, 2),
-    }
+    return {"held": n, "rss_before_kib": before, "rss_held_kib": held,
+            "kib_per_held_poll": round((held - before) / n, 2)}
 
 
-async def main():
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, SWITCHBOARD_ADMIN_TOKEN=ADMIN, RUST_LOG="warn",
-               SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE="1000000",
-               SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE="1000000",
-               SWITCHBOARD_LIMITS__MAX_CONNECTIONS_PER_IP="1000000")
-    proc = subprocess.Popen([BIN, "serve", "--bind", f"127.0.0.1:{port}"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+class Server:
+    """A release `switchboard` on the memory engine with the bench's Bay."""
+
+    def __enter__(self):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, SWITCHBOARD_ADMIN_TOKEN=ADMIN, RUST_LOG="warn",
+                   SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE="1000000",
+                   SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE="1000000",
+                   SWITCHBOARD_LIMITS__MAX_CONNECTIONS_PER_IP="1000000",
+                   SWITCHBOARD_LIMITS__MAX_HELD_POLLS_PER_IP="1000000")
+        self.proc = subprocess.Popen([BIN, "serve", "--bind", f"127.0.0.1:{self.port}"], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        base = self.base
         for _ in range(100):
             try:
                 urllib.request.urlopen(base + "/healthz"); break
@@ -157,16 +163,28 @@ async def main():
                 time.sleep(0.1)
         admin(base, "/bays", {"id": "m", "name": "m"})
         admin(base, "/bays/m/participants", {"id": "ana", "kind": "user", "name": "Ana"})
-        tokens = [admin(base, "/bays/m/participants", {"id": f"a{i}", "kind": "agent", "name": f"Agent {i}"})["token"]
-                  for i in range(N)]
+        self.tokens = [admin(base, "/bays/m/participants",
+                             {"id": f"a{i}", "kind": "agent", "name": f"Agent {i}"})["token"]
+                       for i in range(N)]
         admin(base, "/bays/m/conversations", {"id": "room", "type": "GROUP",
                                               "members": ["ana"] + [f"a{i}" for i in range(N)]})
         time.sleep(0.5)
-        result = {"calls": CALLS, "latency": await latency(base, tokens[0])}
-        result["memory"] = await memory(base, port, proc.pid, tokens)
-        print(json.dumps(result, indent=2))
-    finally:
-        proc.kill()
+        return self
+
+    def __exit__(self, *_):
+        self.proc.kill()
+        self.proc.wait()
+
+
+async def main():
+    result = {"calls": CALLS}
+    with Server() as s:
+        result["latency"] = await latency(s.base, s.tokens[0])
+    with Server() as s:
+        result["mcp_wait"] = await held_waits(s.base, s.proc.pid, s.tokens)
+    with Server() as s:
+        result["updates"] = await held_polls(s.port, s.proc.pid, s.tokens)
+    print(json.dumps(result, indent=2))
 
 
 asyncio.run(main())

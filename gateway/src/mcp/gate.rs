@@ -62,7 +62,13 @@ pub async fn mcp_gate(
         return Ok(req.into_response(res).map_into_right_body());
     }
     req.extensions_mut().insert(caller.clone());
-    let res = next.call(req).await?;
+    let deleting = req.method() == actix_web::http::Method::DELETE;
+    let mut res = next.call(req).await?;
+    if deleting && res.status() == actix_web::http::StatusCode::ACCEPTED {
+        // rmcp answers a session's termination 202; the official SDKs
+        // expect 200 or 204 (and warn otherwise), and nothing is pending.
+        *res.response_mut().status_mut() = actix_web::http::StatusCode::NO_CONTENT;
+    }
     if named.is_none() {
         // An `initialize` answered with a new session: it is this token's.
         if let Some(id) = res

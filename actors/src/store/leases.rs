@@ -2,6 +2,7 @@
 
 use super::StoreError;
 use async_trait::async_trait;
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// Named leases: one holder at a time, for a TTL (presence publishers);
@@ -60,4 +61,13 @@ pub trait LeaseStore: Send + Sync + 'static {
         group: &str,
         name: &str,
     ) -> Result<Option<String>, StoreError>;
+    /// Every lease of `group` that is held now, by name → its holder: the
+    /// leases whose holder's heartbeat still lives (by the store's clock,
+    /// as [`LeaseStore::take_group_lease`] judges it). A lease that is
+    /// free, released, or held by a holder whose heartbeat lapsed is not
+    /// listed, so [`LeaseStore::take_group_lease`] would hand it to anyone.
+    /// One read for the whole group: a node looks here first and tries to
+    /// take only the leases that are not another live holder's (for
+    /// webhooks, one read per Bay per scan instead of one take per agent).
+    async fn live_group_holders(&self, group: &str) -> Result<HashMap<String, String>, StoreError>;
 }

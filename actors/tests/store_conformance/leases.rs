@@ -2,6 +2,7 @@
 //! once released or expired.
 
 use super::common::unique;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_actors::store::Store;
@@ -9,6 +10,7 @@ use switchboard_actors::store::Store;
 conformance!(
     a_lease_has_one_holder_until_released_or_expired,
     a_group_lease_is_kept_by_its_holders_heartbeat,
+    a_groups_live_holders_are_read_at_once,
 );
 
 async fn a_lease_has_one_holder_until_released_or_expired(store: Arc<dyn Store>) {
@@ -133,4 +135,77 @@ async fn a_group_lease_is_kept_by_its_holders_heartbeat(store: Arc<dyn Store>) {
         .take_group_lease(&group, "rex", "node-a", short)
         .await
         .unwrap());
+}
+
+/// One read names every lease of a group whose holder's heartbeat lives,
+/// and leaves out the free, the released and those of a lapsed holder,
+/// exactly the leases `take_group_lease` would refuse another holder.
+async fn a_groups_live_holders_are_read_at_once(store: Arc<dyn Store>) {
+    let store = &*store;
+    let group = unique("group_");
+    let short = Duration::from_millis(300);
+    let long = Duration::from_secs(30);
+    let held = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(n, h)| ((*n).to_owned(), (*h).to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        store.live_group_holders(&group).await.unwrap(),
+        HashMap::new(),
+        "an unknown group holds nothing"
+    );
+    for (name, holder, ttl) in [
+        ("rex", "node-a", short),
+        ("scout", "node-a", short),
+        ("brain", "node-b", long),
+        ("gone", "node-b", long),
+    ] {
+        assert!(store
+            .take_group_lease(&group, name, holder, ttl)
+            .await
+            .unwrap());
+    }
+    store
+        .release_group_lease(&group, "gone", "node-b")
+        .await
+        .unwrap();
+    // A heartbeat alone (no lease) lists nothing.
+    store.renew_group(&group, "node-c", long).await.unwrap();
+    assert_eq!(
+        store.live_group_holders(&group).await.unwrap(),
+        held(&[("rex", "node-a"), ("scout", "node-a"), ("brain", "node-b")])
+    );
+    // Other groups are apart.
+    let other = unique("group_");
+    assert!(store
+        .take_group_lease(&other, "rex", "node-b", long)
+        .await
+        .unwrap());
+    assert_eq!(
+        store.live_group_holders(&other).await.unwrap(),
+        held(&[("rex", "node-b")])
+    );
+    // a's heartbeat lapses: its leases are no longer listed, and what is
+    // listed is what another holder cannot take.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let live = store.live_group_holders(&group).await.unwrap();
+    assert_eq!(live, held(&[("brain", "node-b")]));
+    for name in ["rex", "scout", "brain", "gone"] {
+        let taken = store
+            .take_group_lease(&group, name, "node-c", long)
+            .await
+            .unwrap();
+        assert_eq!(taken, !live.contains_key(name), "{name}");
+    }
+    assert_eq!(
+        store.live_group_holders(&group).await.unwrap(),
+        held(&[
+            ("rex", "node-c"),
+            ("scout", "node-c"),
+            ("brain", "node-b"),
+            ("gone", "node-c"),
+        ])
+    );
 }

@@ -521,6 +521,12 @@ impl LeaseStore for Instrumented {
         )
         .await
     }
+    async fn live_group_holders(
+        &self,
+        group: &str,
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        timed("live_group_holders", self.inner.live_group_holders(group)).await
+    }
 }
 
 #[async_trait]

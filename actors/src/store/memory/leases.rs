@@ -3,6 +3,7 @@
 use super::{now_ms, MemoryStore};
 use crate::store::{LeaseStore, StoreError};
 use async_trait::async_trait;
+use std::collections::HashMap;
 use std::time::Duration;
 
 #[async_trait]
@@ -111,5 +112,23 @@ impl LeaseStore for MemoryStore {
                     .is_some_and(|until| *until > now)
             })
             .cloned())
+    }
+
+    async fn live_group_holders(&self, group: &str) -> Result<HashMap<String, String>, StoreError> {
+        let now = now_ms();
+        let st = self.state.lock();
+        let (Some(names), beats) = (st.group_leases.get(group), st.group_beats.get(group)) else {
+            return Ok(HashMap::new());
+        };
+        let live = |holder: &String| {
+            beats
+                .and_then(|b| b.get(holder))
+                .is_some_and(|until| *until > now)
+        };
+        Ok(names
+            .iter()
+            .filter(|(_, holder)| live(holder))
+            .map(|(name, holder)| (name.clone(), holder.clone()))
+            .collect())
     }
 }

@@ -8,6 +8,7 @@ use super::RedisStore;
 use crate::store::{LeaseStore, StoreError};
 use ::redis::cmd;
 use async_trait::async_trait;
+use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -38,6 +39,11 @@ static GROUP_RELEASE: LazyLock<LuaScript> =
 /// A group lease's live holder (KEYS: the group; ARGV: name).
 static GROUP_HOLDER: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(&[include_str!("leases/group_holder.lua")]));
+
+/// A group's held leases (KEYS: the group): a flat array of name,
+/// holder pairs, one per lease whose holder's heartbeat lives.
+static GROUP_LIVE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::read_only(&[include_str!("leases/group_live.lua")]));
 
 #[async_trait]
 impl LeaseStore for RedisStore {
@@ -132,5 +138,25 @@ impl LeaseStore for RedisStore {
         let key = keys::group_leases(group);
         self.invoke("reading a group lease", &GROUP_HOLDER, &[&key], &[name])
             .await
+    }
+
+    async fn live_group_holders(&self, group: &str) -> Result<HashMap<String, String>, StoreError> {
+        let key = keys::group_leases(group);
+        let pairs: Vec<String> = self
+            .invoke("reading a group's leases", &GROUP_LIVE, &[&key], &[])
+            .await?;
+        if pairs.len() % 2 != 0 {
+            return Err(super::codec::corrupt(
+                "reading a group's leases",
+                &key,
+                format!("an odd reply of {} items", pairs.len()),
+            ));
+        }
+        let mut held = HashMap::with_capacity(pairs.len() / 2);
+        let mut pairs = pairs.into_iter();
+        while let (Some(name), Some(holder)) = (pairs.next(), pairs.next()) {
+            held.insert(name, holder);
+        }
+        Ok(held)
     }
 }

@@ -819,3 +819,122 @@ async fn idle_webhooks_do_not_poll_redis_and_wake_on_changes() {
     assert!(latency < Duration::from_secs(4), "took {latency:?}");
     assert_eq!(delivered_messages(&first).len(), 1, "the old URL got more");
 }
+
+/// Accepted `message.created` deliveries of message `id`: (the agent each
+/// was for, from its `eventId`, which names the recipient) — one per
+/// delivery, duplicates kept.
+fn deliveries_of(r: &Receiver, id: &str) -> Vec<String> {
+    accepted(r)
+        .into_iter()
+        .filter(|b| b["event"] == "message.created" && b["message"]["id"] == id)
+        .map(|b| b["eventId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Two nodes share one Redis and one node delivers every webhook of the
+/// Bay: the other reads the Bay's lease group once per scan instead of
+/// trying (and failing) to take each agent's lease every second, so with
+/// many idle webhooks the two nodes' Redis traffic stays far below one
+/// command per webhook per second (trying cost about one per webhook per
+/// second). A message still reaches each webhook exactly once, and once
+/// the delivering node is killed (SIGKILL) the other takes its leases
+/// over and delivers the next message to each.
+#[tokio::test]
+async fn a_second_node_does_not_poll_leases_another_node_holds() {
+    const HOOKS: usize = 100;
+    const WINDOW: Duration = Duration::from_secs(10);
+    let (receiver, url) = start_receiver(vec![], None).await;
+    let redis = RedisServer::start(false);
+    // The default lease (8 s), as in production.
+    let opts = || {
+        Opts::default()
+            .env("SWITCHBOARD_WEBHOOKS__ALLOW_HTTP", "true")
+            .env("SWITCHBOARD_WEBHOOKS__ALLOW_PRIVATE_DESTINATIONS", "true")
+            .redis(&redis.url())
+    };
+    let mut first = Gateway::spawn_with(opts()).await;
+    first.create_bay("hooktwo").await;
+    let ana = first
+        .create_participant("hooktwo", "ana", "user", "Ana")
+        .await;
+    let mut members = vec!["ana".to_owned()];
+    let mut tokens = Vec::new();
+    for i in 0..HOOKS {
+        let id = format!("idle{i}");
+        tokens.push(
+            first
+                .create_participant("hooktwo", &id, "agent", &format!("Idle {i}"))
+                .await,
+        );
+        members.push(id);
+    }
+    let members: Vec<&str> = members.iter().map(String::as_str).collect();
+    first
+        .create_conversation("hooktwo", "all", "GROUP", &members)
+        .await;
+    for token in &tokens {
+        set_webhook(&first, token, &url).await;
+    }
+    // The first node holds every lease before the second starts.
+    let held = common::eventually(Duration::from_secs(20), || async {
+        first.logs().matches("delivering webhooks").count() >= HOOKS
+    })
+    .await;
+    assert!(held, "{}", first.logs());
+    let second = Gateway::spawn_with(opts()).await;
+    // Past a few of the second node's scans.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    redis.cmd(&["CONFIG", "RESETSTAT"]);
+    let before = redis_commands(&redis);
+    tokio::time::sleep(WINDOW).await;
+    let spent = redis_commands(&redis) - before;
+    println!("{}", redis.cmd(&["INFO", "commandstats"]));
+    let per_second = spent as f64 / WINDOW.as_secs_f64();
+    println!("{HOOKS} idle webhooks on two nodes: {per_second:.1} Redis commands/s");
+    assert!(
+        per_second < HOOKS as f64 / 2.0,
+        "{HOOKS} idle webhooks on two nodes cost {per_second:.1} Redis commands/s"
+    );
+    assert!(
+        !second.logs().contains("delivering webhooks"),
+        "the second node took a lease the first holds"
+    );
+    assert!(receiver.got.lock().unwrap().is_empty(), "nothing was sent");
+
+    // A message reaches each webhook exactly once.
+    let (s, b) = first.post_message(&ana, "all", "hello all").await;
+    assert_eq!(s, 201, "{b}");
+    let id = b["id"].as_str().unwrap().to_owned();
+    let all = common::eventually(Duration::from_secs(20), || async {
+        deliveries_of(&receiver, &id).len() >= HOOKS
+    })
+    .await;
+    assert!(all, "{} of {HOOKS}", deliveries_of(&receiver, &id).len());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let got = deliveries_of(&receiver, &id);
+    let distinct: HashSet<&String> = got.iter().collect();
+    assert_eq!(got.len(), HOOKS, "delivered more than once");
+    assert_eq!(distinct.len(), HOOKS, "one per webhook");
+
+    // The delivering node dies: the second takes over (within the lease
+    // and a scan) and delivers the next message to each.
+    first.kill_now();
+    let (s, b) = second.post_message(&ana, "all", "after the kill").await;
+    assert_eq!(s, 201, "{b}");
+    let next = b["id"].as_str().unwrap().to_owned();
+    let all = common::eventually(Duration::from_secs(30), || async {
+        deliveries_of(&receiver, &next).len() >= HOOKS
+    })
+    .await;
+    assert!(
+        all,
+        "{} of {HOOKS}\n{}",
+        deliveries_of(&receiver, &next).len(),
+        second.logs()
+    );
+    let got = deliveries_of(&receiver, &next);
+    let distinct: HashSet<&String> = got.iter().collect();
+    assert_eq!(distinct.len(), HOOKS, "one per webhook");
+    assert!(second.logs().contains("delivering webhooks"));
+}

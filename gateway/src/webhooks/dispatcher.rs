@@ -4,8 +4,9 @@
 //! Each agent with a webhook has a delivery position in its Bay's log,
 //! kept in the store. A [`Dispatcher`] per node scans the store's webhook
 //! owners every second and runs a worker for each agent whose lease it can
-//! take (the agent's lease in the Bay's group `webhook:<bay>`): one node at
-//! a time delivers for an agent, and when it dies another takes over once
+//! take (the agent's lease in the Bay's group `webhook:<bay>`), reading
+//! each Bay's group once per scan to skip the agents another live node
+//! delivers for: one node at a time delivers for an agent, and when it dies another takes over once
 //! its leases lapse, from the stored position. A node keeps all its leases
 //! of a Bay with one heartbeat, renewed every third of `lease_ttl` by the
 //! scan loop, not one renewal per agent.
@@ -165,13 +166,18 @@ impl Dispatcher {
                 scanned = Some(Instant::now());
                 match shared.store.webhook_owners().await {
                     Ok(owners) => {
+                        let mut waiting: HashMap<BayId, Vec<ParticipantId>> = HashMap::new();
                         for owner in owners {
-                            if running.contains_key(&owner) {
-                                continue;
+                            if !running.contains_key(&owner) {
+                                waiting.entry(owner.0).or_default().push(owner.1);
                             }
-                            let worker =
-                                Worker::new(shared.clone(), owner.0.clone(), owner.1.clone());
-                            running.insert(owner, tokio::spawn(worker.run()));
+                        }
+                        for (bay, agents) in waiting {
+                            for agent in takeable(&*shared.store, &bay, agents).await {
+                                let worker =
+                                    Worker::new(shared.clone(), bay.clone(), agent.clone());
+                                running.insert((bay.clone(), agent), tokio::spawn(worker.run()));
+                            }
                         }
                     }
                     Err(e) => tracing::debug!(error = %e, "cannot list webhooks"),
@@ -197,6 +203,38 @@ impl Dispatcher {
             Duration::from_millis(now.saturating_sub(ms).max(0) as u64)
         })
     }
+}
+
+/// Of `agents` (webhook owners of `bay` with no worker on this node), those
+/// whose lease this node may take: free, already this node's, or held by
+/// a node whose heartbeat lapsed. One read of the Bay's lease group per
+/// scan, so a node does not start (and at once stop) a worker every scan
+/// for each agent another live node delivers: at idle, a node that
+/// delivers none of a Bay's webhooks costs the store one read per Bay per
+/// scan, not one lease attempt per webhook. When the holder dies, its
+/// heartbeat lapses within `lease_ttl` and the next scan here starts the
+/// worker, which takes the lease (that take decides, atomically, as
+/// before: two nodes may both try, one wins). If the read fails, none is
+/// started this scan.
+async fn takeable(
+    store: &dyn Store,
+    bay: &BayId,
+    agents: Vec<ParticipantId>,
+) -> Vec<ParticipantId> {
+    let held = match store.live_group_holders(&lease_group(bay)).await {
+        Ok(held) => held,
+        Err(e) => {
+            tracing::debug!(bay = %bay, error = %e, "cannot read webhook leases");
+            return Vec::new();
+        }
+    };
+    agents
+        .into_iter()
+        .filter(|agent| {
+            held.get(agent.as_str())
+                .is_none_or(|holder| holder == node_id())
+        })
+        .collect()
 }
 
 /// The group of the leases under which one node at a time delivers each

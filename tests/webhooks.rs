@@ -903,6 +903,7 @@ async fn a_second_node_does_not_poll_leases_another_node_holds() {
     assert!(receiver.got.lock().unwrap().is_empty(), "nothing was sent");
 
     // A message reaches each webhook exactly once.
+    let posted = std::time::Instant::now();
     let (s, b) = first.post_message(&ana, "all", "hello all").await;
     assert_eq!(s, 201, "{b}");
     let id = b["id"].as_str().unwrap().to_owned();
@@ -911,6 +912,10 @@ async fn a_second_node_does_not_poll_leases_another_node_holds() {
     })
     .await;
     assert!(all, "{} of {HOOKS}", deliveries_of(&receiver, &id).len());
+    println!(
+        "all {HOOKS} got the message {:?} after the post",
+        posted.elapsed()
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let got = deliveries_of(&receiver, &id);
     let distinct: HashSet<&String> = got.iter().collect();
@@ -920,6 +925,7 @@ async fn a_second_node_does_not_poll_leases_another_node_holds() {
     // The delivering node dies: the second takes over (within the lease
     // and a scan) and delivers the next message to each.
     first.kill_now();
+    let killed = std::time::Instant::now();
     let (s, b) = second.post_message(&ana, "all", "after the kill").await;
     assert_eq!(s, 201, "{b}");
     let next = b["id"].as_str().unwrap().to_owned();
@@ -932,6 +938,10 @@ async fn a_second_node_does_not_poll_leases_another_node_holds() {
         "{} of {HOOKS}\n{}",
         deliveries_of(&receiver, &next).len(),
         second.logs()
+    );
+    println!(
+        "all {HOOKS} got the next message {:?} after the kill",
+        killed.elapsed()
     );
     let got = deliveries_of(&receiver, &next);
     let distinct: HashSet<&String> = got.iter().collect();

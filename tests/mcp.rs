@@ -1082,3 +1082,116 @@ async fn deleting_a_session_ends_it_with_204_for_its_own_token_only() {
     let list = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"});
     assert_eq!(raw_post(&gw, &w.rex, Some(&session), list).await, 404);
 }
+
+/// A raw POST of `body` bytes with `content_type`; the status and the
+/// body, which must be JSON.
+async fn raw_bytes(
+    gw: &Gateway,
+    token: &str,
+    session: Option<&str>,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let mut req = gw
+        .http
+        .post(gw.url("/api/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("content-type", content_type)
+        .body(body);
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status}: not JSON: {text}"));
+    (status, body)
+}
+
+#[tokio::test]
+async fn transport_refusals_are_json_and_bad_params_are_invalid_params() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, BAY).await;
+    let session = raw_session(&gw.url(""), &w.rex).await;
+    let s = Some(session.as_str());
+    let json = "application/json";
+    // Not JSON at all: JSON-RPC's parse error, no id.
+    let (status, body) = raw_bytes(&gw, &w.rex, s, json, b"{\"jsonrpc\":".to_vec()).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!(-32700)),
+        "{body}"
+    );
+    assert_eq!(body["id"], Value::Null);
+    // JSON, but no JSON-RPC message: invalid request.
+    let (status, body) = raw_bytes(&gw, &w.rex, s, json, b"{\"a\":1}".to_vec()).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!(-32600)),
+        "{body}"
+    );
+    // A standard method with params of the wrong shape: invalid params
+    // for that request id (not "method not found").
+    for params in [
+        json!({"name": 5}),
+        json!({"name": "list_conversations", "arguments": [1]}),
+    ] {
+        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+        let (status, body) = raw_bytes(&gw, &w.rex, s, json, call.to_string().into_bytes()).await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (200, &json!(-32602)),
+            "{body}"
+        );
+        assert_eq!(body["id"], 7);
+    }
+    // The transport's own refusals carry the agent API's error body.
+    let (status, body) = raw_bytes(&gw, &w.rex, s, "text/plain", b"{}".to_vec()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (415, Some("UNSUPPORTED_MEDIA_TYPE")),
+        "{body}"
+    );
+    let too_big = format!("{{\"x\":\"{}\"}}", "a".repeat(2 << 20)).into_bytes();
+    let (status, body) = raw_bytes(&gw, &w.rex, s, json, too_big).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (413, Some("PAYLOAD_TOO_LARGE")),
+        "{body}"
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    let (status, body) = raw_bytes(&gw, &w.rex, None, json, list.into_bytes()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("INVALID_REQUEST")),
+        "{body}"
+    );
+    let res = gw
+        .http
+        .put(gw.url("/api/mcp"))
+        .bearer_auth(&w.rex)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 405);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["code"], "METHOD_NOT_ALLOWED", "{body}");
+    // And the session still works afterwards.
+    let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "list_conversations", "arguments": {}}});
+    let res = gw
+        .http
+        .post(gw.url("/api/mcp"))
+        .bearer_auth(&w.rex)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &session)
+        .json(&call)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    assert!(res.text().await.unwrap().contains("\"result\""));
+}

@@ -10,7 +10,9 @@
 //! session: the client then initializes a new one.)
 //!
 //! A `GET` of a session is its event stream, served here
-//! ([`super::stream`]) rather than by rmcp.
+//! ([`super::stream`]) rather than by rmcp. A POST's body is checked here
+//! before rmcp reads it, and rmcp's plain-text refusals leave as JSON
+//! ([`super::refusals`]).
 
 use crate::auth::authenticate;
 use crate::error::ApiError;
@@ -26,8 +28,8 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 /// Middleware around the MCP scope: authenticates, holds sessions to
 /// their tokens, and records the session an `initialize` opened.
 pub async fn mcp_gate(
-    req: ServiceRequest,
-    next: Next<impl MessageBody>,
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
     let caller = match authenticate(req.request(), false).await {
         Ok(caller) => caller,
@@ -61,6 +63,12 @@ pub async fn mcp_gate(
         };
         return Ok(req.into_response(res).map_into_right_body());
     }
+    if req.method() == actix_web::http::Method::POST {
+        let max = state.settings.limits.max_body_bytes;
+        if let Err(answer) = super::refusals::check_post(&mut req, max).await {
+            return Ok(req.into_response(answer).map_into_right_body());
+        }
+    }
     req.extensions_mut().insert(caller.clone());
     let deleting = req.method() == actix_web::http::Method::DELETE;
     let mut res = next.call(req).await?;
@@ -79,5 +87,7 @@ pub async fn mcp_gate(
             sessions.bind(id, &caller);
         }
     }
-    Ok(res.map_into_left_body())
+    Ok(super::refusals::json_refusal(res)
+        .await
+        .map_into_left_body())
 }

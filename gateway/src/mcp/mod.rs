@@ -18,12 +18,14 @@
 //! - [`stream`]: `GET /api/mcp` of a session, its events as notifications
 //!   on SSE with cursors as ids;
 //! - [`render`]: the text a tool answers with (`[HH:MM] Name (role) …`);
-//! - [`local`]: running a call on the actix arbiter the request came from.
+//! - [`local`]: running a call on the actix arbiter the request came from;
+//! - [`refusals`]: JSON (or JSON-RPC) answers where rmcp answers plain text.
 
 pub mod calls;
 pub mod gate;
 pub mod listen;
 pub mod local;
+pub mod refusals;
 pub mod render;
 pub mod server;
 pub mod sessions;

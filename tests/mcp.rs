@@ -117,18 +117,24 @@ async fn setup(opts: Opts) -> (Gateway, World, Mcp) {
     (gw, w, rex)
 }
 
-/// A raw JSON-RPC POST to the endpoint (for what the SDK would not send).
-async fn raw_post(gw: &Gateway, token: &str, session: Option<&str>, body: Value) -> u16 {
-    let mut req = gw
+/// A POST to the endpoint with the headers an MCP client sends, in
+/// `session` when given.
+fn mcp_post(gw: &Gateway, token: &str, session: Option<&str>) -> reqwest::RequestBuilder {
+    let req = gw
         .http
         .post(gw.url("/api/mcp"))
         .bearer_auth(token)
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&body);
-    if let Some(s) = session {
-        req = req.header("mcp-session-id", s);
+        .header("mcp-protocol-version", "2025-11-25");
+    match session {
+        Some(s) => req.header("mcp-session-id", s),
+        None => req,
     }
+}
+
+/// A raw JSON-RPC POST to the endpoint (for what the SDK would not send).
+async fn raw_post(gw: &Gateway, token: &str, session: Option<&str>, body: Value) -> u16 {
+    let req = mcp_post(gw, token, session).json(&body);
     req.send().await.unwrap().status().as_u16()
 }
 
@@ -1092,18 +1098,8 @@ async fn raw_bytes(
     content_type: &str,
     body: Vec<u8>,
 ) -> (u16, Value) {
-    let mut req = gw
-        .http
-        .post(gw.url("/api/mcp"))
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("content-type", content_type)
-        .body(body);
-    if let Some(s) = session {
-        req = req.header("mcp-session-id", s);
-    }
-    let res = req.send().await.unwrap();
+    let req = mcp_post(gw, token, session).header("content-type", content_type);
+    let res = req.body(body).send().await.unwrap();
     let status = res.status().as_u16();
     let text = res.text().await.unwrap();
     let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status}: not JSON: {text}"));
@@ -1181,17 +1177,7 @@ async fn transport_refusals_are_json_and_bad_params_are_invalid_params() {
     // And the session still works afterwards.
     let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
         "params": {"name": "list_conversations", "arguments": {}}});
-    let res = gw
-        .http
-        .post(gw.url("/api/mcp"))
-        .bearer_auth(&w.rex)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("mcp-session-id", &session)
-        .json(&call)
-        .send()
-        .await
-        .unwrap();
+    let res = mcp_post(&gw, &w.rex, s).json(&call).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 200);
     assert!(res.text().await.unwrap().contains("\"result\""));
 }

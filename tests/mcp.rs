@@ -674,7 +674,7 @@ async fn tool_calls_draw_on_the_agent_budget() {
         }
     }
     let (i, text) = refused.expect("the budget runs out");
-    assert_eq!(i, 3, "three calls fit a budget of 3: {text}");
+    assert_eq!(i, 2, "the opening and two calls fit a budget of 3: {text}");
     assert!(text.starts_with("RATE_LIMITED:"), "{text}");
     assert!(text.contains("retry in"), "{text}");
 }
@@ -992,6 +992,16 @@ async fn displacement_and_revocation_end_the_stream_with_a_close_notification() 
         mcp_stream(&base, &w.rex, &session, None).await.err(),
         Some(405)
     );
+    let res = test_http()
+        .get(format!("{base}/api/mcp"))
+        .bearer_auth(&w.rex)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 405);
+    assert_eq!(res.headers()["allow"], "POST, DELETE");
     drop(_ws);
 
     let session = raw_session(&base, &w.brain).await;
@@ -1172,6 +1182,7 @@ async fn transport_refusals_are_json_and_bad_params_are_invalid_params() {
         .await
         .unwrap();
     assert_eq!(res.status().as_u16(), 405);
+    assert_eq!(res.headers()["allow"], "GET, POST, DELETE");
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["code"], "METHOD_NOT_ALLOWED", "{body}");
     // And the session still works afterwards.
@@ -1180,4 +1191,56 @@ async fn transport_refusals_are_json_and_bad_params_are_invalid_params() {
     let res = mcp_post(&gw, &w.rex, s).json(&call).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 200);
     assert!(res.text().await.unwrap().contains("\"result\""));
+}
+
+#[tokio::test]
+async fn a_token_holds_a_bounded_number_of_sessions_and_each_opening_draws_on_its_budget() {
+    let opts = Opts::default().env("SWITCHBOARD_LIMITS__MAX_MCP_SESSIONS_PER_TOKEN", "2");
+    let gw = Gateway::spawn_with(opts).await;
+    let w = World::create(&gw, BAY).await;
+    let base = gw.url("");
+    let first = raw_session(&base, &w.rex).await;
+    raw_session(&base, &w.rex).await;
+    let (status, body) = raw_bytes(
+        &gw,
+        &w.rex,
+        None,
+        "application/json",
+        initialize().to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (429, Some("RATE_LIMITED")),
+        "{body}"
+    );
+    // Another token is not held to Rex's sessions.
+    raw_session(&base, &w.brain).await;
+    // Ending one makes room for the next.
+    let res = mcp_post(&gw, &w.rex, Some(&first)).build().unwrap();
+    let res = gw
+        .http
+        .delete(res.url().clone())
+        .headers(res.headers().clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 204);
+    raw_session(&base, &w.rex).await;
+
+    // Each opening is a request on the agent budget (60/min by default).
+    let opts = Opts::default().env("SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE", "2");
+    let gw = Gateway::spawn_with(opts).await;
+    let w = World::create(&gw, BAY).await;
+    let init = initialize().to_string();
+    for _ in 0..2 {
+        raw_session(&gw.url(""), &w.scout).await;
+    }
+    let (status, body) =
+        raw_bytes(&gw, &w.scout, None, "application/json", init.into_bytes()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (429, Some("RATE_LIMITED")),
+        "{body}"
+    );
 }

@@ -180,6 +180,10 @@ pub struct Limits {
     /// `wait_for_messages` together; more answer 429 `RATE_LIMITED` with
     /// Retry-After. 0 = unlimited.
     pub max_held_polls_per_ip: usize,
+    /// MCP sessions one token may hold open on this node at once; an
+    /// `initialize` past it answers 429 `RATE_LIMITED` (docs/mcp.md). 0 =
+    /// unlimited.
+    pub max_mcp_sessions_per_token: usize,
     /// Bytes queued for one WebSocket and not yet taken by the socket before
     /// the session is closed as too slow (bounded memory per slow consumer).
     pub max_outbound_queue_bytes: usize,

@@ -43,6 +43,7 @@ fn defaults_equal_the_protocol_values() {
             max_ws_frame_bytes: 65_536,
             max_connections_per_ip: 1000,
             max_held_polls_per_ip: 100,
+            max_mcp_sessions_per_token: 16,
             max_connections: 100_000,
             max_outbound_queue_bytes: 1_048_576,
             presence_max_members: 100,

@@ -59,9 +59,26 @@ pub async fn mcp_gate(
         // The session's event stream is ours, not rmcp's (see `stream`).
         let res = match super::stream::open(&state, req.request(), caller, id).await {
             Ok(res) => res,
-            Err(e) => return Ok(req.error_response(e).map_into_right_body()),
+            Err(e) => {
+                let mut res = req.error_response(e);
+                if res.status() == actix_web::http::StatusCode::METHOD_NOT_ALLOWED {
+                    // The session takes requests still, only not a stream.
+                    res.headers_mut().insert(
+                        actix_web::http::header::ALLOW,
+                        actix_web::http::header::HeaderValue::from_static("POST, DELETE"),
+                    );
+                }
+                return Ok(res.map_into_right_body());
+            }
         };
         return Ok(req.into_response(res).map_into_right_body());
+    }
+    if named.is_none() && req.method() == actix_web::http::Method::POST {
+        // A request outside any session opens one (`initialize`): it draws
+        // on the agent budget, and a token holds a bounded number open.
+        if let Err(e) = admit_session(&state, &caller).await {
+            return Ok(req.error_response(e).map_into_right_body());
+        }
     }
     if req.method() == actix_web::http::Method::POST {
         let max = state.settings.limits.max_body_bytes;
@@ -76,6 +93,9 @@ pub async fn mcp_gate(
         // rmcp answers a session's termination 202; the official SDKs
         // expect 200 or 204 (and warn otherwise), and nothing is pending.
         *res.response_mut().status_mut() = actix_web::http::StatusCode::NO_CONTENT;
+        if let Some(id) = &named {
+            sessions.unbind(id);
+        }
     }
     if named.is_none() {
         // An `initialize` answered with a new session: it is this token's.
@@ -90,4 +110,26 @@ pub async fn mcp_gate(
     Ok(super::refusals::json_refusal(res)
         .await
         .map_into_left_body())
+}
+
+/// Whether `caller` may open another session: one more request on the
+/// agent budget (protocol §11, 60/min), and fewer than
+/// `limits.max_mcp_sessions_per_token` sessions open on this node.
+///
+/// # Errors
+/// 429 `RATE_LIMITED` (with Retry-After) for either.
+async fn admit_session(state: &AppState, caller: &crate::auth::Caller) -> Result<(), ApiError> {
+    state.limits.check_agent(&caller.principal.token).await?;
+    let cap = state.settings.limits.max_mcp_sessions_per_token;
+    if cap > 0 && state.mcp.sessions.held_by(&caller.token_hash) >= cap {
+        return Err(ApiError::new(
+            switchboard_protocol::error::ErrorCode::RateLimited,
+            format!(
+                "this token holds {cap} open MCP sessions on this node (limits.max_mcp_sessions_per_token); \
+                 end one with DELETE /api/mcp or let it idle out"
+            ),
+        )
+        .retry_after(std::time::Duration::from_secs(60)));
+    }
+    Ok(())
 }

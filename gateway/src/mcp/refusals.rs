@@ -22,7 +22,7 @@
 use crate::error::ApiError;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
-use actix_web::http::header::CONTENT_TYPE;
+use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::http::StatusCode;
 use actix_web::web::{Bytes, BytesMut};
 use actix_web::{HttpMessage, HttpResponse, ResponseError};
@@ -139,6 +139,12 @@ pub async fn json_refusal<B: MessageBody + 'static>(res: ServiceResponse<B>) -> 
         return res.map_into_boxed_body();
     }
     let (req, res) = res.into_parts();
+    let kept: Vec<_> = res
+        .headers()
+        .iter()
+        .filter(|(name, _)| *name != CONTENT_TYPE && *name != CONTENT_LENGTH)
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
     let text = actix_web::body::to_bytes_limited(res.into_body(), 4096)
         .await
         .ok()
@@ -163,5 +169,9 @@ pub async fn json_refusal<B: MessageBody + 'static>(res: ServiceResponse<B>) -> 
     // The error's own status may differ (e.g. 406 has no code of its
     // own): the transport's status stands.
     *answer.status_mut() = status;
+    // rmcp's other headers (`Allow` on its 405) stand too.
+    for (name, value) in kept {
+        answer.headers_mut().insert(name, value);
+    }
     ServiceResponse::new(req, answer.map_into_boxed_body())
 }

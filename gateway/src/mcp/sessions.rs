@@ -67,6 +67,22 @@ impl Sessions {
         );
     }
 
+    /// Sessions `token` holds open on this node (bindings of sessions that
+    /// made a request within the idle expiry).
+    pub fn held_by(&self, token: &TokenHash) -> usize {
+        let now = Instant::now();
+        let entries = self.entries.lock();
+        entries
+            .values()
+            .filter(|e| &e.token == token && now.duration_since(e.seen) < self.idle)
+            .count()
+    }
+
+    /// Forgets session `id` (it was ended with `DELETE`).
+    pub fn unbind(&self, id: &str) {
+        self.entries.lock().remove(id);
+    }
+
     /// Whether session `id` exists here and belongs to `token`; if so its
     /// use is noted. An unknown id and another token's are both `false`.
     pub fn touch(&self, id: &str, token: &TokenHash) -> bool {

@@ -1244,3 +1244,35 @@ async fn a_token_holds_a_bounded_number_of_sessions_and_each_opening_draws_on_it
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn a_sessions_stream_yields_to_a_listener_of_the_token_and_does_not_displace_it() {
+    let opts = Opts::default()
+        .env("SWITCHBOARD_TIMING__PRESENCE_INTERVAL", "300ms")
+        .env("SWITCHBOARD_TIMING__PRESENCE_TICK", "200ms");
+    let gw = Gateway::spawn_with(opts).await;
+    let w = World::create(&gw, BAY).await;
+    let base = gw.url("");
+    let mut ws = gw.ws_ready(&w.rex, None).await;
+    // Once the node's presence record shows the socket, an MCP client's
+    // own stream (which the SDKs open after `initialize`) is refused …
+    let session = raw_session(&base, &w.rex).await;
+    let refused = eventually(Duration::from_secs(5), || async {
+        mcp_stream(&base, &w.rex, &session, None).await.err() == Some(405)
+    })
+    .await;
+    assert!(refused, "the stream yields to the WebSocket");
+    // … its tools still work, and the socket was never displaced.
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    assert_eq!(raw_post(&gw, &w.rex, Some(&session), list).await, 200);
+    let (status, _) = gw.post_message(&w.ana, "dm", "still there?").await;
+    assert_eq!(status, 201);
+    let (frame, _) = ws.until_frame("event", Duration::from_secs(5)).await;
+    assert_eq!(
+        frame["event"]["message"]["content"], "still there?",
+        "{frame}"
+    );
+    // Without another listener the stream opens as before.
+    let session = raw_session(&base, &w.scout).await;
+    assert!(mcp_stream(&base, &w.scout, &session, None).await.is_ok());
+}

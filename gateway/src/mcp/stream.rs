@@ -33,6 +33,14 @@
 //! it); from then on a `GET` of the session is `405 METHOD_NOT_ALLOWED`,
 //! as it is after the stream was displaced: the SDKs reconnect a stream
 //! that ended, which would otherwise displace back in a loop.
+//!
+//! The SDKs open this stream by themselves after `initialize`, so an agent
+//! that only wanted the tools would displace its own listener (`/ws`,
+//! `/updates`, `/events`). The stream therefore yields: while another
+//! connection of the token holds a session (on any node, as the presence
+//! records say; they lag by up to `timing.presence_interval`), a `GET` is
+//! `405` and the SDK goes on without a stream. `wait_for_messages` does
+//! not yield: calling it is asking to listen here.
 
 use super::sessions::Sessions;
 use crate::auth::Caller;
@@ -45,6 +53,7 @@ use rmcp::model::{CustomNotification, ServerJsonRpcMessage, ServerNotification};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use switchboard_actors::open::Resume;
+use switchboard_actors::session::Transport;
 use switchboard_protocol::error::ErrorCode;
 use switchboard_protocol::event::Event;
 
@@ -155,6 +164,14 @@ pub async fn open(
              stream again",
         ));
     }
+    if another_listener(state, &caller).await? {
+        return Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            "another connection of this agent is listening (/ws, /updates or /events); this \
+             session does not stream events, so it does not displace that listener (call \
+             wait_for_messages to listen here instead)",
+        ));
+    }
     // A newer stream of the session (a reconnect) takes over from the old one.
     hand_over(&sessions, id, sessions.take_stream(id)).await;
     let resume = match resume_of(req.headers().get(LAST_EVENT_ID).map(|v| v.as_bytes()), None) {
@@ -166,6 +183,19 @@ pub async fn open(
         sessions,
     };
     sse::serve(state, state.client_of(req), caller, resume, Some(mcp)).await
+}
+
+/// Whether a connection of `caller`'s token other than an MCP session's
+/// holds a session on some node now (the presence records).
+///
+/// # Errors
+/// 503 when the store cannot be read.
+async fn another_listener(state: &AppState, caller: &Caller) -> Result<bool, ApiError> {
+    let me = &caller.principal.participant.id;
+    let records = state.store.presence_records(&caller.principal.bay).await?;
+    Ok(records.iter().any(|r| {
+        &r.participant == me && r.session && r.transports.iter().any(|t| *t != Transport::Mcp)
+    }))
 }
 
 #[cfg(test)]

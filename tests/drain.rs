@@ -83,3 +83,47 @@ async fn a_second_signal_cuts_the_grace_short() {
         "the second signal did not stop it"
     );
 }
+
+#[tokio::test]
+async fn a_held_message_wait_is_answered_at_once_when_the_node_drains() {
+    let mut gw =
+        Gateway::spawn_with(Opts::default().env("SWITCHBOARD_TIMING__DRAIN_GRACE", "10s")).await;
+    let w = World::create(&gw, "waits").await;
+    let (http, url, rex) = (
+        gw.http.clone(),
+        gw.url("/api/agent-api/conversations/dm/messages/wait?timeout=50"),
+        w.rex.clone(),
+    );
+    let held = tokio::spawn(async move {
+        let res = http.get(url).bearer_auth(rex).send().await.unwrap();
+        let end = res.headers().get("switchboard-session-end").cloned();
+        (
+            res.status().as_u16(),
+            end,
+            res.json::<serde_json::Value>().await.unwrap(),
+        )
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let signalled = std::time::Instant::now();
+    gw.send_signal("-TERM");
+    let (status, end, body) = tokio::time::timeout(Duration::from_secs(5), held)
+        .await
+        .expect("answered well before the grace ends")
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["messages"], serde_json::json!([]), "{body}");
+    assert_eq!(end.unwrap(), "GOING_AWAY");
+    assert!(signalled.elapsed() < Duration::from_secs(5));
+    // A new wait during the drain is told to go elsewhere.
+    let res = gw
+        .http
+        .get(gw.url("/api/agent-api/conversations/dm/messages/wait?timeout=5"))
+        .bearer_auth(&w.rex)
+        .send()
+        .await
+        .expect("still listening");
+    let status = res.status().as_u16();
+    assert!(res.headers().contains_key("retry-after"));
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_error(status, &body, 503, "UNAVAILABLE");
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 use switchboard_actors::feed::WaitForMessage;
 use switchboard_actors::model::StoredMessage;
 use switchboard_actors::store::log::LogRecord;
-use switchboard_protocol::error::{ErrorBody, ErrorCode};
+use switchboard_protocol::error::{ErrorBody, ErrorCode, WsClose, SESSION_END_HEADER};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId};
 use switchboard_protocol::model::MessageState;
 use tokio::sync::oneshot;
@@ -116,6 +116,13 @@ pub(super) async fn wait_for_message(
     path: web::Path<String>,
     query: web::Query<WaitQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    if state.is_draining() {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "this node is draining; retry on another",
+        )
+        .retry_after(Duration::from_secs(1)));
+    }
     state.limits.check_agent(&caller.principal.token).await?;
     // Counted with /updates per client IP until the answer is built.
     let _held = state.held_polls.admit(state.client_of(&req))?;
@@ -150,7 +157,13 @@ pub(super) async fn wait_for_message(
         .iter()
         .map(|m| RestMessage::of(m, me, m.sender.clone()))
         .collect();
-    Ok(HttpResponse::Ok().json(WaitAnswer { messages }))
+    let mut res = HttpResponse::Ok();
+    if state.is_draining() {
+        // Ended early by the drain, as a held /updates: call again, on
+        // another node.
+        res.insert_header((SESSION_END_HEADER, WsClose::GoingAway.as_str()));
+    }
+    Ok(res.json(WaitAnswer { messages }))
 }
 
 /// The hold `timeout` asks for, in whole seconds: `default`
@@ -273,7 +286,13 @@ async fn hold(
         }
         let recheck = (now + WAIT_RECHECK).min(deadline);
         held.get_or_insert_with(HeldWait::new);
-        if tokio::time::timeout_at(recheck, &mut rx).await.is_ok() {
+        let woken = tokio::select! {
+            woken = tokio::time::timeout_at(recheck, &mut rx) => woken.is_ok(),
+            // A draining node answers held waits at once (empty), so the
+            // client asks again on another node before this one stops.
+            () = state.drain_started() => return Ok(None),
+        };
+        if woken {
             // Woken, or released because the caller's token was revoked or
             // suspended, or the feed went away: the token must still work
             // before anything is read for it.

@@ -3,12 +3,14 @@
 //! works exactly as before once it is used again (sessions, deliveries,
 //! token revocation through the restarted feed). Runs on the memory
 //! engine, and on Redis with `SWITCHBOARD_TEST_STORE=redis`, where the
-//! dedicated blocking connections must be given back too.
+//! dedicated blocking connections must be given back too. And REST calls
+//! of many Bays hold nothing per Bay: authenticating starts no feed, and
+//! token changes reach every node's cache through one channel.
 
 mod common;
 
-use common::{Gateway, Opts, World};
-use std::time::Duration;
+use common::{Gateway, Opts, RedisServer, World};
+use std::time::{Duration, Instant};
 use switchboard_protocol::error::WsClose;
 
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -96,4 +98,79 @@ async fn a_bay_used_only_over_rest_lets_its_feed_stop_and_still_authenticates() 
     let refused =
         common::eventually(PATIENCE, || async { gw.get(&w.rex, "/me").await.0 == 401 }).await;
     assert!(refused, "the revoked token is refused");
+}
+
+async fn blocking_connections(gw: &Gateway) -> f64 {
+    gw.metric("switchboard_redis_blocking_connections").await
+}
+
+/// One REST call per agent of 200 Bays, on Redis: the node's blocking
+/// connections stay bounded by a constant (the credentials tail's one, the
+/// canary's feed, the idle cache), not two per Bay, because authenticating
+/// starts no Bay feed. The tokens are cached all the same, and a
+/// revocation or a Bay's suspension made through another node reaches this
+/// node's cache within about a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_calls_of_many_bays_hold_no_redis_connection_per_bay() {
+    let redis = RedisServer::start(false);
+    let a = Gateway::spawn_with(Opts::default().redis(&redis.url())).await;
+    let b = Gateway::spawn_with(Opts::default().redis(&redis.url())).await;
+    const BAYS: usize = 200;
+    let mut tokens = Vec::with_capacity(BAYS);
+    for i in 0..BAYS {
+        let bay = format!("many{i}");
+        b.create_bay(&bay).await;
+        tokens.push(b.create_participant(&bay, "rex", "agent", "Rex").await);
+    }
+    let before = blocking_connections(&a).await;
+    for token in &tokens {
+        let (s, body) = a.get(token, "/me").await;
+        assert_eq!(s, 200, "{body}");
+    }
+    let after = blocking_connections(&a).await;
+    let feeds = feeds(&a).await;
+    eprintln!("{BAYS} bays: blocking connections {before} before, {after} after; {feeds} feeds");
+    assert!(
+        after <= 20.0,
+        "{after} blocking connections after one call per Bay ({before} before)"
+    );
+    assert!(feeds <= 1.0, "{feeds} feeds (the canary's at most)");
+    let cached = a
+        .metric("switchboard_tracked_entries{table=\"token_cache\"}")
+        .await;
+    assert!(cached >= BAYS as f64, "{cached} tokens cached");
+
+    // A second call is answered from the cache; then a revocation through
+    // the other node reaches it within about a second.
+    let (s, _) = a.get(&tokens[0], "/me").await;
+    assert_eq!(s, 200);
+    b.revoke_token("many0", "rex").await;
+    let t0 = Instant::now();
+    let refused = common::eventually(PATIENCE, || async {
+        a.get(&tokens[0], "/me").await.0 == 401
+    })
+    .await;
+    let took = t0.elapsed();
+    assert!(refused, "the revoked token is refused");
+    assert!(took < Duration::from_millis(1500), "refused after {took:?}");
+    let (s, _) = a.get(&tokens[1], "/me").await;
+    assert_eq!(s, 200, "another Bay's token still works");
+
+    // A Bay suspended through the other node: refused here too.
+    let (s, body) = b
+        .admin(reqwest::Method::POST, "/bays/many1/suspend", None)
+        .await;
+    assert_eq!(s, 200, "{body}");
+    let t0 = Instant::now();
+    let refused = common::eventually(PATIENCE, || async {
+        a.get(&tokens[1], "/me").await.0 == 403
+    })
+    .await;
+    let took = t0.elapsed();
+    assert!(refused, "the suspended Bay's token is refused");
+    assert!(took < Duration::from_millis(1500), "refused after {took:?}");
+    assert!(
+        blocking_connections(&a).await <= 20.0,
+        "still no connection per Bay"
+    );
 }

@@ -30,7 +30,8 @@
 //!   publisher of `presence.updated`);
 //! - [`orphans`]: the sweep that fails drafts whose author went away;
 //! - [`token_cache::TokenCache`]: authenticated tokens per node, kept
-//!   exact by the feeds' `CredentialRevoked` entries;
+//!   exact by the node's one [`credentials`] tail (the store's
+//!   credentials channel), whatever the number of Bays;
 //! - [`node`]: this process's node id, for leases and presence records;
 //! - [`attachment_links`]: fresh signed attachment URLs on every copy of a
 //!   message (the gateway installs the signer).
@@ -42,6 +43,7 @@
 
 pub mod attachment_links;
 pub mod conversation;
+pub mod credentials;
 pub mod drafts;
 pub mod feed;
 pub mod model;

@@ -71,8 +71,10 @@ struct Arbiters {
 }
 
 impl Registry {
-    /// Creates the registry and its dedicated arbiter threads, if any.
-    /// Must run inside an actix system.
+    /// Creates the registry and its dedicated arbiter threads, if any, and
+    /// starts the node's credentials tail, which keeps the token cache
+    /// exact for every Bay ([`crate::credentials`]). Must run inside an
+    /// actix system.
     pub fn new(store: Arc<dyn Store>, settings: RegistrySettings) -> Self {
         let arbiters = if settings.arbiters == 0 {
             Arbiters {
@@ -87,11 +89,13 @@ impl Registry {
                 fallback: false,
             }
         };
+        let tokens = Arc::default();
+        crate::credentials::spawn_tail(store.clone(), &tokens, settings.feed.block);
         Registry {
             inner: Arc::new(Inner {
                 store,
                 settings,
-                tokens: Arc::default(),
+                tokens,
                 arbiters: parking_lot::RwLock::new(arbiters),
                 feeds: Mutex::new(HashMap::new()),
                 conversations: Mutex::new(HashMap::new()),
@@ -99,7 +103,7 @@ impl Registry {
         }
     }
 
-    /// This node's token cache, kept exact by the feeds.
+    /// This node's token cache, kept exact by the credentials tail.
     pub fn tokens(&self) -> &Arc<TokenCache> {
         &self.inner.tokens
     }

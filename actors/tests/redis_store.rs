@@ -1,6 +1,7 @@
 //! Behaviour only the Redis engine has: data loss (FLUSHALL, an empty
 //! restart) expiring cursors by epoch, the start-up guards, failures
-//! reported as `Unavailable`, the key layout, and the Lua date formatter.
+//! reported as `Unavailable`, the key layout, the Lua date formatter, and
+//! the credentials channel's trimming.
 //! Every test runs its own real `redis-server`.
 
 mod common;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use switchboard_actors::store::log::LogEvent;
 use switchboard_actors::store::prelude::*;
 use switchboard_actors::store::redis::{connect, RedisLimits};
-use switchboard_actors::store::{Replay, Store, StoreError};
+use switchboard_actors::store::{CredentialsRead, Replay, Store, StoreError};
 use switchboard_actors::token::TokenHash;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::{BayId, ParticipantId, TokenId};
@@ -521,4 +522,48 @@ async fn a_plain_append_takes_the_node_clock_and_reads_the_log_meta_once() {
         created[9] <= after + chrono::Duration::milliseconds(20),
         "{created:?}"
     );
+}
+
+/// A reader whose position the credentials channel trimmed past is told
+/// so (`Lost`), not handed the rest as if nothing were missing: each entry
+/// names the one before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credentials_reader_behind_the_trim_is_told_it_lost_changes() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, Limits::default()).await;
+    let bay = new_bay(&store).await;
+    let (p, _) = new_participant(&store, &bay.id, "p_agent", ParticipantKind::Agent).await;
+    let start = store.credentials_head().await.unwrap();
+    for suspended in [true, false, true, false] {
+        store
+            .set_suspended(&bay.id, Some(&p.id), suspended)
+            .await
+            .unwrap();
+    }
+    let CredentialsRead::Changes(all) = store.read_credentials(start, 10, None).await.unwrap()
+    else {
+        panic!("nothing trimmed yet");
+    };
+    assert_eq!(all.len(), 4);
+    assert_eq!(
+        server.cmd(&["TYPE", "sb:{credentials}:log"]),
+        redis::Value::SimpleString("stream".into())
+    );
+    // Two changes go, as a MAXLEN trim would take them.
+    server.cmd(&["XTRIM", "sb:{credentials}:log", "MAXLEN", "=", "2"]);
+    for block in [None, Some(Duration::from_millis(100))] {
+        assert_eq!(
+            store.read_credentials(start, 10, block).await.unwrap(),
+            CredentialsRead::Lost
+        );
+        assert_eq!(
+            store.read_credentials(all[0].id, 10, block).await.unwrap(),
+            CredentialsRead::Lost
+        );
+        // From the last change before the trim's edge, nothing is missing.
+        assert_eq!(
+            store.read_credentials(all[1].id, 10, block).await.unwrap(),
+            CredentialsRead::Changes(all[2..].to_vec())
+        );
+    }
 }

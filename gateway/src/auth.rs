@@ -4,7 +4,9 @@
 //! token of a suspended participant or Bay → 403 `ACCOUNT_SUSPENDED` /
 //! `BAY_SUSPENDED`.
 //! Answers come from the node's token cache when it has them (kept exact by
-//! the Bay's feed, see `switchboard_actors::token_cache`), else from the store.
+//! the node's one credentials tail, see `switchboard_actors::token_cache`),
+//! else from the store. Authenticating starts nothing per Bay: no feed, no
+//! store connection.
 //!
 //! [`agent_gate`] runs the check as middleware around the agent API scope,
 //! before any extractor reads the body: actix polls a handler's extractors
@@ -91,16 +93,15 @@ pub async fn authenticate_head(
         .authenticate(&token_hash)
         .await?
         .ok_or_else(ApiError::unauthorized)?;
-    // The Bay's feed keeps cached tokens exact; start it if this node has
-    // none yet (the entry is cached once it reads the log).
-    state.registry.feed(&principal.bay);
+    // Refused when a change was applied since `seen`, or while the node's
+    // credentials tail is not reading.
     tokens.insert(token_hash.clone(), principal.clone(), seen);
     admitted(principal, token_hash)
 }
 
 /// Checks again that `caller`'s token still works, for a request held a
 /// long time (`GET …/messages/wait`): the node's token cache, which the
-/// Bay's feed keeps exact, else the store.
+/// credentials tail keeps exact, else the store.
 ///
 /// # Errors
 /// 401 once the token was rotated or revoked; 403 `ACCOUNT_SUSPENDED` /

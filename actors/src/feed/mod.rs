@@ -130,8 +130,10 @@ pub struct BayFeed {
     bay: BayId,
     store: Arc<dyn Store>,
     settings: FeedSettings,
-    /// The node's token cache: live for this Bay while the tail reads, and
-    /// told of every `CredentialRevoked` and `Suspension`.
+    /// The node's token cache, told of every `CredentialRevoked` and
+    /// `Suspension` the feed applies (the node's credentials tail keeps it
+    /// exact for every Bay; this makes the drop no later than the feed's
+    /// own closing of the sessions concerned).
     tokens: Arc<TokenCache>,
     /// The position the feed is past; `None` until the index is loaded.
     position: Option<LogPosition>,
@@ -275,7 +277,6 @@ impl BayFeed {
                 act.position = Some(head.clone());
                 act.recent = recent;
                 act.recent_floor = Some(floor);
-                act.tokens.set_live(&act.bay, true);
                 act.start_tail(head, ctx);
             }
             Err(err) => {
@@ -290,11 +291,9 @@ impl BayFeed {
         let store = self.store.clone();
         let bay = self.bay.clone();
         let settings = self.settings;
-        let tokens = self.tokens.clone();
         actix_rt::spawn(async move {
             let mut pos = from;
             let mut backoff = Duration::from_millis(100);
-            let mut failing = false;
             loop {
                 if !addr.connected() {
                     return;
@@ -305,12 +304,6 @@ impl BayFeed {
                 {
                     Ok(Replay::Records { records, through }) => {
                         backoff = Duration::from_millis(100);
-                        // Live again through the actor only: a stopped
-                        // feed (whose read was still blocked) must never
-                        // mark its Bay live.
-                        if std::mem::take(&mut failing) && addr.send(TailReads).await.is_err() {
-                            return;
-                        }
                         if records.is_empty() && through == pos.entry {
                             continue;
                         }
@@ -337,9 +330,6 @@ impl BayFeed {
                         }
                     }
                     Err(err) => {
-                        // Revocations may be logged unseen meanwhile.
-                        tokens.set_live(&bay, false);
-                        failing = true;
                         tracing::warn!(bay = %bay, error = %err, backoff_ms = backoff.as_millis() as u64, "feed tail read failed");
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -408,11 +398,6 @@ impl Actor for BayFeed {
         ctx.run_interval(self.settings.watermark_interval, |act, _| {
             act.send_watermarks()
         });
-    }
-
-    fn stopped(&mut self, _: &mut Self::Context) {
-        // Nothing keeps this Bay's cached tokens exact any more.
-        self.tokens.set_live(&self.bay, false);
     }
 }
 
@@ -740,22 +725,6 @@ fn same_records(a: &[Arc<LogRecord>], b: &[Arc<LogRecord>]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
 }
 
-/// The tail reads the log again after failing: the Bay's cached tokens
-/// are kept exact again (see [`TokenCache`]).
-#[derive(Message)]
-#[rtype(result = "()")]
-struct TailReads;
-
-impl Handler<TailReads> for BayFeed {
-    type Result = ();
-
-    fn handle(&mut self, _: TailReads, _: &mut Self::Context) {
-        if self.position.is_some() {
-            self.tokens.set_live(&self.bay, true);
-        }
-    }
-}
-
 /// The tail found its position gone (log lost or trimmed past it).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -768,7 +737,6 @@ impl Handler<LogLost> for BayFeed {
 
     fn handle(&mut self, msg: LogLost, ctx: &mut Self::Context) {
         tracing::warn!(bay = %self.bay, epoch = %msg.head.epoch, "bay log was lost; resetting every session");
-        self.tokens.set_live(&self.bay, false);
         let all: Vec<SessionId> = self.sessions.keys().cloned().collect();
         for s in all {
             self.close_session(&s, CloseReason::LogReset);

@@ -1,4 +1,6 @@
-//! Bays, participants and tokens: the directory every request authenticates against.
+//! Bays, participants and tokens: the directory every request authenticates
+//! against, and the credentials channel that tells every node's token cache
+//! when a token's standing changed.
 
 use super::StoreError;
 use super::{Created, Updated};
@@ -6,6 +8,8 @@ use crate::model::{Bay, Participant};
 use crate::token::TokenHash;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::ids::{BayId, ParticipantId, TokenId};
 
 /// What `authenticate` returns for a valid token.
@@ -49,6 +53,57 @@ impl Suspension {
             None
         }
     }
+}
+
+/// Changes kept on the credentials channel (about; Redis trims
+/// approximately). A reader more than this many changes behind is told it
+/// lost some ([`CredentialsRead::Lost`]).
+pub const CREDENTIAL_CHANGES_KEPT: usize = 10_000;
+
+/// What changed about a token's standing (see [`CredentialChange`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialChangeKind {
+    /// A token was rotated or revoked (the Bay's `CredentialRevoked`).
+    Revoked,
+    /// The participant or the Bay was suspended (a `Suspension`).
+    Suspended,
+    /// The participant or the Bay was reinstated (a `Suspension`).
+    Reinstated,
+}
+
+/// One entry of the credentials channel: the store-wide stream on which
+/// every change of a token's standing is published, besides the Bay's own
+/// log, so that one reader per node keeps its token cache exact for every
+/// Bay without tailing each Bay's log ([`DirectoryStore::read_credentials`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CredentialChange {
+    /// Position on the channel; increasing. Not stored in the entry's body.
+    #[serde(skip, default = "zero_entry")]
+    pub id: EntryId,
+    /// The Bay concerned.
+    pub bay: BayId,
+    /// The participant concerned; `None`: the whole Bay (a Bay-wide
+    /// suspension or reinstatement).
+    pub participant: Option<ParticipantId>,
+    /// What changed.
+    pub kind: CredentialChangeKind,
+}
+
+fn zero_entry() -> EntryId {
+    EntryId::ZERO
+}
+
+/// Outcome of reading the credentials channel.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CredentialsRead {
+    /// The changes after the position, oldest first (none when the read
+    /// timed out).
+    Changes(Vec<CredentialChange>),
+    /// Changes after the position are gone (trimmed, or the channel was
+    /// lost): the reader must assume anything changed, and start again
+    /// from [`DirectoryStore::credentials_head`].
+    Lost,
 }
 
 /// Bays, participants and their tokens: who exists and who a token is.
@@ -96,7 +151,10 @@ pub trait DirectoryStore: Send + Sync + 'static {
     /// Replaces (`Some`) or removes (`None`) a participant's token. The old
     /// token stops authenticating at once, and a `CredentialRevoked` entry
     /// is appended to the Bay's log in the same step so every node closes
-    /// its sessions. `NotFound` when the participant does not exist.
+    /// its sessions. When there was an old token, a
+    /// [`CredentialChangeKind::Revoked`] change is published on the
+    /// credentials channel after (or, where the engine can, in the same
+    /// step as) the swap. `NotFound` when the participant does not exist.
     async fn set_token(
         &self,
         bay: &BayId,
@@ -108,7 +166,9 @@ pub trait DirectoryStore: Send + Sync + 'static {
     /// webhooks stay, so reinstating restores access with the same token.
     /// When the state changes, a `Suspension` entry is appended to the Bay's
     /// log in the same step, so every node's feed drops its cached tokens
-    /// and (on suspension) closes the sessions concerned. `Updated(true)`
+    /// and (on suspension) closes the sessions concerned; the change is
+    /// published on the credentials channel too, like `set_token`'s.
+    /// `Updated(true)`
     /// when the state changed, `Updated(false)` when it already was so
     /// (idempotent, nothing logged); `NotFound` for an unknown Bay or
     /// participant.
@@ -128,4 +188,18 @@ pub trait DirectoryStore: Send + Sync + 'static {
     /// Resolves a token hash to its Bay and participant, with its
     /// suspension ([`Principal::suspended`]).
     async fn authenticate(&self, token: &TokenHash) -> Result<Option<Principal>, StoreError>;
+    /// The newest change's id on the credentials channel
+    /// ([`EntryId::ZERO`] when there is none): where a reader starts.
+    async fn credentials_head(&self) -> Result<EntryId, StoreError>;
+    /// Up to `max` changes of the credentials channel after `after`, oldest
+    /// first; with `block`, waits up to that long for the first when none
+    /// is there yet (on Redis, on one dedicated connection). `Lost` when
+    /// changes after `after` are no longer kept. The channel is store-wide:
+    /// one reader per node serves every Bay.
+    async fn read_credentials(
+        &self,
+        after: EntryId,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<CredentialsRead, StoreError>;
 }

@@ -3,7 +3,7 @@
 //!
 //! | area | trait | what it keeps |
 //! |---|---|---|
-//! | [`directory`] | [`DirectoryStore`] | Bays, participants, token hashes |
+//! | [`directory`] | [`DirectoryStore`] | Bays, participants, token hashes, the credentials channel |
 //! | [`conversations`] | [`ConversationStore`] | rosters, titles, policies |
 //! | [`messages`] | [`MessageStore`] | history, idempotency, round counter, read markers |
 //! | [`drafts`] | [`DraftStore`] | streaming drafts and the open-draft index |
@@ -53,7 +53,10 @@ pub mod webhooks;
 
 pub use connectors::{ConnectorStore, PendingRequest};
 pub use conversations::{ConversationChange, ConversationStore, RosterRule};
-pub use directory::{DirectoryStore, Principal, Suspension};
+pub use directory::{
+    CredentialChange, CredentialChangeKind, CredentialsRead, DirectoryStore, Principal, Suspension,
+    CREDENTIAL_CHANGES_KEPT,
+};
 pub use displacement::{DisplacementStore, Opening, OPENINGS_KEPT};
 pub use drafts::{DraftAppend, DraftAppended, DraftStore, OpenDraft, RoundStep};
 pub use files::{

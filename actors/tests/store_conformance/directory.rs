@@ -1,11 +1,18 @@
-//! Bays, participants and tokens: creation, listing, rotation and revocation.
+//! Bays, participants and tokens: creation, listing, rotation and
+//! revocation, and the credentials channel every change of a token's
+//! standing is published on.
 
 use super::common::{new_bay, new_participant, participant, unique};
 use super::{at, head, read};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use switchboard_actors::store::log::LogEvent;
-use switchboard_actors::store::{Created, Principal, Store, Suspension, Updated};
+use switchboard_actors::store::{
+    Created, CredentialChange, CredentialChangeKind, CredentialsRead, Principal, Store, Suspension,
+    Updated,
+};
 use switchboard_actors::token::TokenHash;
+use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::ids::{BayId, ParticipantId};
 use switchboard_protocol::model::ParticipantKind;
 
@@ -13,7 +20,9 @@ conformance!(
     every_bay_is_listed_once_sorted,
     bays_and_participants,
     tokens_rotate_and_revoke,
-    suspension_is_stored_logged_and_reversible
+    suspension_is_stored_logged_and_reversible,
+    every_change_of_standing_is_published_on_the_credentials_channel,
+    a_blocking_credentials_read_wakes_on_a_change
 );
 
 async fn every_bay_is_listed_once_sorted(store: Arc<dyn Store>) {
@@ -379,4 +388,124 @@ async fn suspension_is_stored_logged_and_reversible(store: Arc<dyn Store>) {
     );
     assert!(!store.suspended(&bay.id, Some(&ghost)).await.unwrap());
     assert!(!store.suspended(&nobay, None).await.unwrap());
+}
+
+/// The changes of the credentials channel after `after` (non-blocking).
+async fn credential_changes(store: &dyn Store, after: EntryId) -> Vec<CredentialChange> {
+    match store.read_credentials(after, 100, None).await.unwrap() {
+        CredentialsRead::Changes(changes) => changes,
+        CredentialsRead::Lost => panic!("nothing was trimmed"),
+    }
+}
+
+async fn every_change_of_standing_is_published_on_the_credentials_channel(store: Arc<dyn Store>) {
+    let store = &*store;
+    let start = store.credentials_head().await.unwrap();
+    let bay = new_bay(store).await;
+    let (p, _) = new_participant(store, &bay.id, "p_agent", ParticipantKind::Agent).await;
+    assert!(
+        credential_changes(store, start).await.is_empty(),
+        "creating a participant changes no standing"
+    );
+    let rotated = TokenHash::of("bay_rotated_token_for_credentials_0001");
+    store
+        .set_token(&bay.id, &p.id, Some(rotated))
+        .await
+        .unwrap();
+    store.set_token(&bay.id, &p.id, None).await.unwrap();
+    store.set_token(&bay.id, &p.id, None).await.unwrap();
+    store
+        .set_suspended(&bay.id, Some(&p.id), true)
+        .await
+        .unwrap();
+    store
+        .set_suspended(&bay.id, Some(&p.id), true)
+        .await
+        .unwrap();
+    store
+        .set_suspended(&bay.id, Some(&p.id), false)
+        .await
+        .unwrap();
+    store.set_suspended(&bay.id, None, true).await.unwrap();
+    store.set_suspended(&bay.id, None, false).await.unwrap();
+    let changes = credential_changes(store, start).await;
+    let seen: Vec<(Option<ParticipantId>, CredentialChangeKind)> = changes
+        .iter()
+        .map(|c| {
+            assert_eq!(c.bay, bay.id);
+            (c.participant.clone(), c.kind)
+        })
+        .collect();
+    let pid = Some(p.id.clone());
+    assert_eq!(
+        seen,
+        vec![
+            (pid.clone(), CredentialChangeKind::Revoked),
+            (pid.clone(), CredentialChangeKind::Revoked),
+            (pid.clone(), CredentialChangeKind::Suspended),
+            (pid, CredentialChangeKind::Reinstated),
+            (None, CredentialChangeKind::Suspended),
+            (None, CredentialChangeKind::Reinstated),
+        ],
+        "one change per change of standing; none when nothing changed"
+    );
+    assert!(
+        changes.windows(2).all(|w| w[0].id < w[1].id) && changes[0].id > start,
+        "{changes:?}"
+    );
+    let last = changes.last().unwrap().id;
+    assert_eq!(store.credentials_head().await.unwrap(), last);
+    assert!(credential_changes(store, last).await.is_empty());
+    // Read from the middle: the rest, in order.
+    let rest = credential_changes(store, changes[2].id).await;
+    assert_eq!(rest, changes[3..].to_vec());
+    // Paged.
+    match store.read_credentials(start, 2, None).await.unwrap() {
+        CredentialsRead::Changes(page) => assert_eq!(page, changes[..2].to_vec()),
+        CredentialsRead::Lost => panic!("nothing was trimmed"),
+    }
+}
+
+async fn a_blocking_credentials_read_wakes_on_a_change(store: Arc<dyn Store>) {
+    let bay = new_bay(&*store).await;
+    let head = store.credentials_head().await.unwrap();
+    // Nothing comes: the read gives up after its block.
+    let t0 = Instant::now();
+    assert_eq!(
+        store
+            .read_credentials(head, 10, Some(Duration::from_millis(200)))
+            .await
+            .unwrap(),
+        CredentialsRead::Changes(Vec::new())
+    );
+    assert!(
+        t0.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        t0.elapsed()
+    );
+    let reader = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            let read = store
+                .read_credentials(head, 10, Some(Duration::from_secs(10)))
+                .await
+                .unwrap();
+            (read, t0.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    store.set_suspended(&bay.id, None, true).await.unwrap();
+    let (read, waited) = reader.await.unwrap();
+    let CredentialsRead::Changes(changes) = read else {
+        panic!("nothing was trimmed")
+    };
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0].bay, bay.id);
+    assert_eq!(changes[0].participant, None);
+    assert_eq!(changes[0].kind, CredentialChangeKind::Suspended);
+    assert!(
+        waited < Duration::from_secs(5),
+        "woke on the change: {waited:?}"
+    );
 }

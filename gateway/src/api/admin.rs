@@ -347,7 +347,8 @@ async fn revoke_token(
     match state.store.set_token(&bay, &pid, None).await? {
         Updated::Updated(()) => {
             // This node forgets the token before answering, so the caller's
-            // next request here is refused; other nodes follow the log.
+            // next request here is refused; other nodes follow the
+            // credentials channel.
             state.registry.tokens().revoke(&bay, &pid);
             Ok(HttpResponse::NoContent().finish())
         }
@@ -375,7 +376,7 @@ async fn set_participant_standing(
     {
         Updated::Updated(_) => {
             // The cached standing is stale at once on this node (other nodes
-            // follow the log's `Suspension` entry within the feed's lag).
+            // follow the credentials channel within their tail's lag).
             state.registry.tokens().revoke(&bay, &pid);
             let mut body = json!(participant);
             body["suspended"] = json!(suspended);

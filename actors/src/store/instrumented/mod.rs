@@ -136,6 +136,22 @@ impl DirectoryStore for Instrumented {
     async fn authenticate(&self, token: &TokenHash) -> Result<Option<Principal>, StoreError> {
         timed("authenticate", self.inner.authenticate(token)).await
     }
+    async fn credentials_head(&self) -> Result<EntryId, StoreError> {
+        timed("credentials_head", self.inner.credentials_head()).await
+    }
+    async fn read_credentials(
+        &self,
+        after: EntryId,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<super::CredentialsRead, StoreError> {
+        let op = if block.is_some() {
+            "read_credentials_blocking"
+        } else {
+            "read_credentials"
+        };
+        timed(op, self.inner.read_credentials(after, max, block)).await
+    }
 }
 
 #[async_trait]

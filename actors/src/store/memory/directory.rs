@@ -1,14 +1,93 @@
-//! Bays, participants and tokens: the memory engine's [`DirectoryStore`].
+//! Bays, participants and tokens: the memory engine's [`DirectoryStore`],
+//! with the credentials channel kept in process ([`Credentials`]), written
+//! under the same lock as the change it announces.
 
 use super::log::log_of;
-use super::{BayState, MemoryStore};
+use super::{now_ms, BayState, MemoryStore};
 use crate::model::{Bay, Participant};
 use crate::store::log::LogEvent;
-use crate::store::{Created, DirectoryStore, Principal, StoreError, Suspension, Updated};
+use crate::store::{
+    Created, CredentialChange, CredentialChangeKind, CredentialsRead, DirectoryStore, Principal,
+    StoreError, Suspension, Updated, CREDENTIAL_CHANGES_KEPT,
+};
 use crate::token::TokenHash;
 use async_trait::async_trait;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::ids::{BayId, ParticipantId};
+use tokio::sync::watch;
+
+/// The credentials channel: the newest changes (at most
+/// [`CREDENTIAL_CHANGES_KEPT`]), the newest id dropped from it, and the
+/// newest id for readers to wait on.
+pub(super) struct Credentials {
+    changes: VecDeque<CredentialChange>,
+    trimmed: EntryId,
+    head: watch::Sender<EntryId>,
+}
+
+impl Default for Credentials {
+    fn default() -> Self {
+        Credentials {
+            changes: VecDeque::new(),
+            trimmed: EntryId::ZERO,
+            head: watch::Sender::new(EntryId::ZERO),
+        }
+    }
+}
+
+impl Credentials {
+    /// Publishes a change of `bay` (`participant`'s, or the Bay's).
+    fn publish(
+        &mut self,
+        bay: &BayId,
+        participant: Option<&ParticipantId>,
+        kind: CredentialChangeKind,
+    ) {
+        let last = *self.head.borrow();
+        let now = now_ms();
+        let id = if now > last.ms {
+            EntryId::new(now, 0)
+        } else {
+            last.next()
+        };
+        self.changes.push_back(CredentialChange {
+            id,
+            bay: bay.clone(),
+            participant: participant.cloned(),
+            kind,
+        });
+        if self.changes.len() > CREDENTIAL_CHANGES_KEPT {
+            if let Some(gone) = self.changes.pop_front() {
+                self.trimmed = gone.id;
+            }
+        }
+        self.head.send_replace(id);
+    }
+
+    /// The changes after `after` (at most `max`), `Lost` when some of them
+    /// were dropped, or a receiver to wait on when there are none yet.
+    fn after(
+        &self,
+        after: EntryId,
+        max: usize,
+    ) -> Result<CredentialsRead, watch::Receiver<EntryId>> {
+        if after < self.trimmed {
+            return Ok(CredentialsRead::Lost);
+        }
+        let start = self.changes.partition_point(|c| c.id <= after);
+        let found: Vec<CredentialChange> =
+            self.changes.iter().skip(start).take(max).cloned().collect();
+        if found.is_empty() {
+            let mut rx = self.head.subscribe();
+            rx.mark_unchanged();
+            Err(rx)
+        } else {
+            Ok(CredentialsRead::Changes(found))
+        }
+    }
+}
 
 /// A participant, its current token (`None` once revoked) and whether an
 /// operator suspended it.
@@ -165,6 +244,8 @@ impl DirectoryStore for MemoryStore {
                 },
                 &self.limits,
             );
+            st.credentials
+                .publish(bay, Some(participant), CredentialChangeKind::Revoked);
         }
         Ok(Updated::Updated(()))
     }
@@ -198,6 +279,12 @@ impl DirectoryStore for MemoryStore {
             },
             &self.limits,
         );
+        let kind = if suspended {
+            CredentialChangeKind::Suspended
+        } else {
+            CredentialChangeKind::Reinstated
+        };
+        st.credentials.publish(bay, participant, kind);
         Ok(Updated::Updated(true))
     }
 
@@ -229,5 +316,37 @@ impl DirectoryStore for MemoryStore {
                 suspended: Suspension::of(p.suspended, b.suspended),
             })
         }))
+    }
+
+    async fn credentials_head(&self) -> Result<EntryId, StoreError> {
+        Ok(*self.state.lock().credentials.head.borrow())
+    }
+
+    async fn read_credentials(
+        &self,
+        after: EntryId,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<CredentialsRead, StoreError> {
+        let max = max.max(1);
+        let mut rx = match self.state.lock().credentials.after(after, max) {
+            Ok(read) => return Ok(read),
+            Err(rx) => rx,
+        };
+        let Some(block) = block else {
+            return Ok(CredentialsRead::Changes(Vec::new()));
+        };
+        let deadline = tokio::time::Instant::now() + block;
+        loop {
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {
+                    if *rx.borrow_and_update() > after {
+                        let read = self.state.lock().credentials.after(after, max);
+                        return Ok(read.unwrap_or(CredentialsRead::Changes(Vec::new())));
+                    }
+                }
+                Ok(Err(_)) | Err(_) => return Ok(CredentialsRead::Changes(Vec::new())),
+            }
+        }
     }
 }

@@ -80,6 +80,8 @@ struct State {
     rooms: rooms::RoomState,
     /// Attachment metadata and file libraries.
     files: files::FileState,
+    /// The credentials channel (see [`directory::Credentials`]).
+    credentials: directory::Credentials,
 }
 
 struct BayState {

@@ -8,7 +8,8 @@
 //! or whose read was abandoned (the future dropped mid-read, or the guard
 //! timeout fired) are dropped, never reused, so no late reply can reach the
 //! next reader. At most one connection per concurrently blocked reader is
-//! open (in practice one per Bay feed on this node); idle ones beyond
+//! open (in practice the credentials tail's, and two per Bay feed on
+//! this node); idle ones beyond
 //! [`MAX_IDLE`] are closed.
 //!
 //! On a Redis Cluster each dedicated connection is a cluster connection of
@@ -26,8 +27,9 @@ use redis::RedisResult;
 const MAX_IDLE: usize = 16;
 
 /// Dedicated (blocking-read) connections open on this node, in use or idle
-/// (gauge). About two per running Bay feed (its log and openings tails),
-/// plus at most `MAX_IDLE` (16) idle ones.
+/// (gauge). One for the node's credentials tail, about two per running Bay
+/// feed (its log and openings tails), plus at most `MAX_IDLE` (16) idle
+/// ones.
 pub const BLOCKING_CONNECTIONS: &str = "switchboard_redis_blocking_connections";
 
 /// A dedicated connection, counted in [`BLOCKING_CONNECTIONS`] until it is

@@ -2,22 +2,41 @@
 //! with the token index (see [`keys`]: a pointer checked
 //! against the Bay's own record on every `authenticate`). Scripts:
 //! `directory/*.lua`.
+//!
+//! The credentials channel (`sb:{credentials}:log`, see
+//! [`keys::credentials`]): `set_token` and `set_suspended` publish their
+//! change in the same script as the write on a server that is not a
+//! cluster, so no crash can separate them. On a Redis Cluster the channel
+//! lives in another slot than the Bay, so the change is published by a
+//! second script right after the write succeeded: a crash (or a failure
+//! to reach the channel's master) in between leaves the change
+//! unpublished, and nodes whose feed of that Bay is not running keep
+//! answering a cached token for at most the token cache's `MAX_AGE` (five
+//! minutes; see `token_cache`). Publishing first would not help: a node
+//! could then cache the store's answer from before the write.
 
 use super::codec::{
-    corrupt, decode, encode, punch, status, text, to_text, to_value, unavailable, Holes,
-    ScriptStatus,
+    corrupt, decode, encode, punch, status, stream_fields, text, to_text, to_value, unavailable,
+    Holes, ScriptStatus,
 };
 use super::keys::{self, BayKeys};
-use super::lua::{lua_params, LuaScript, APPEND_LOG};
+use super::lua::{lua_params, LuaScript, APPEND_LOG, PUBLISH_CREDENTIALS};
+use super::tail::xread_entries;
+use super::MAX_COUNT;
 use super::{RedisStore, CAS_ATTEMPTS};
 use crate::model::{Bay, Participant};
 use crate::store::log::LogEvent;
-use crate::store::{Created, DirectoryStore, Principal, StoreError, Suspension, Updated};
+use crate::store::{
+    Created, CredentialChange, CredentialChangeKind, CredentialsRead, DirectoryStore, Principal,
+    StoreError, Suspension, Updated, CREDENTIAL_CHANGES_KEPT,
+};
 use crate::token::TokenHash;
 use ::redis::{cmd, Value};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
+use std::time::Duration;
+use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::ids::{BayId, ParticipantId, TokenId};
 
 /// `create_participant`'s script (KEYS: [`CreateParticipantKeys`]; ARGV:
@@ -26,13 +45,32 @@ static CREATE_PARTICIPANT: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(&[include_str!("directory/create_participant.lua")]));
 
 /// `set_token`'s script (KEYS: [`SetTokenKeys`]; ARGV: [`SetTokenArgs`]).
-static SET_TOKEN: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(&[APPEND_LOG, include_str!("directory/set_token.lua")]));
+static SET_TOKEN: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(&[
+        APPEND_LOG,
+        PUBLISH_CREDENTIALS,
+        include_str!("directory/set_token.lua"),
+    ])
+});
 
 /// `set_suspended`'s script (KEYS: [`SetSuspendedKeys`]; ARGV:
 /// [`SetSuspendedArgs`]).
-static SET_SUSPENDED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(&[APPEND_LOG, include_str!("directory/set_suspended.lua")]));
+static SET_SUSPENDED: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(&[
+        APPEND_LOG,
+        PUBLISH_CREDENTIALS,
+        include_str!("directory/set_suspended.lua"),
+    ])
+});
+
+/// Publishes one change on the credentials channel, apart from its write
+/// (KEYS: [`PublishCredentialsKeys`]; ARGV: [`PublishCredentialsArgs`]).
+static PUBLISH: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(&[
+        PUBLISH_CREDENTIALS,
+        include_str!("directory/publish_credentials.lua"),
+    ])
+});
 
 /// The member of the `suspended` set that stands for the Bay itself (no
 /// participant id can be `*`).
@@ -68,31 +106,51 @@ lua_params! {
 lua_params! {
     /// KEYS of `directory/set_token.lua`, each the [`BayKeys`] key of the
     /// same name.
-    struct SetTokenKeys of String { participants, participant_tokens, log, epoch, log_meta, rosters }
+    /// `credentials` is [`keys::credentials`], passed only where it shares
+    /// a server with the Bay (not a cluster).
+    struct SetTokenKeys of String {
+        participants, participant_tokens, log, epoch, log_meta, rosters, credentials,
+    }
 }
 
 lua_params! {
     /// ARGV of `directory/set_token.lua`: the participant, the new token
     /// hash (`''` revokes), the log append's arguments, and the
-    /// `CredentialRevoked` JSON around the hole for the old token's id.
+    /// `CredentialRevoked` JSON around the hole for the old token's id,
+    /// the credentials channel's cap and the change to publish there.
     struct SetTokenArgs<'a> of &'a str {
         participant_id, token_hash, epoch_candidate, window_ms, max_entries, revoked_0, revoked_1,
+        kept, change,
     }
 }
 
 lua_params! {
     /// KEYS of `directory/set_suspended.lua`, each the [`BayKeys`] key of
-    /// the same name.
-    struct SetSuspendedKeys of String { bay, participants, suspended, log, epoch, log_meta, rosters }
+    /// the same name; `credentials` as in [`SetTokenKeys`].
+    struct SetSuspendedKeys of String {
+        bay, participants, suspended, log, epoch, log_meta, rosters, credentials,
+    }
 }
 
 lua_params! {
     /// ARGV of `directory/set_suspended.lua`: the participant id (`*` for
     /// the Bay), `1` to suspend / `0` to reinstate, the log append's
-    /// arguments and the `Suspension` entry's JSON.
+    /// arguments, the `Suspension` entry's JSON, the credentials
+    /// channel's cap and the change to publish there.
     struct SetSuspendedArgs<'a> of &'a str {
-        member, flag, epoch_candidate, window_ms, max_entries, event,
+        member, flag, epoch_candidate, window_ms, max_entries, event, kept, change,
     }
+}
+
+lua_params! {
+    /// KEYS of `directory/publish_credentials.lua`.
+    struct PublishCredentialsKeys of String { credentials }
+}
+
+lua_params! {
+    /// ARGV of `directory/publish_credentials.lua`: the channel's cap and
+    /// the change's JSON.
+    struct PublishCredentialsArgs<'a> of &'a str { kept, change }
 }
 
 /// Token index value: who a token hash belongs to.
@@ -276,6 +334,7 @@ impl DirectoryStore for RedisStore {
             epoch: k.epoch(),
             log_meta: k.log_meta(),
             rosters: k.rosters(),
+            credentials: keys::credentials(),
         };
         let owner = encode(
             doing,
@@ -296,7 +355,7 @@ impl DirectoryStore for RedisStore {
         // 2. Swap the participant's token and log the revocation, atomically.
         //    From here on the old token no longer authenticates.
         let reply = self
-            .swap_token(doing, &keys, participant, token.as_ref())
+            .swap_token(doing, bay, &keys, participant, token.as_ref())
             .await?;
         match status(doing, &keys.participants, &reply)? {
             ScriptStatus::Ok => {}
@@ -320,6 +379,15 @@ impl DirectoryStore for RedisStore {
             .map(|v| text(doing, &keys.participant_tokens, v))
             .transpose()?
             .unwrap_or("");
+        // 3b. Publish the change where the script could not.
+        if !old.is_empty() && !self.atomic_credentials {
+            self.publish_credentials(&change_of(
+                bay,
+                Some(participant),
+                CredentialChangeKind::Revoked,
+            ))
+            .await;
+        }
         if !old.is_empty() && Some(old) != token.as_ref().map(|t| t.0.as_str()) {
             self.release_token(doing, &TokenHash(old.to_owned()), &owner)
                 .await;
@@ -372,6 +440,7 @@ impl DirectoryStore for RedisStore {
             epoch: k.epoch(),
             log_meta: k.log_meta(),
             rosters: k.rosters(),
+            credentials: keys::credentials(),
         };
         let event = to_text(
             doing,
@@ -383,6 +452,12 @@ impl DirectoryStore for RedisStore {
                 },
             )?,
         )?;
+        let kind = if suspended {
+            CredentialChangeKind::Suspended
+        } else {
+            CredentialChangeKind::Reinstated
+        };
+        let change = change_of(bay, participant, kind);
         let log = self.log_args();
         let args = SetSuspendedArgs {
             member: participant.map_or(BAY_MEMBER, |p| p.as_str()),
@@ -391,9 +466,16 @@ impl DirectoryStore for RedisStore {
             window_ms: &log.window_ms,
             max_entries: &log.max_entries,
             event: &event,
+            kept: &CREDENTIAL_CHANGES_KEPT.to_string(),
+            change: &encode(doing, &keys.credentials, &change)?,
         };
         let reply = self
-            .invoke_status(doing, &SET_SUSPENDED, &keys.in_order(), &args.in_order())
+            .invoke_status(
+                doing,
+                &SET_SUSPENDED,
+                &self.with_credentials(keys.in_order()),
+                &args.in_order(),
+            )
             .await?;
         match status(doing, &keys.suspended, &reply)? {
             ScriptStatus::Ok => {}
@@ -407,6 +489,9 @@ impl DirectoryStore for RedisStore {
             }
         }
         let changed = matches!(reply.get(1), Some(Value::Int(1)));
+        if changed && !self.atomic_credentials {
+            self.publish_credentials(&change).await;
+        }
         Ok(Updated::Updated(changed))
     }
 
@@ -423,9 +508,151 @@ impl DirectoryStore for RedisStore {
             .await?;
         Ok(found == 1)
     }
+
+    async fn credentials_head(&self) -> Result<EntryId, StoreError> {
+        let doing = "reading the credentials channel's head";
+        let key = keys::credentials();
+        let reply: Value = self
+            .query(
+                doing,
+                &key,
+                cmd("XREVRANGE")
+                    .arg(&key)
+                    .arg("+")
+                    .arg("-")
+                    .arg("COUNT")
+                    .arg(1),
+            )
+            .await?;
+        Ok(stream_fields(doing, &key, &reply, &["c"])?
+            .first()
+            .map_or(EntryId::ZERO, |(id, _)| *id))
+    }
+
+    /// Without `block`: one `XRANGE` on a shared connection. With it: one
+    /// `XREAD BLOCK` on a dedicated connection, which answers at once when
+    /// changes are there. Either way the first change must name `after` as
+    /// the entry before it, else changes in between were trimmed: `Lost`.
+    async fn read_credentials(
+        &self,
+        after: EntryId,
+        max: usize,
+        block: Option<Duration>,
+    ) -> Result<CredentialsRead, StoreError> {
+        let doing = "reading the credentials channel";
+        let key = keys::credentials();
+        let max = max.clamp(1, MAX_COUNT);
+        let reply: Value = match block.filter(|b| !b.is_zero()) {
+            Some(block) => {
+                let reply = self.xread_blocking(doing, &key, after, max, block).await?;
+                match xread_entries(doing, &key, reply)? {
+                    Some(entries) => entries,
+                    None => return Ok(CredentialsRead::Changes(Vec::new())),
+                }
+            }
+            None => {
+                self.query(
+                    doing,
+                    &key,
+                    cmd("XRANGE")
+                        .arg(&key)
+                        .arg(format!("({after}"))
+                        .arg("+")
+                        .arg("COUNT")
+                        .arg(max),
+                )
+                .await?
+            }
+        };
+        let mut changes = Vec::new();
+        let mut expected = after.to_string();
+        for (id, [change, prev]) in stream_fields(doing, &key, &reply, &["c", "p"])? {
+            let (Some(change), Some(prev)) = (change, prev) else {
+                return Err(corrupt(doing, &key, format!("entry {id} lacks a field")));
+            };
+            if prev != expected.as_bytes() {
+                return Ok(CredentialsRead::Lost);
+            }
+            expected = id.to_string();
+            let mut change: CredentialChange = decode(doing, &key, change)?;
+            change.id = id;
+            changes.push(change);
+        }
+        Ok(CredentialsRead::Changes(changes))
+    }
 }
 
+/// The change a write of `bay`'s directory publishes on the credentials
+/// channel.
+fn change_of(
+    bay: &BayId,
+    participant: Option<&ParticipantId>,
+    kind: CredentialChangeKind,
+) -> CredentialChange {
+    CredentialChange {
+        id: EntryId::ZERO,
+        bay: bay.clone(),
+        participant: participant.cloned(),
+        kind,
+    }
+}
+
+/// Attempts at publishing a change apart from its write before giving up.
+const PUBLISH_ATTEMPTS: usize = 3;
+
 impl RedisStore {
+    /// `keys` of a script whose last key is the credentials channel,
+    /// without it where the channel may live on another slot (a cluster):
+    /// the script then skips the publish and the caller does it.
+    fn with_credentials<'a>(&self, mut keys: Vec<&'a str>) -> Vec<&'a str> {
+        if !self.atomic_credentials {
+            keys.pop();
+        }
+        keys
+    }
+
+    /// Publishes `change` apart from the write it announces (on a
+    /// cluster), after that write succeeded. The write stands whatever
+    /// happens here, so a failure is retried a little and then only
+    /// logged: nodes that cached the token before keep answering it for at
+    /// most the token cache's `MAX_AGE` (or until their feed of the Bay,
+    /// if one runs, reads the Bay's own log entry).
+    async fn publish_credentials(&self, change: &CredentialChange) {
+        let doing = "publishing a credential change";
+        let key = keys::credentials();
+        let json = match encode(doing, &key, change) {
+            Ok(json) => json,
+            Err(err) => {
+                tracing::error!(error = %err, "could not encode a credential change");
+                return;
+            }
+        };
+        let keys = PublishCredentialsKeys {
+            credentials: key.clone(),
+        };
+        let kept = CREDENTIAL_CHANGES_KEPT.to_string();
+        let args = PublishCredentialsArgs {
+            kept: &kept,
+            change: &json,
+        };
+        let mut pause = Duration::from_millis(50);
+        for attempt in 1..=PUBLISH_ATTEMPTS {
+            match self
+                .invoke::<Value>(doing, &PUBLISH, &keys.in_order(), &args.in_order())
+                .await
+            {
+                Ok(_) => return,
+                Err(err) if attempt == PUBLISH_ATTEMPTS => {
+                    tracing::error!(bay = %change.bay, error = %err, "a credential change was applied but not published; other nodes may answer cached tokens of the Bay for up to five minutes");
+                }
+                Err(_) => {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+            }
+        }
+    }
+
     /// Step 1 of `create_participant`: points `token`'s index entry at
     /// `owner` (the encoded [`TokenOwner`]) by compare-and-set. `false`
     /// when a live participant holds the token; `Unavailable` when the
@@ -465,6 +692,7 @@ impl RedisStore {
     async fn swap_token(
         &self,
         doing: &'static str,
+        bay: &BayId,
         keys: &SetTokenKeys,
         participant: &ParticipantId,
         new: Option<&TokenHash>,
@@ -482,6 +710,7 @@ impl RedisStore {
         punch(doing, &mut revoked, &["token"], holes.hole(0))?;
         let revoked = holes.split(doing, &to_text(doing, &revoked)?, 1)?;
         let log = self.log_args();
+        let change = change_of(bay, Some(participant), CredentialChangeKind::Revoked);
         let args = SetTokenArgs {
             participant_id: participant.as_str(),
             token_hash: new.map_or("", |t| t.0.as_str()),
@@ -490,9 +719,16 @@ impl RedisStore {
             max_entries: &log.max_entries,
             revoked_0: &revoked[0],
             revoked_1: &revoked[1],
+            kept: &CREDENTIAL_CHANGES_KEPT.to_string(),
+            change: &encode(doing, &keys.credentials, &change)?,
         };
-        self.invoke_status(doing, &SET_TOKEN, &keys.in_order(), &args.in_order())
-            .await
+        self.invoke_status(
+            doing,
+            &SET_TOKEN,
+            &self.with_credentials(keys.in_order()),
+            &args.in_order(),
+        )
+        .await
     }
 
     /// Whether `token` is the current token of its index entry's owner.
@@ -545,5 +781,8 @@ mod tests {
         let set_suspended = include_str!("directory/set_suspended.lua");
         assert_eq!(bound(set_suspended, "KEYS"), SetSuspendedKeys::NAMES);
         assert_eq!(bound(set_suspended, "ARGV"), SetSuspendedArgs::NAMES);
+        let publish = include_str!("directory/publish_credentials.lua");
+        assert_eq!(bound(publish, "KEYS"), PublishCredentialsKeys::NAMES);
+        assert_eq!(bound(publish, "ARGV"), PublishCredentialsArgs::NAMES);
     }
 }

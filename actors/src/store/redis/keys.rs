@@ -37,6 +37,7 @@
 //! | `sb:files-pending`                | zset   | `"<bay> <id>"` of unsent uploads → expiry ms (sweep index) |
 //! | `sb:draft-bays`                   | set    | Bays that may hold open drafts (sweep index)       |
 //! | `sb:nodes`                        | hash   | node id → JSON `{until, record}` (node directory)  |
+//! | `sb:{credentials}:log`            | stream | credential changes of every Bay, `c` = JSON, `p` = previous id |
 //! | `sb:{tok:<4 hex>}:<token hash>`   | string | token index: JSON `{bay, participant}`             |
 //! | `sb:pairing-code:<code hash>`     | string | JSON `PairingTarget`, expiring with the code (`PX`)|
 //! | `sb:link-request:<id>`            | hash   | `r` JSON `LinkRequest`, `a` its approval; `PX`'d   |
@@ -356,6 +357,16 @@ pub fn draft_bays() -> String {
 /// the Bay's own key: it lives in another slot).
 pub fn bays() -> String {
     format!("{PREFIX}:bays")
+}
+
+/// `sb:{credentials}:log`: stream, the credentials channel: one entry per
+/// change of a token's standing (rotation, revocation, suspension,
+/// reinstatement) of any Bay, field `c` = JSON `CredentialChange`, `p` =
+/// the id of the entry before it; capped with `MAXLEN ~`
+/// `CREDENTIAL_CHANGES_KEPT`. Its own hash tag: every node tails it with
+/// one blocking read, whatever the number of Bays.
+pub fn credentials() -> String {
+    format!("{PREFIX}:{{credentials}}:log")
 }
 
 /// `sb:nodes`: hash of node id → JSON `{until, record}`, the node

@@ -30,6 +30,8 @@
 //!   protocol §4, as `next_round` in Rust (appends and draft completions).
 //! - [`REVISION`] (`lua/revision.lua`): `revision_of`, the revision check
 //!   of every write routed at a conversation revision.
+//! - [`PUBLISH_CREDENTIALS`] (`lua/publish_credentials.lua`): the append to
+//!   the credentials channel of every change of a token's standing.
 
 use redis::Script;
 
@@ -45,6 +47,11 @@ pub const ROUND_STEP: &str = include_str!("lua/round_step.lua");
 /// `revision_of(conversations, revisions, cid)`: a conversation's revision,
 /// or false when it does not exist.
 pub const REVISION: &str = include_str!("lua/revision.lua");
+
+/// `publish_credentials(credentials, kept, change)`: appends a change to
+/// the credentials channel (chained to the entry before it), trimmed to
+/// about `kept` entries.
+pub const PUBLISH_CREDENTIALS: &str = include_str!("lua/publish_credentials.lua");
 
 /// One script of the engine: its fragments and body, and whether it may
 /// be retried after a broken connection.

@@ -10,7 +10,8 @@
 //! - roster changes: compare-and-set of the conversation JSON + `Roster`
 //!   log entry in one script (the change itself is computed in Rust on the
 //!   JSON read, and retried when someone changed it in between);
-//! - `set_token`: token swap + `CredentialRevoked` log entry in one script;
+//! - `set_token`: token swap + `CredentialRevoked` log entry in one script
+//!   (+ the credentials channel's entry, off a cluster; see `directory.rs`);
 //! - every log append mints the epoch (`SET NX`) if it is missing.
 //!
 //! Each area's file (`messages.rs`, `drafts.rs`, …) implements its store
@@ -126,6 +127,9 @@ pub struct RedisStore {
     /// an interval writes only the entries that changed (see
     /// `presence.rs`).
     presence_written: presence::Written,
+    /// Whether the credentials channel may be written in the same script
+    /// as a Bay's keys: a server that is not a cluster (see `directory.rs`).
+    atomic_credentials: bool,
 }
 
 /// The JSON of a `Change` log event in `conversation` (what

@@ -82,16 +82,19 @@ pub async fn connect_to(
     // Bounded: the connection manager would otherwise retry with backoff.
     let shared =
         bounded_connect(doing, Shared::open(&target, connections, COMMAND_TIMEOUT)).await?;
+    let cluster = target.is_cluster();
     let blocking = BlockingConnections::new(target);
     blocking.adopt(first);
-    let store = RedisStore {
+    let mut store = RedisStore {
         shared,
         blocking,
         limits,
         presence_written: Default::default(),
+        atomic_credentials: false,
     };
     store.ping().await?;
     store.check_server().await?;
+    store.atomic_credentials = !cluster && !store.cluster_enabled().await?;
     Ok(store)
 }
 
@@ -159,6 +162,16 @@ fn node_prefix(node: &str) -> String {
 }
 
 impl RedisStore {
+    /// Whether the (single) server runs in cluster mode: a script may then
+    /// touch only one slot's keys, even when the engine talks to it alone.
+    async fn cluster_enabled(&self) -> Result<bool, StoreError> {
+        let doing = "checking the Redis server";
+        let info: String = self
+            .query(doing, "INFO cluster", cmd("INFO").arg("cluster"))
+            .await?;
+        Ok(info.lines().any(|l| l.trim() == "cluster_enabled:1"))
+    }
+
     /// Refuses servers the engine cannot be correct on. On a cluster every
     /// primary is checked (a slot may move to any of them); replicas are
     /// not, as the engine never reads from them.

@@ -151,19 +151,10 @@ impl RedisStore {
         let reply = self
             .xread_blocking(doing, &log, after.entry, max, block)
             .await?;
-        // XREAD answers [[key, entries]] (RESP2) or {key: entries} (RESP3).
-        let entries = match &reply {
-            Value::Nil => return Ok(None),
-            Value::Array(streams) => match streams.first() {
-                Some(Value::Array(pair)) if pair.len() == 2 => &pair[1],
-                _ => return Err(corrupt(doing, &log, "malformed XREAD reply")),
-            },
-            Value::Map(streams) => match streams.first() {
-                Some((_, entries)) => entries,
-                None => return Ok(None),
-            },
-            _ => return Err(corrupt(doing, &log, "malformed XREAD reply")),
+        let Some(entries) = xread_entries(doing, &log, reply)? else {
+            return Ok(None);
         };
+        let entries = &entries;
         let mut expected = after.entry;
         let mut records = Vec::new();
         for (id, fields) in stream_fields(doing, &log, entries, &["e", "p", "ep"])? {
@@ -180,6 +171,24 @@ impl RedisStore {
             return Ok(None);
         }
         Ok(Some(Replay::page(records, max, after.entry, expected)))
+    }
+}
+
+/// The entry list of a one-stream `XREAD` reply, `None` when it timed out.
+/// XREAD answers [[key, entries]] (RESP2) or {key: entries} (RESP3).
+pub(super) fn xread_entries(
+    doing: &'static str,
+    key: &str,
+    reply: Value,
+) -> Result<Option<Value>, StoreError> {
+    match reply {
+        Value::Nil => Ok(None),
+        Value::Array(streams) => match streams.into_iter().next() {
+            Some(Value::Array(mut pair)) if pair.len() == 2 => Ok(pair.pop()),
+            _ => Err(corrupt(doing, key, "malformed XREAD reply")),
+        },
+        Value::Map(streams) => Ok(streams.into_iter().next().map(|(_, entries)| entries)),
+        _ => Err(corrupt(doing, key, "malformed XREAD reply")),
     }
 }
 

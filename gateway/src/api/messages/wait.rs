@@ -99,7 +99,7 @@ async fn first_reply(
     description = "Holds the request until a message the caller did not send arrives after `after` (or answers at once when one already has), else answers `{\"messages\": []}` after `timeout` seconds (1–50; absent: `timing.message_wait_default`, 25 by default). The wait is registered before the history is read, so nothing falls between two calls: call again with `after` = the message you got. Tombstones and open drafts are skipped: a streamed reply is returned once it completes (at its opening time in the history).",
     params(("id" = String, Path, description = "Conversation id"), WaitQuery),
     responses(
-        (status = 200, description = "Zero or one message", body = WaitAnswer),
+        (status = 200, description = "Zero or one message. A wait a draining node ended early (no message) carries the header `Switchboard-Session-End: GOING_AWAY`: call again, on another node", body = WaitAnswer),
         (status = 400, description = "INVALID_REQUEST (bad `timeout`) or INVALID_CURSOR (`after` names no message of this conversation)", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 403, description = "NOT_PARTICIPANT: not a member (also for unknown ids)", body = ErrorBody),

@@ -328,6 +328,11 @@ async fn markup_and_scripts_are_plain_text_and_an_empty_file_is_refused() {
     let (s, body) = upload(&gw, &w.rex, "empty.txt", b"").await;
     assert_error(s, &body, 400, "INVALID_REQUEST");
     assert!(body.to_string().contains("empty"), "{body}");
+    // Not multipart at all: the body's type is wrong, not its framing.
+    let (s, body) = gw
+        .post_json(&w.rex, "/attachments", serde_json::json!({"file": "x"}))
+        .await;
+    assert_error(s, &body, 415, "UNSUPPORTED_MEDIA_TYPE");
 }
 
 #[tokio::test]
@@ -577,6 +582,8 @@ async fn altered_or_expired_urls_are_refused() {
         later_exp,
         flip(&url, "id=att_", "id=att_0"),
         url.split("&sig=").next().unwrap().to_owned(),
+        // A field given twice is an altered URL too, not a bad query.
+        format!("{url}&bay=other"),
     ] {
         let res = reqwest::get(&bad).await.unwrap();
         let status = res.status().as_u16();

@@ -55,9 +55,8 @@ pub(crate) struct Signed {
 pub(super) async fn download_attachment(
     state: web::Data<AppState>,
     req: HttpRequest,
-    query: web::Query<Signed>,
 ) -> Result<HttpResponse, ApiError> {
-    signed_content(&state, &req, &query).await
+    signed_content(&state, &req).await
 }
 
 /// `HEAD` of a signed URL: the GET's status and headers (`Content-Length`,
@@ -68,18 +67,21 @@ pub(super) async fn download_attachment(
 pub(super) async fn head_attachment(
     state: web::Data<AppState>,
     req: HttpRequest,
-    query: web::Query<Signed>,
 ) -> Result<HttpResponse, ApiError> {
-    signed_content(&state, &req, &query).await
+    signed_content(&state, &req).await
 }
 
-/// Verifies the signed URL `query` and serves its file.
-async fn signed_content(
-    state: &AppState,
-    req: &HttpRequest,
-    query: &Signed,
-) -> Result<HttpResponse, ApiError> {
-    let (bay, id) = verified(state, query)?;
+/// Verifies the signed URL of `req` and serves its file. A query that
+/// does not parse (a field given twice, say) is an altered URL: 403 like
+/// any other, not the query extractor's 400.
+async fn signed_content(state: &AppState, req: &HttpRequest) -> Result<HttpResponse, ApiError> {
+    let query = web::Query::<Signed>::from_query(req.query_string()).map_err(|_| {
+        ApiError::new(
+            ErrorCode::InvalidSignature,
+            "a signed url carries bay, id, exp and sig, each once",
+        )
+    })?;
+    let (bay, id) = verified(state, &query)?;
     let Some(entry) = state.store.file(&bay, &id).await? else {
         return Err(ApiError::not_found());
     };

@@ -12,7 +12,7 @@ use crate::files::storage::BlobWriter;
 use crate::files::Files;
 use crate::state::AppState;
 use actix_multipart::{Field, Multipart};
-use actix_web::{post, web, HttpRequest, HttpResponse};
+use actix_web::{post, web, HttpMessage, HttpRequest, HttpResponse};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -59,7 +59,7 @@ pub(crate) struct Uploaded {
         (status = 400, description = "INVALID_REQUEST: not multipart, no `file` field, or more than one file", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 413, description = "FILE_TOO_LARGE: above the Bay's cap (25 MB at most)", body = ErrorBody),
-        (status = 415, description = "UNSUPPORTED_FILE_TYPE: the bytes are not an allowed type", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_FILE_TYPE: the bytes are not an allowed type; UNSUPPORTED_MEDIA_TYPE: the body is not `multipart/form-data`", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED: the agent request budget is spent", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 500, description = "INTERNAL", body = ErrorBody),
         (status = 503, description = "STORE_UNAVAILABLE or UNAVAILABLE: the store or the file storage cannot serve now", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -74,6 +74,16 @@ pub(super) async fn upload_attachment(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     state.limits.check_agent(&caller.principal.token).await?;
+    let multipart = matches!(
+        req.mime_type(),
+        Ok(Some(m)) if m.type_() == actix_web::mime::MULTIPART && m.subtype() == actix_web::mime::FORM_DATA
+    );
+    if !multipart {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "an upload must be sent as multipart/form-data with a `file` field",
+        ));
+    }
     let bay = &caller.principal.bay;
     let cap = state.files.settings().cap_for(bay.as_str());
     let declared = req
@@ -244,7 +254,7 @@ fn invalid(why: &str) -> ApiError {
 fn too_large(cap: u64) -> ApiError {
     ApiError::new(
         ErrorCode::FileTooLarge,
-        format!("the file is larger than this bay's cap of {cap} bytes"),
+        format!("the file is larger than the {cap}-byte limit for files here"),
     )
 }
 

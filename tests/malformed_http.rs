@@ -147,3 +147,41 @@ async fn well_formed_traffic_passes_unchanged() {
     .expect("no pong");
     assert_eq!(&pong[..], &look_alike[..]);
 }
+
+#[tokio::test]
+async fn a_body_that_does_not_arrive_in_time_gets_a_json_408_and_the_connection_closes() {
+    let gw =
+        Gateway::spawn_with(Opts::default().env("SWITCHBOARD_TIMING__REQUEST_BODY_TIMEOUT", "2s"))
+            .await;
+    let w = World::create(&gw, "slow").await;
+    let started = std::time::Instant::now();
+    // 100 bytes declared, 11 sent, then nothing: a trickling client.
+    let head = format!(
+        "POST /api/agent-api/conversations/dm/messages HTTP/1.1\r\nHost: x\r\n\
+         Authorization: Bearer {}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{{\"content\":",
+        w.rex
+    );
+    let raw = exchange(&gw, head.as_bytes()).await;
+    let waited = started.elapsed();
+    let got = answers(&raw);
+    assert_eq!(got.len(), 1, "{raw}");
+    let (status, content_type, body) = &got[0];
+    assert_eq!(
+        (*status, content_type.as_str()),
+        (408, "application/json"),
+        "{raw}"
+    );
+    let body: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body["code"], "REQUEST_TIMEOUT", "{body}");
+    assert!(
+        waited >= Duration::from_secs(2),
+        "not before the deadline: {waited:?}"
+    );
+    // Nothing was posted, and a body that arrives in time is served.
+    let (status, page) = gw.get(&w.rex, "/conversations/dm/messages").await;
+    assert_eq!(status, 200);
+    assert_eq!(page["messages"].as_array().map(Vec::len), Some(0), "{page}");
+    let (status, _) = gw.post_message(&w.rex, "dm", "on time").await;
+    assert_eq!(status, 201);
+}

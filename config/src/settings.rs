@@ -299,6 +299,11 @@ pub struct Timing {
     /// long fails (`message.failed`; 30 s by default). Invariant: not zero.
     #[serde(with = "humantime_serde")]
     pub draft_orphan_timeout: Duration,
+    /// The most time a request body may take to arrive after the head;
+    /// past it the request is answered 408 `REQUEST_TIMEOUT` and the
+    /// connection closes (a trickling client holds no connection).
+    #[serde(with = "humantime_serde")]
+    pub request_body_timeout: Duration,
     /// An MCP session (`/api/mcp`) that made no request for this long
     /// expires: its id answers 404 and the client initializes again
     /// (10 min by default). Invariant: not zero.

@@ -155,6 +155,15 @@ fn check_timing(timing: &Timing) -> Result<(), ConfigError> {
     non_zero("timing.draft_flush_interval", timing.draft_flush_interval)?;
     non_zero("timing.draft_orphan_timeout", timing.draft_orphan_timeout)?;
     non_zero("timing.mcp_session_idle", timing.mcp_session_idle)?;
+    if timing.request_body_timeout < Duration::from_secs(1) {
+        return Err(ConfigError::invalid(
+            "timing.request_body_timeout",
+            format!(
+                "is {}, must be at least 1s",
+                show(timing.request_body_timeout)
+            ),
+        ));
+    }
     non_zero("timing.presence_interval", timing.presence_interval)?;
     // timing.presence_linger and presence_poll_linger: zero is valid
     // (offline as the session ends).

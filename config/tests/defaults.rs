@@ -66,6 +66,7 @@ fn defaults_equal_the_protocol_values() {
             message_wait_default: secs(25), // protocol §11 REST fallback: wait 25 s
             draft_flush_interval: Duration::from_millis(40),
             draft_orphan_timeout: secs(30),
+            request_body_timeout: secs(60),
             mcp_session_idle: secs(600),
             canary_interval: secs(1),
             canary_timeout: Duration::from_millis(2500),

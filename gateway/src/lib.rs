@@ -427,6 +427,9 @@ fn app(
 > {
     App::new()
         .wrap(actix_web::middleware::from_fn(
+            middleware::body_deadline::body_deadline,
+        ))
+        .wrap(actix_web::middleware::from_fn(
             middleware::request_log::request_log,
         ))
         .app_data(web::Data::new(state.clone()))

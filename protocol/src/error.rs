@@ -123,6 +123,9 @@ pub enum ErrorCode {
     MessageDeleted,
     /// 410: the room's links expired after its inactivity timeout (rooms by link).
     RoomExpired,
+    /// 408: a request body that did not arrive within
+    /// `timing.request_body_timeout` (a stalled or trickling upload).
+    RequestTimeout,
     /// 413: request body above the configured limit.
     PayloadTooLarge,
     /// 414: a GET-only send's path and query pass 4,096 bytes (rooms by link).
@@ -213,6 +216,7 @@ impl ErrorCode {
             | ConnectorSuspended
             | AttachmentConflict => 409,
             MessageDeleted | RoomExpired | AttachmentGone => 410,
+            RequestTimeout => 408,
             PayloadTooLarge | FileTooLarge => 413,
             UriTooLong => 414,
             UnsupportedMediaType | UnsupportedFileType => 415,
@@ -276,6 +280,7 @@ impl ErrorCode {
             RoomExpired => "ROOM_EXPIRED",
             PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             UriTooLong => "URI_TOO_LONG",
+            RequestTimeout => "REQUEST_TIMEOUT",
             UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             UpdatesRateLimited => "UPDATES_RATE_LIMITED",
             RateLimited => "RATE_LIMITED",

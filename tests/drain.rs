@@ -86,7 +86,7 @@ async fn a_second_signal_cuts_the_grace_short() {
 
 #[tokio::test]
 async fn a_held_message_wait_is_answered_at_once_when_the_node_drains() {
-    let mut gw =
+    let gw =
         Gateway::spawn_with(Opts::default().env("SWITCHBOARD_TIMING__DRAIN_GRACE", "10s")).await;
     let w = World::create(&gw, "waits").await;
     let (http, url, rex) = (

@@ -629,3 +629,131 @@ async fn a_bay_conversation_shared_by_link_talks_both_ways() {
     let gw = Gateway::spawn_with(opts()).await;
     shared_conversation_across(&gw, &gw).await;
 }
+
+/// The participant id of link author `name` in conversation `cid` of `bay`
+/// (as the operator's conversation list shows it).
+async fn link_author(gw: &Gateway, bay: &str, cid: &str, name: &str) -> String {
+    let (s, b) = gw
+        .admin(Method::GET, &format!("/bays/{bay}/conversations"), None)
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let c = b["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == cid)
+        .unwrap_or_else(|| panic!("no {cid}: {b}"));
+    c["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .and_then(|m| m["id"].as_str())
+        .filter(|id| id.starts_with("p_link_"))
+        .unwrap_or_else(|| panic!("{name} is no member: {c}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn operators_govern_link_authors_and_suspended_bays() {
+    let gw = Gateway::spawn_with(opts()).await;
+    World::create(&gw, "bay1").await;
+    let guest = share(&gw, "bay1", "group", "guest").await;
+    said(&gw, &guest, "Other", "first").await;
+    let other = link_author(&gw, "bay1", "group", "Other").await;
+
+    // A suspended author may read, not write (posts nor reactions).
+    let (s, b) = gw
+        .admin(
+            Method::POST,
+            &format!("/bays/bay1/participants/{other}/suspend"),
+            None,
+        )
+        .await;
+    assert!(s < 300, "{s} {b}");
+    let (s, e) = reply(&gw, &guest, "Other", "while suspended", "s1").await;
+    assert_error(s, &e, 403, "ACCOUNT_SUSPENDED");
+    let id = said(&gw, &guest, "Someone", "hi").await;
+    let (s, e) = call(
+        &gw,
+        Method::POST,
+        &on(&gw, &guest, "/reactions"),
+        Some(json!({"message_id": id, "author": "Other", "emoji": "👍"})),
+    )
+    .await;
+    assert_error(s, &e, 403, "ACCOUNT_SUSPENDED");
+    read(&gw, &guest).await;
+    gw.admin(
+        Method::POST,
+        &format!("/bays/bay1/participants/{other}/reinstate"),
+        None,
+    )
+    .await;
+    said(&gw, &guest, "Other", "back").await;
+
+    // Removed by an operator: refused, never re-added by its own post,
+    // until an operator adds it back.
+    let (s, b) = gw
+        .admin(
+            Method::DELETE,
+            &format!("/bays/bay1/conversations/group/members/{other}"),
+            None,
+        )
+        .await;
+    assert_eq!(s, 204, "{b}");
+    let (s, e) = reply(&gw, &guest, "Other", "let me in", "r1").await;
+    assert_error(s, &e, 403, "AUTHOR_REMOVED");
+    let (s, e) = reply(&gw, &guest, " Other ", "let me in", "r2").await;
+    assert_error(s, &e, 403, "AUTHOR_REMOVED");
+    let (s, b) = gw
+        .admin(Method::GET, "/bays/bay1/conversations", None)
+        .await;
+    assert_eq!(s, 200);
+    assert!(!b.to_string().contains(&other), "re-added: {b}");
+    let (s, b) = gw
+        .admin(
+            Method::POST,
+            "/bays/bay1/conversations/group/members",
+            Some(json!({"participantId": other})),
+        )
+        .await;
+    assert!(s < 300, "{s} {b}");
+    said(&gw, &guest, "Other", "added back").await;
+
+    // A suspended Bay refuses every request of its rooms' links, reads too.
+    let cursor = read(&gw, &guest).await["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = gw.admin(Method::POST, "/bays/bay1/suspend", None).await;
+    assert!(s < 300, "{s} {b}");
+    let (s, e) = reply(&gw, &guest, "Other", "bs", "bs1").await;
+    assert_error(s, &e, 403, "BAY_SUSPENDED");
+    for rest in [
+        "?format=json".to_owned(),
+        format!("?cursor={cursor}&wait=0"),
+        format!("?before={id}"),
+        "?send=1&author=Other&body=x&client_id=bs2".to_owned(),
+    ] {
+        let (s, e) = call(&gw, Method::GET, &on(&gw, &guest, &rest), None).await;
+        assert_error(s, &e, 403, "BAY_SUSPENDED");
+    }
+    let (s, e) = call(
+        &gw,
+        Method::POST,
+        &on(&gw, &guest, "/pins"),
+        Some(json!({"message_id": id})),
+    )
+    .await;
+    assert_error(s, &e, 403, "BAY_SUSPENDED");
+    gw.admin(Method::POST, "/bays/bay1/reinstate", None).await;
+    let r = read(&gw, &guest).await;
+    let bodies: Vec<&str> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["body"].as_str().unwrap())
+        .collect();
+    assert!(!bodies.contains(&"bs"), "{bodies:?}");
+    assert!(!bodies.contains(&"let me in"), "{bodies:?}");
+}

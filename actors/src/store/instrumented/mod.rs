@@ -774,4 +774,29 @@ impl super::RoomStore for Instrumented {
         )
         .await
     }
+    async fn admit_room_author(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        author: &ParticipantId,
+        max: u32,
+    ) -> Result<super::RoomAuthor, StoreError> {
+        timed(
+            "admit_room_author",
+            self.inner.admit_room_author(bay, conversation, author, max),
+        )
+        .await
+    }
+    async fn room_author_joined(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        author: &ParticipantId,
+    ) -> Result<(), StoreError> {
+        timed(
+            "room_author_joined",
+            self.inner.room_author_joined(bay, conversation, author),
+        )
+        .await
+    }
 }

@@ -333,6 +333,12 @@ impl BayKeys {
         format!("{}:room:{conversation}", self.base)
     }
 
+    /// `sb:{bay}:room:<cid>:authors`: hash, the room's link authors:
+    /// participant id → `0` (counted) or `1` (joined the conversation).
+    pub fn room_authors(&self, conversation: &ConversationId) -> String {
+        format!("{}:room:{conversation}:authors", self.base)
+    }
+
     /// `sb:{bay}:conv:<cid>:draft:<mid>`: string, an open draft's text so
     /// far (appends are `APPEND`s; the body keeps the text at opening).
     pub fn draft_text(&self, conversation: &ConversationId, message: &str) -> String {

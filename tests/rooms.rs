@@ -757,3 +757,53 @@ async fn operators_govern_link_authors_and_suspended_bays() {
     assert!(!bodies.contains(&"bs"), "{bodies:?}");
     assert!(!bodies.contains(&"let me in"), "{bodies:?}");
 }
+
+#[tokio::test]
+async fn a_room_admits_at_most_max_authors() {
+    let gw = Gateway::spawn_with(opts().env("SWITCHBOARD_ROOMS__MAX_AUTHORS", "2")).await;
+    let links = room(&gw, "private").await;
+    let id = said(&gw, &links.guest, "A", "one").await;
+    let (s, m) = call(
+        &gw,
+        Method::POST,
+        &on(&gw, &links.guest, "/reactions"),
+        Some(json!({"message_id": id, "author": "B", "emoji": "👍"})),
+    )
+    .await;
+    assert_eq!(s, 200, "{m}");
+    // A third name, by post, GET-only send or reaction: refused, unwritten.
+    let (s, e) = reply(&gw, &links.guest, "C", "three", "c1").await;
+    assert_error(s, &e, 403, "ROOM_AUTHORS_FULL");
+    let (s, e) = call(
+        &gw,
+        Method::GET,
+        &on(
+            &gw,
+            &links.guest,
+            "?send=1&author=C&body=three&client_id=c2",
+        ),
+        None,
+    )
+    .await;
+    assert_error(s, &e, 403, "ROOM_AUTHORS_FULL");
+    let (s, e) = call(
+        &gw,
+        Method::POST,
+        &on(&gw, &links.guest, "/reactions"),
+        Some(json!({"message_id": id, "author": "C", "emoji": "👍"})),
+    )
+    .await;
+    assert_error(s, &e, 403, "ROOM_AUTHORS_FULL");
+    // The room's authors keep writing.
+    said(&gw, &links.guest, "B", "two").await;
+    said(&gw, &links.owner, " A ", "again").await;
+    let r = read(&gw, &links.reader).await;
+    let authors: Vec<&str> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["author"].as_str().unwrap())
+        .collect();
+    assert_eq!(authors, ["A", "B", "A"], "{r}");
+    assert_eq!(r["messages"][0]["reactions"][0]["authors"], json!(["B"]));
+}

@@ -161,7 +161,7 @@ fn is_prefetch(req: &HttpRequest) -> bool {
         (status = 200, description = "READ (or a FOLLOW, history page, or identical GET-send retry)", body = RoomRead),
         (status = 201, description = "GET-only send: sent", body = RoomMessage),
         (status = 400, description = "INVALID_REQUEST (unknown parameter, bad limit or wait), INVALID_CONTENT, INVALID_IDEMPOTENCY_KEY", body = ErrorBody),
-        (status = 403, description = "FORBIDDEN: the link cannot send; BAY_SUSPENDED (every request of a suspended Bay); ACCOUNT_SUSPENDED or AUTHOR_REMOVED (a GET-only send)", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the link cannot send; BAY_SUSPENDED (every request of a suspended Bay); ACCOUNT_SUSPENDED, AUTHOR_REMOVED or ROOM_AUTHORS_FULL (a GET-only send)", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown link", body = ErrorBody),
         (status = 409, description = "CURSOR_EXPIRED (READ again) or IDEMPOTENCY_KEY_REUSED", body = ErrorBody),
         (status = 410, description = "ROOM_EXPIRED or MESSAGE_DELETED", body = ErrorBody),

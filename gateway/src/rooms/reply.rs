@@ -160,7 +160,8 @@ pub async fn send(
     };
     state.rooms.write(&link.room)?;
     let room = &link.room;
-    let sender = super::authors::author(state, room, &send.author, u32::MAX).await?;
+    let sender =
+        super::authors::author(state, room, &send.author, state.settings.rooms.max_authors).await?;
     let idempotency = Idempotency {
         key: digest(&[
             b"room",
@@ -227,7 +228,7 @@ fn bad_target() -> ApiError {
         (status = 201, description = "Sent", body = RoomMessage),
         (status = 200, description = "An identical retry: the first message", body = RoomMessage),
         (status = 400, description = "INVALID_JSON, INVALID_REQUEST, INVALID_CONTENT, INVALID_IDEMPOTENCY_KEY or INVALID_REPLY_TARGET", body = ErrorBody),
-        (status = 403, description = "FORBIDDEN: the link cannot send; BAY_SUSPENDED, ACCOUNT_SUSPENDED (the author) or AUTHOR_REMOVED (an operator removed the author)", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the link cannot send; BAY_SUSPENDED, ACCOUNT_SUSPENDED (the author) AUTHOR_REMOVED (an operator removed the author) or ROOM_AUTHORS_FULL (a new author past `rooms.max_authors`)", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown link", body = ErrorBody),
         (status = 409, description = "IDEMPOTENCY_KEY_REUSED", body = ErrorBody),
         (status = 410, description = "MESSAGE_DELETED or ROOM_EXPIRED", body = ErrorBody),

@@ -240,17 +240,27 @@ fn wait_of(state: &AppState, params: &HashMap<String, String>) -> Result<Duratio
     }
 }
 
-/// Answers a FOLLOW for `link`.
+/// Answers a FOLLOW for `link`. A held FOLLOW answers at once, with
+/// nothing new and its cursor, when the node starts draining.
 ///
 /// # Errors
 /// 409 CURSOR_EXPIRED (READ again); 400 for a bad `wait` or `limit`; 429
-/// when the IP holds too many waiting FOLLOWs; 503 when the store is down.
+/// when the IP holds too many waiting FOLLOWs; 503 UNAVAILABLE (with
+/// `Retry-After`) on a draining node, and when the store is down.
 pub async fn follow(
     state: &AppState,
     req: &HttpRequest,
     link: &Opened,
     params: &HashMap<String, String>,
 ) -> Result<HttpResponse, ApiError> {
+    // A draining node takes no new FOLLOW: the client polls another.
+    if state.is_draining() {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "this node is draining; poll again, another node answers",
+        )
+        .retry_after(Duration::from_secs(1)));
+    }
     let mut cursor = params
         .get("cursor")
         .and_then(|c| RoomCursor::decode(c))
@@ -262,6 +272,9 @@ pub async fn follow(
     let mut rx = register(state, link).await?;
     let mut read_log = true;
     let mut ticks = 0u32;
+    // A drain answers a held FOLLOW at once, as having nothing new.
+    let drain = state.drain_started();
+    tokio::pin!(drain);
     let mut page = Page {
         changed: Vec::new(),
         through: cursor.position.entry,
@@ -279,18 +292,22 @@ pub async fn follow(
             .ok_or_else(ApiError::not_found)?;
         let metadata = room.metadata_revision != cursor.metadata_revision;
         let now = tokio::time::Instant::now();
+        let fresh = Opened {
+            room,
+            ..link.clone()
+        };
         if !page.changed.is_empty() || metadata || now >= deadline {
-            let fresh = Opened {
-                room,
-                ..link.clone()
-            };
             return answer(state, &fresh, cursor, page, metadata).await;
         }
         if holding.is_none() {
             holding = Some(state.rooms.hold(state.client_of(req))?);
         }
         let tick = (now + METADATA_RECHECK).min(deadline);
-        read_log = match tokio::time::timeout_at(tick, &mut rx).await {
+        let woken = tokio::select! {
+            woken = tokio::time::timeout_at(tick, &mut rx) => woken,
+            () = &mut drain => return answer(state, &fresh, cursor, page, false).await,
+        };
+        read_log = match woken {
             Ok(_) => {
                 rx = register(state, link).await?;
                 true

@@ -167,7 +167,7 @@ fn is_prefetch(req: &HttpRequest) -> bool {
         (status = 410, description = "ROOM_EXPIRED or MESSAGE_DELETED", body = ErrorBody),
         (status = 414, description = "URI_TOO_LONG", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 503, description = "STORE_UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "STORE_UNAVAILABLE, or UNAVAILABLE: a FOLLOW on a draining node (a held FOLLOW answers empty at once when the drain starts)", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
 )]
 #[get("/r/{cap}")]

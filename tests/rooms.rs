@@ -807,3 +807,65 @@ async fn a_room_admits_at_most_max_authors() {
     assert_eq!(authors, ["A", "B", "A"], "{r}");
     assert_eq!(r["messages"][0]["reactions"][0]["authors"], json!(["B"]));
 }
+
+#[tokio::test]
+async fn forged_and_stale_cursors_expire_but_quiet_followers_do_not() {
+    let gw = Gateway::spawn_with(opts().env("SWITCHBOARD_REPLAY_WINDOW", "2s")).await;
+    let links = room(&gw, "private").await;
+    said(&gw, &links.guest, "A", "one").await;
+    let c0 = read(&gw, &links.reader).await["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let parts = cursor_parts(&c0);
+    assert_eq!(parts[0], "r1", "{parts:?}");
+    assert_eq!(forged_cursor(&c0, &parts[2], &parts[3]), c0);
+
+    // A metadata revision the room never had.
+    let (s, e) = follow(
+        &gw,
+        &links.reader,
+        &forged_cursor(&c0, &parts[2], "99"),
+        0,
+        10,
+    )
+    .await;
+    assert_error(s, &e, 409, "CURSOR_EXPIRED");
+
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // A quiet room: the cursor's position is older than the window, yet
+    // nothing older than the window follows it.
+    let (s, f) = follow(&gw, &links.reader, &c0, 0, 10).await;
+    assert_eq!(s, 200, "{f}");
+    assert_eq!(f["upserts"], json!([]));
+    // A position from the room's beginning: the whole room, older than
+    // the window, would replay.
+    let (s, e) = follow(&gw, &links.reader, &forged_cursor(&c0, "0-0", "1"), 0, 10).await;
+    assert_error(s, &e, 409, "CURSOR_EXPIRED");
+
+    // A held FOLLOW of the quiet room gets the next post.
+    let (http, url) = (
+        gw.http.clone(),
+        on(&gw, &links.reader, &format!("?cursor={c0}&wait=10")),
+    );
+    let held = tokio::spawn(async move {
+        let res = http.get(url).send().await.unwrap();
+        (res.status().as_u16(), res.json::<Value>().await.unwrap())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    said(&gw, &links.guest, "A", "two").await;
+    let (s, f) = held.await.unwrap();
+    assert_eq!(s, 200, "{f}");
+    assert_eq!(f["upserts"][0]["body"], "two", "{f}");
+    let c1 = f["cursor"].as_str().unwrap().to_owned();
+
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    said(&gw, &links.guest, "A", "three").await;
+    // c0 missed "two", now older than the window: expired.
+    let (s, e) = follow(&gw, &links.reader, &c0, 0, 10).await;
+    assert_error(s, &e, 409, "CURSOR_EXPIRED");
+    // c1 saw everything but "three": it goes on.
+    let (s, f) = follow(&gw, &links.reader, &c1, 0, 10).await;
+    assert_eq!(s, 200, "{f}");
+    assert_eq!(f["upserts"][0]["body"], "three", "{f}");
+}

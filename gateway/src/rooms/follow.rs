@@ -202,6 +202,43 @@ async fn collect(
     }
 }
 
+/// Refuses (409 CURSOR_EXPIRED) a cursor this server cannot have issued
+/// for the room, or one the replay window no longer covers:
+///
+/// - a metadata revision above the room's (revisions only grow);
+/// - a position the window's trim point has passed: the first log entry
+///   after it is older than `replay_window`. The store trims when it
+///   appends, so a quiet log may still hold such entries; they are refused
+///   all the same. A follower of a quiet room is never refused for the
+///   quiet: its position may be old, but nothing older than the window
+///   follows it.
+async fn check_issued(
+    state: &AppState,
+    link: &Opened,
+    cursor: &RoomCursor,
+) -> Result<(), ApiError> {
+    if cursor.metadata_revision > link.room.metadata_revision {
+        return Err(expired());
+    }
+    let window = state.settings.replay_window.as_millis() as u64;
+    let trim_point = switchboard_actors::store::now_ms().saturating_sub(window);
+    // Entries after the position are no older than it.
+    if cursor.position.entry.ms >= trim_point {
+        return Ok(());
+    }
+    match state
+        .store
+        .read_log(&link.room.bay, &cursor.position, 1, None)
+        .await?
+    {
+        Replay::Records { records, .. } => match records.first() {
+            Some(first) if first.id.ms < trim_point => Err(expired()),
+            _ => Ok(()),
+        },
+        Replay::Expired | Replay::EpochChanged => Err(expired()),
+    }
+}
+
 /// Registers a wait for the next entry of the room's conversation.
 async fn register(
     state: &AppState,
@@ -267,6 +304,7 @@ pub async fn follow(
         .ok_or_else(expired)?;
     let limit = read::limit(params, MAX_LIMIT)?;
     let wait = wait_of(state, params)?;
+    check_issued(state, link, &cursor).await?;
     let deadline = tokio::time::Instant::now() + wait;
     let mut holding = None;
     let mut rx = register(state, link).await?;

@@ -869,3 +869,101 @@ async fn forged_and_stale_cursors_expire_but_quiet_followers_do_not() {
     assert_eq!(s, 200, "{f}");
     assert_eq!(f["upserts"][0]["body"], "three", "{f}");
 }
+
+#[tokio::test]
+async fn bad_text_is_refused_not_stored() {
+    let gw = Gateway::spawn_with(opts()).await;
+    let links = room(&gw, "private").await;
+    // Invalid UTF-8 in a GET-only send: refused, never stored as U+FFFD.
+    let (s, e) = call(
+        &gw,
+        Method::GET,
+        &on(
+            &gw,
+            &links.guest,
+            "?send=1&author=A&body=%FF%FE&client_id=u1",
+        ),
+        None,
+    )
+    .await;
+    assert_error(s, &e, 400, "INVALID_CONTENT");
+    let (s, e) = call(
+        &gw,
+        Method::GET,
+        &on(&gw, &links.guest, "?send=1&author=%C3&body=hi&client_id=u2"),
+        None,
+    )
+    .await;
+    assert_error(s, &e, 400, "INVALID_REQUEST");
+    let res = gw
+        .http
+        .post(on(&gw, &links.guest, ""))
+        .header("Content-Type", "application/json")
+        .body(b"{\"author\":\"A\",\"body\":\"\xff\xfe\",\"client_id\":\"u5\"}".to_vec())
+        .send()
+        .await
+        .unwrap();
+    let s = res.status().as_u16();
+    assert_error(s, &res.json().await.unwrap(), 400, "INVALID_JSON");
+    // Control characters in a body (line breaks and tabs are text).
+    for body in ["nul\u{0}here", "bell\u{7}", "esc\u{1b}[31m"] {
+        let (s, e) = reply(&gw, &links.guest, "A", body, "c-ctl").await;
+        assert_error(s, &e, 400, "INVALID_CONTENT");
+    }
+    let (s, e) = call(
+        &gw,
+        Method::GET,
+        &on(
+            &gw,
+            &links.guest,
+            "?send=1&author=A&body=a%00b&client_id=u3",
+        ),
+        None,
+    )
+    .await;
+    assert_error(s, &e, 400, "INVALID_CONTENT");
+    // Control characters and bidi overrides in author names.
+    for author in [
+        "nul\u{0}",
+        "two\nlines",
+        "\u{202E}nimda",
+        "a\u{2066}b",
+        "x\u{202A}",
+    ] {
+        let (s, e) = reply(&gw, &links.guest, author, "hi", "c-auth").await;
+        assert_error(s, &e, 400, "INVALID_REQUEST");
+    }
+    let (s, e) = call(
+        &gw,
+        Method::GET,
+        &on(
+            &gw,
+            &links.guest,
+            "?send=1&author=%E2%80%AEnimda&body=hi&client_id=u4",
+        ),
+        None,
+    )
+    .await;
+    assert_error(s, &e, 400, "INVALID_REQUEST");
+    assert!(read(&gw, &links.reader).await["messages"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // Good text passes: line breaks, tabs, non-Latin names, + and %2B.
+    let (s, m) = reply(&gw, &links.guest, "Zoë 李", "line one\r\n\tline two", "ok1").await;
+    assert_eq!(s, 201, "{m}");
+    assert_eq!(m["body"], "line one\r\n\tline two");
+    let (s, m) = call(
+        &gw,
+        Method::GET,
+        &on(
+            &gw,
+            &links.guest,
+            "?send=1&author=A&body=1+%2B+1%20%E2%9C%93&client_id=ok2",
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(s, 201, "{m}");
+    assert_eq!(m["body"], "1 + 1 ✓");
+}

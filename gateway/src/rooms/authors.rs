@@ -28,12 +28,28 @@ pub fn author_id(name: &str) -> ParticipantId {
     ParticipantId(format!("{LINK_AUTHOR_PREFIX}{}", &digest[..24]))
 }
 
-/// Checks an author name: 1–200 characters, not blank.
+/// Whether `c` changes the direction of the text around it (embeddings,
+/// overrides, isolates): in a name it could make the name display as
+/// another's.
+fn bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Checks an author name: 1–200 characters, not blank, without control
+/// characters (line breaks and NUL included) or bidi embeddings,
+/// overrides and isolates (U+202A–U+202E, U+2066–U+2069).
 ///
 /// # Errors
 /// 400 INVALID_REQUEST naming `author`.
 pub fn check_author(name: &str) -> Result<(), ApiError> {
-    check_text("author", name, MAX_NAME_CHARS, true)
+    check_text("author", name, MAX_NAME_CHARS, true)?;
+    if name.chars().any(bidi_control) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "author must not contain bidi embedding, override or isolate characters",
+        ));
+    }
+    Ok(())
 }
 
 /// 403 ACCOUNT_SUSPENDED when an operator suspended participant `id` of

@@ -43,16 +43,27 @@ pub struct RoomReplyBody {
     pub reply_to: Option<String>,
 }
 
-/// Checks a message body: not blank, at most `limits.max_content_chars`.
+/// Checks a message text, named `field` in the refusal: not blank, at
+/// most `limits.max_content_chars`, and no control character but line
+/// breaks (LF, CR) and tabs.
 ///
 /// # Errors
 /// 400 INVALID_CONTENT.
-pub fn check_body(state: &AppState, body: &str) -> Result<(), ApiError> {
+pub fn check_body(state: &AppState, field: &str, body: &str) -> Result<(), ApiError> {
     let max = state.settings.limits.max_content_chars;
     if body.trim().is_empty() || body.chars().count() > max {
         return Err(ApiError::new(
             ErrorCode::InvalidContent,
-            format!("body must be 1 to {max} characters and not blank"),
+            format!("{field} must be 1 to {max} characters and not blank"),
+        ));
+    }
+    if body
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(ApiError::new(
+            ErrorCode::InvalidContent,
+            format!("{field} must not contain control characters other than line breaks and tabs"),
         ));
     }
     Ok(())
@@ -152,7 +163,7 @@ pub async fn send(
 ) -> Result<(StatusCode, RoomMessage), ApiError> {
     link.require("send")?;
     super::authors::check_author(&send.author)?;
-    check_body(state, &send.body)?;
+    check_body(state, "body", &send.body)?;
     check_client_id(&send.client_id)?;
     let reply_to = match &send.reply_to {
         None => None,

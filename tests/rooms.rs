@@ -967,3 +967,44 @@ async fn bad_text_is_refused_not_stored() {
     assert_eq!(s, 201, "{m}");
     assert_eq!(m["body"], "1 + 1 ✓");
 }
+
+#[tokio::test]
+async fn a_shared_room_is_named_after_its_conversation_title() {
+    let gw = Gateway::spawn_with(opts()).await;
+    World::create(&gw, "bay1").await;
+    let (s, b) = gw
+        .admin(
+            Method::POST,
+            "/bays/bay1/conversations",
+            Some(json!({"id": "untitled", "type": "GROUP", "members": ["ana", "rex"]})),
+        )
+        .await;
+    assert_eq!(s, 201, "{b}");
+    let guest = share(&gw, "bay1", "untitled", "guest").await;
+    let r = read(&gw, &guest).await;
+    assert_eq!(r["room"]["name"], "untitled");
+    let cursor = r["cursor"].as_str().unwrap().to_owned();
+
+    let retitle = |title: Value| {
+        gw.admin(
+            Method::PATCH,
+            "/bays/bay1/conversations/untitled",
+            Some(json!({ "title": title })),
+        )
+    };
+    let (s, b) = retitle(json!("Launch plan")).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(read(&gw, &guest).await["room"]["name"], "Launch plan");
+    // A follower gets the new record.
+    let (s, f) = follow(&gw, &guest, &cursor, 0, 10).await;
+    assert_eq!(s, 200, "{f}");
+    assert_eq!(f["room"]["name"], "Launch plan", "{f}");
+    let (s, b) = retitle(Value::Null).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(read(&gw, &guest).await["room"]["name"], "untitled");
+
+    // The refusal of an empty brief names the field.
+    let (s, e) = create(&gw, json!({"name": "x", "brief": ""})).await;
+    assert_error(s, &e, 400, "INVALID_CONTENT");
+    assert!(e["message"].as_str().unwrap().starts_with("brief "), "{e}");
+}

@@ -154,6 +154,16 @@ pub trait RoomStore: Send + Sync + 'static {
         conversation: &ConversationId,
         change: BriefChange,
     ) -> Result<Updated<Room>, StoreError>;
+    /// Renames the room (its conversation's title changed), bumping
+    /// `metadata_revision` when the name changed (an engine may bump it
+    /// on a room's first rename to the same name). `NotFound` when there
+    /// is no such room.
+    async fn rename_room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        name: &str,
+    ) -> Result<Updated<Room>, StoreError>;
     /// Records an authorized read or write at `at_ms`; never moves the
     /// activity back. Nothing happens for an unknown room.
     async fn touch_room(

@@ -16,6 +16,7 @@ conformance!(
     the_brief_revision_moves_only_on_a_change,
     activity_only_moves_forward,
     authors_are_counted_under_the_cap_and_stay_joined,
+    a_rename_moves_the_revision,
 );
 
 fn room() -> Room {
@@ -257,4 +258,36 @@ async fn authors_are_counted_under_the_cap_and_stay_joined(store: Arc<dyn Store>
         RoomAuthor::New,
         "counted per room"
     );
+}
+
+async fn a_rename_moves_the_revision(store: Arc<dyn Store>) {
+    let r = room();
+    assert_eq!(
+        store
+            .rename_room(&r.bay, &r.conversation, "x")
+            .await
+            .unwrap(),
+        Updated::NotFound
+    );
+    let stored = created(&*store, r.clone()).await;
+    let Updated::Updated(renamed) = store
+        .rename_room(&r.bay, &r.conversation, "launch")
+        .await
+        .unwrap()
+    else {
+        panic!("the room exists");
+    };
+    assert_eq!(renamed.name, "launch");
+    assert!(renamed.metadata_revision > stored.metadata_revision);
+    let again = store
+        .rename_room(&r.bay, &r.conversation, "launch")
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        Updated::Updated(renamed.clone()),
+        "the same name changes nothing"
+    );
+    let read = store.room(&r.bay, &r.conversation).await.unwrap().unwrap();
+    assert_eq!(read, renamed);
 }

@@ -762,6 +762,18 @@ impl super::RoomStore for Instrumented {
     ) -> Result<Updated<super::Room>, StoreError> {
         timed("set_brief", self.inner.set_brief(bay, conversation, change)).await
     }
+    async fn rename_room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        name: &str,
+    ) -> Result<Updated<super::Room>, StoreError> {
+        timed(
+            "rename_room",
+            self.inner.rename_room(bay, conversation, name),
+        )
+        .await
+    }
     async fn touch_room(
         &self,
         bay: &BayId,

@@ -92,6 +92,23 @@ impl RoomStore for MemoryStore {
         Ok(Updated::Updated(room.clone()))
     }
 
+    async fn rename_room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        name: &str,
+    ) -> Result<Updated<Room>, StoreError> {
+        let mut st = self.state.lock();
+        let Some(room) = st.rooms.rooms.get_mut(&key(bay, conversation)) else {
+            return Ok(Updated::NotFound);
+        };
+        if room.name != name {
+            name.clone_into(&mut room.name);
+            room.metadata_revision += 1;
+        }
+        Ok(Updated::Updated(room.clone()))
+    }
+
     async fn touch_room(
         &self,
         bay: &BayId,

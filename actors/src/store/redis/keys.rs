@@ -327,7 +327,8 @@ impl BayKeys {
 
     /// `sb:{bay}:room:<cid>`: hash, the conversation's room: `r` = JSON
     /// `Room` as created, `brief` = the pinned message id (absent: none),
-    /// `mrev` = the metadata revision, `a` = the last activity (Unix ms).
+    /// `mrev` = the metadata revision, `a` = the last activity (Unix ms),
+    /// `name` = the name after a rename (absent: the one in `r`).
     /// The fields that change are kept apart so each change is one field.
     pub fn room(&self, conversation: &ConversationId) -> String {
         format!("{}:room:{conversation}", self.base)

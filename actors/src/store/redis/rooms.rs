@@ -27,6 +27,10 @@ static CREATE: LazyLock<LuaScript> =
 static BRIEF: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(&[include_str!("rooms/brief.lua")]));
 
+/// Renames (KEYS: the room; ARGV: the name).
+static RENAME: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("rooms/rename.lua")]));
+
 /// Moves the last activity forward (KEYS: the room; ARGV: ms).
 static TOUCH: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(&[include_str!("rooms/touch.lua")]));
@@ -97,10 +101,11 @@ impl RoomStore for RedisStore {
                     .arg("r")
                     .arg("brief")
                     .arg("mrev")
-                    .arg("a"),
+                    .arg("a")
+                    .arg("name"),
             )
             .await?;
-        let [r, brief, mrev, a] = fields.as_slice() else {
+        let [r, brief, mrev, a, name] = fields.as_slice() else {
             return Err(corrupt(DOING, &key, "HMGET answered the wrong count"));
         };
         let Some(r) = text(DOING, &key, r)? else {
@@ -110,6 +115,9 @@ impl RoomStore for RedisStore {
         room.brief = text(DOING, &key, brief)?.map(MessageId);
         room.metadata_revision = number(DOING, &key, text(DOING, &key, mrev)?)?;
         room.last_activity_ms = number(DOING, &key, text(DOING, &key, a)?)?;
+        if let Some(name) = text(DOING, &key, name)? {
+            room.name = name;
+        }
         Ok(Some(room))
     }
 
@@ -158,6 +166,26 @@ impl RoomStore for RedisStore {
             other => return Err(corrupt(DOING, &key, format!("script said {other:?}"))),
         }
         // The record's other fields as they are now (the change is done).
+        match self.room(bay, conversation).await? {
+            Some(room) => Ok(Updated::Updated(room)),
+            None => Ok(Updated::NotFound),
+        }
+    }
+
+    async fn rename_room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        name: &str,
+    ) -> Result<Updated<Room>, StoreError> {
+        const DOING: &str = "renaming a room";
+        let key = BayKeys::new(bay).room(conversation);
+        let reply = self.invoke_status(DOING, &RENAME, &[&key], &[name]).await?;
+        match status(DOING, &key, &reply)? {
+            ScriptStatus::Ok => {}
+            ScriptStatus::Missing => return Ok(Updated::NotFound),
+            other => return Err(corrupt(DOING, &key, format!("script said {other:?}"))),
+        }
         match self.room(bay, conversation).await? {
             Some(room) => Ok(Updated::Updated(room)),
             None => Ok(Updated::NotFound),

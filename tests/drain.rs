@@ -127,3 +127,69 @@ async fn a_held_message_wait_is_answered_at_once_when_the_node_drains() {
     let body: serde_json::Value = res.json().await.unwrap();
     assert_error(status, &body, 503, "UNAVAILABLE");
 }
+
+/// A held room FOLLOW answers at once when the node drains, as a FOLLOW
+/// with nothing new (its cursor carried on), and a new FOLLOW on the
+/// draining node is 503 with `Retry-After`: the client polls elsewhere.
+#[tokio::test]
+async fn a_drain_answers_held_room_follows_and_refuses_new_ones() {
+    use common::rooms::{call, follow, on, opts, read, room};
+    use reqwest::Method;
+
+    let mut gw = Gateway::spawn_with(opts().env("SWITCHBOARD_TIMING__DRAIN_GRACE", "4s")).await;
+    let links = room(&gw, "private").await;
+    let cursor = read(&gw, &links.reader).await["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (http, url) = (
+        gw.http.clone(),
+        on(&gw, &links.reader, &format!("?cursor={cursor}&wait=25")),
+    );
+    let held = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let res = http.get(url).send().await.expect("an answer, not a drop");
+        let status = res.status().as_u16();
+        let body: serde_json::Value = res.json().await.expect("a JSON answer");
+        (status, body, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    gw.send_signal("-TERM");
+    let (status, body, took) = held.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(took < Duration::from_secs(10), "held for {took:?}");
+    assert_eq!(body["upserts"], serde_json::json!([]), "{body}");
+    assert_eq!(body["tombstones"], serde_json::json!([]), "{body}");
+    assert_eq!(body["has_more"], false, "{body}");
+    let next = body["cursor"].as_str().expect("a cursor").to_owned();
+
+    let res = gw
+        .http
+        .get(on(&gw, &links.reader, &format!("?cursor={next}&wait=25")))
+        .send()
+        .await
+        .expect("still listening");
+    assert!(
+        res.headers().contains_key("retry-after"),
+        "{:?}",
+        res.headers()
+    );
+    let status = res.status().as_u16();
+    let e: serde_json::Value = res.json().await.unwrap();
+    assert_error(status, &e, 503, "UNAVAILABLE");
+    let (status, e) = follow(&gw, &links.reader, &next, 0, 10).await;
+    assert_error(status, &e, 503, "UNAVAILABLE");
+    // READ still answers while the node drains.
+    let (status, _) = call(
+        &gw,
+        Method::GET,
+        &on(&gw, &links.reader, "?format=json"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(
+        gw.wait_for_exit(Duration::from_secs(30)).is_some(),
+        "still running"
+    );
+}

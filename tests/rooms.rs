@@ -629,3 +629,382 @@ async fn a_bay_conversation_shared_by_link_talks_both_ways() {
     let gw = Gateway::spawn_with(opts()).await;
     shared_conversation_across(&gw, &gw).await;
 }
+
+/// The participant id of link author `name` in conversation `cid` of `bay`
+/// (as the operator's conversation list shows it).
+async fn link_author(gw: &Gateway, bay: &str, cid: &str, name: &str) -> String {
+    let (s, b) = gw
+        .admin(Method::GET, &format!("/bays/{bay}/conversations"), None)
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let c = b["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == cid)
+        .unwrap_or_else(|| panic!("no {cid}: {b}"));
+    c["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .and_then(|m| m["id"].as_str())
+        .filter(|id| id.starts_with("p_link_"))
+        .unwrap_or_else(|| panic!("{name} is no member: {c}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn operators_govern_link_authors_and_suspended_bays() {
+    let gw = Gateway::spawn_with(opts()).await;
+    World::create(&gw, "bay1").await;
+    let guest = share(&gw, "bay1", "group", "guest").await;
+    said(&gw, &guest, "Other", "first").await;
+    let other = link_author(&gw, "bay1", "group", "Other").await;
+
+    // A suspended author may read, not write (posts nor reactions).
+    let (s, b) = gw
+        .admin(
+            Method::POST,
+            &format!("/bays/bay1/participants/{other}/suspend"),
+            None,
+        )
+        .await;
+    assert!(s < 300, "{s} {b}");
+    let (s, e) = reply(&gw, &guest, "Other", "while suspended", "s1").await;
+    assert_error(s, &e, 403, "ACCOUNT_SUSPENDED");
+    let id = said(&gw, &guest, "Someone", "hi").await;
+    let (s, e) = call(
+        &gw,
+        Method::POST,
+        &on(&gw, &guest, "/reactions"),
+        Some(json!({"message_id": id, "author": "Other", "emoji": "👍"})),
+    )
+    .await;
+    assert_error(s, &e, 403, "ACCOUNT_SUSPENDED");
+    read(&gw, &guest).await;
+    gw.admin(
+        Method::POST,
+        &format!("/bays/bay1/participants/{other}/reinstate"),
+        None,
+    )
+    .await;
+    said(&gw, &guest, "Other", "back").await;
+
+    // Removed by an operator: refused, never re-added by its own post,
+    // until an operator adds it back.
+    let (s, b) = gw
+        .admin(
+            Method::DELETE,
+            &format!("/bays/bay1/conversations/group/members/{other}"),
+            None,
+        )
+        .await;
+    assert_eq!(s, 204, "{b}");
+    let (s, e) = reply(&gw, &guest, "Other", "let me in", "r1").await;
+    assert_error(s, &e, 403, "AUTHOR_REMOVED");
+    let (s, e) = reply(&gw, &guest, " Other ", "let me in", "r2").await;
+    assert_error(s, &e, 403, "AUTHOR_REMOVED");
+    let (s, b) = gw
+        .admin(Method::GET, "/bays/bay1/conversations", None)
+        .await;
+    assert_eq!(s, 200);
+    assert!(!b.to_string().contains(&other), "re-added: {b}");
+    let (s, b) = gw
+        .admin(
+            Method::POST,
+            "/bays/bay1/conversations/group/members",
+            Some(json!({"participantId": other})),
+        )
+        .await;
+    assert!(s < 300, "{s} {b}");
+    said(&gw, &guest, "Other", "added back").await;
+
+    // A suspended Bay refuses every request of its rooms' links, reads too.
+    let cursor = read(&gw, &guest).await["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = gw.admin(Method::POST, "/bays/bay1/suspend", None).await;
+    assert!(s < 300, "{s} {b}");
+    let (s, e) = reply(&gw, &guest, "Other", "bs", "bs1").await;
+    assert_error(s, &e, 403, "BAY_SUSPENDED");
+    for rest in [
+        "?format=json".to_owned(),
+        format!("?cursor={cursor}&wait=0"),
+        format!("?before={id}"),
+        "?send=1&author=Other&body=x&client_id=bs2".to_owned(),
+    ] {
+        let (s, e) = call(&gw, Method::GET, &on(&gw, &guest, &rest), None).await;
+        assert_error(s, &e, 403, "BAY_SUSPENDED");
+    }
+    let (s, e) = call(
+        &gw,
+        Method::POST,
+        &on(&gw, &guest, "/pins"),
+        Some(json!({"message_id": id})),
+    )
+    .await;
+    assert_error(s, &e, 403, "BAY_SUSPENDED");
+    gw.admin(Method::POST, "/bays/bay1/reinstate", None).await;
+    let r = read(&gw, &guest).await;
+    let bodies: Vec<&str> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["body"].as_str().unwrap())
+        .collect();
+    assert!(!bodies.contains(&"bs"), "{bodies:?}");
+    assert!(!bodies.contains(&"let me in"), "{bodies:?}");
+}
+
+#[tokio::test]
+async fn a_room_admits_at_most_max_authors() {
+    let gw = Gateway::spawn_with(opts().env("SWITCHBOARD_ROOMS__MAX_AUTHORS", "2")).await;
+    let links = room(&gw, "private").await;
+    let id = said(&gw, &links.guest, "A", "one").await;
+    let (s, m) = call(
+        &gw,
+        Method::POST,
+        &on(&gw, &links.guest, "/reactions"),
+        Some(json!({"message_id": id, "author": "B", "emoji": "👍"})),
+    )
+    .await;
+    assert_eq!(s, 200, "{m}");
+    // A third name, by post, GET-only send or reaction: refused, unwritten.
+    let (s, e) = reply(&gw, &links.guest, "C", "three", "c1").await;
+    assert_error(s, &e, 403, "ROOM_AUTHORS_FULL");
+    let (s, e) = call(
+        &gw,
+        Method::GET,
+        &on(
+            &gw,
+            &links.guest,
+            "?send=1&author=C&body=three&client_id=c2",
+        ),
+        None,
+    )
+    .await;
+    assert_error(s, &e, 403, "ROOM_AUTHORS_FULL");
+    let (s, e) = call(
+        &gw,
+        Method::POST,
+        &on(&gw, &links.guest, "/reactions"),
+        Some(json!({"message_id": id, "author": "C", "emoji": "👍"})),
+    )
+    .await;
+    assert_error(s, &e, 403, "ROOM_AUTHORS_FULL");
+    // The room's authors keep writing.
+    said(&gw, &links.guest, "B", "two").await;
+    said(&gw, &links.owner, " A ", "again").await;
+    let r = read(&gw, &links.reader).await;
+    let authors: Vec<&str> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["author"].as_str().unwrap())
+        .collect();
+    assert_eq!(authors, ["A", "B", "A"], "{r}");
+    assert_eq!(r["messages"][0]["reactions"][0]["authors"], json!(["B"]));
+}
+
+#[tokio::test]
+async fn forged_and_stale_cursors_expire_but_quiet_followers_do_not() {
+    let gw = Gateway::spawn_with(opts().env("SWITCHBOARD_REPLAY_WINDOW", "2s")).await;
+    let links = room(&gw, "private").await;
+    said(&gw, &links.guest, "A", "one").await;
+    let c0 = read(&gw, &links.reader).await["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let parts = cursor_parts(&c0);
+    assert_eq!(parts[0], "r1", "{parts:?}");
+    assert_eq!(forged_cursor(&c0, &parts[2], &parts[3]), c0);
+
+    // A metadata revision the room never had.
+    let (s, e) = follow(
+        &gw,
+        &links.reader,
+        &forged_cursor(&c0, &parts[2], "99"),
+        0,
+        10,
+    )
+    .await;
+    assert_error(s, &e, 409, "CURSOR_EXPIRED");
+
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // A quiet room: the cursor's position is older than the window, yet
+    // nothing older than the window follows it.
+    let (s, f) = follow(&gw, &links.reader, &c0, 0, 10).await;
+    assert_eq!(s, 200, "{f}");
+    assert_eq!(f["upserts"], json!([]));
+    // A position from the room's beginning: the whole room, older than
+    // the window, would replay.
+    let (s, e) = follow(&gw, &links.reader, &forged_cursor(&c0, "0-0", "1"), 0, 10).await;
+    assert_error(s, &e, 409, "CURSOR_EXPIRED");
+
+    // A held FOLLOW of the quiet room gets the next post.
+    let (http, url) = (
+        gw.http.clone(),
+        on(&gw, &links.reader, &format!("?cursor={c0}&wait=10")),
+    );
+    let held = tokio::spawn(async move {
+        let res = http.get(url).send().await.unwrap();
+        (res.status().as_u16(), res.json::<Value>().await.unwrap())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    said(&gw, &links.guest, "A", "two").await;
+    let (s, f) = held.await.unwrap();
+    assert_eq!(s, 200, "{f}");
+    assert_eq!(f["upserts"][0]["body"], "two", "{f}");
+    let c1 = f["cursor"].as_str().unwrap().to_owned();
+
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    said(&gw, &links.guest, "A", "three").await;
+    // c0 missed "two", now older than the window: expired.
+    let (s, e) = follow(&gw, &links.reader, &c0, 0, 10).await;
+    assert_error(s, &e, 409, "CURSOR_EXPIRED");
+    // c1 saw everything but "three": it goes on.
+    let (s, f) = follow(&gw, &links.reader, &c1, 0, 10).await;
+    assert_eq!(s, 200, "{f}");
+    assert_eq!(f["upserts"][0]["body"], "three", "{f}");
+}
+
+#[tokio::test]
+async fn bad_text_is_refused_not_stored() {
+    let gw = Gateway::spawn_with(opts()).await;
+    let links = room(&gw, "private").await;
+    // Invalid UTF-8 in a GET-only send: refused, never stored as U+FFFD.
+    let (s, e) = call(
+        &gw,
+        Method::GET,
+        &on(
+            &gw,
+            &links.guest,
+            "?send=1&author=A&body=%FF%FE&client_id=u1",
+        ),
+        None,
+    )
+    .await;
+    assert_error(s, &e, 400, "INVALID_CONTENT");
+    let (s, e) = call(
+        &gw,
+        Method::GET,
+        &on(&gw, &links.guest, "?send=1&author=%C3&body=hi&client_id=u2"),
+        None,
+    )
+    .await;
+    assert_error(s, &e, 400, "INVALID_REQUEST");
+    let res = gw
+        .http
+        .post(on(&gw, &links.guest, ""))
+        .header("Content-Type", "application/json")
+        .body(b"{\"author\":\"A\",\"body\":\"\xff\xfe\",\"client_id\":\"u5\"}".to_vec())
+        .send()
+        .await
+        .unwrap();
+    let s = res.status().as_u16();
+    assert_error(s, &res.json().await.unwrap(), 400, "INVALID_JSON");
+    // Control characters in a body (line breaks and tabs are text).
+    for body in ["nul\u{0}here", "bell\u{7}", "esc\u{1b}[31m"] {
+        let (s, e) = reply(&gw, &links.guest, "A", body, "c-ctl").await;
+        assert_error(s, &e, 400, "INVALID_CONTENT");
+    }
+    let (s, e) = call(
+        &gw,
+        Method::GET,
+        &on(
+            &gw,
+            &links.guest,
+            "?send=1&author=A&body=a%00b&client_id=u3",
+        ),
+        None,
+    )
+    .await;
+    assert_error(s, &e, 400, "INVALID_CONTENT");
+    // Control characters and bidi overrides in author names.
+    for author in [
+        "nul\u{0}",
+        "two\nlines",
+        "\u{202E}nimda",
+        "a\u{2066}b",
+        "x\u{202A}",
+    ] {
+        let (s, e) = reply(&gw, &links.guest, author, "hi", "c-auth").await;
+        assert_error(s, &e, 400, "INVALID_REQUEST");
+    }
+    let (s, e) = call(
+        &gw,
+        Method::GET,
+        &on(
+            &gw,
+            &links.guest,
+            "?send=1&author=%E2%80%AEnimda&body=hi&client_id=u4",
+        ),
+        None,
+    )
+    .await;
+    assert_error(s, &e, 400, "INVALID_REQUEST");
+    assert!(read(&gw, &links.reader).await["messages"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // Good text passes: line breaks, tabs, non-Latin names, + and %2B.
+    let (s, m) = reply(&gw, &links.guest, "Zoë 李", "line one\r\n\tline two", "ok1").await;
+    assert_eq!(s, 201, "{m}");
+    assert_eq!(m["body"], "line one\r\n\tline two");
+    let (s, m) = call(
+        &gw,
+        Method::GET,
+        &on(
+            &gw,
+            &links.guest,
+            "?send=1&author=A&body=1+%2B+1%20%E2%9C%93&client_id=ok2",
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(s, 201, "{m}");
+    assert_eq!(m["body"], "1 + 1 ✓");
+}
+
+#[tokio::test]
+async fn a_shared_room_is_named_after_its_conversation_title() {
+    let gw = Gateway::spawn_with(opts()).await;
+    World::create(&gw, "bay1").await;
+    let (s, b) = gw
+        .admin(
+            Method::POST,
+            "/bays/bay1/conversations",
+            Some(json!({"id": "untitled", "type": "GROUP", "members": ["ana", "rex"]})),
+        )
+        .await;
+    assert_eq!(s, 201, "{b}");
+    let guest = share(&gw, "bay1", "untitled", "guest").await;
+    let r = read(&gw, &guest).await;
+    assert_eq!(r["room"]["name"], "untitled");
+    let cursor = r["cursor"].as_str().unwrap().to_owned();
+
+    let retitle = |title: Value| {
+        gw.admin(
+            Method::PATCH,
+            "/bays/bay1/conversations/untitled",
+            Some(json!({ "title": title })),
+        )
+    };
+    let (s, b) = retitle(json!("Launch plan")).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(read(&gw, &guest).await["room"]["name"], "Launch plan");
+    // A follower gets the new record.
+    let (s, f) = follow(&gw, &guest, &cursor, 0, 10).await;
+    assert_eq!(s, 200, "{f}");
+    assert_eq!(f["room"]["name"], "Launch plan", "{f}");
+    let (s, b) = retitle(Value::Null).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(read(&gw, &guest).await["room"]["name"], "untitled");
+
+    // The refusal of an empty brief names the field.
+    let (s, e) = create(&gw, json!({"name": "x", "brief": ""})).await;
+    assert_error(s, &e, 400, "INVALID_CONTENT");
+    assert!(e["message"].as_str().unwrap().starts_with("brief "), "{e}");
+}

@@ -369,6 +369,9 @@ pub struct RoomsSettings {
     pub read_burst: u32,
     /// FOLLOWs one client IP may hold waiting at once on a node, across rooms.
     pub max_waiting_per_ip: u32,
+    /// Distinct link authors one room admits; a new name past it is 403
+    /// `ROOM_AUTHORS_FULL`, the authors it has keep writing.
+    pub max_authors: u32,
     /// Longest FOLLOW hold (`wait`, the protocol's 25 s).
     #[serde(with = "humantime_serde")]
     pub max_wait: Duration,

@@ -305,6 +305,7 @@ fn check_rooms(rooms: &RoomsSettings) -> Result<(), ConfigError> {
         ("rooms.reads_per_minute", rooms.reads_per_minute),
         ("rooms.read_burst", rooms.read_burst),
         ("rooms.max_waiting_per_ip", rooms.max_waiting_per_ip),
+        ("rooms.max_authors", rooms.max_authors),
     ] {
         at_least_one(key, n as usize)?;
     }

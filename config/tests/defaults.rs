@@ -111,6 +111,7 @@ fn defaults_equal_the_protocol_values() {
             reads_per_minute: 1200,
             read_burst: 60,
             max_waiting_per_ip: 50,
+            max_authors: 50,
             max_wait: secs(25),
             inactivity_timeout: secs(30 * 24 * 3600),
             expiry_grace: secs(60),

@@ -126,6 +126,12 @@ pub enum ErrorCode {
     /// 408: a request body that did not arrive within
     /// `timing.request_body_timeout` (a stalled or trickling upload).
     RequestTimeout,
+    /// 403: a link author an operator removed from the room's conversation
+    /// writes again; refused until an operator adds it back (rooms by link).
+    AuthorRemoved,
+    /// 403: a new link author in a room that counts `rooms.max_authors`
+    /// already; known authors keep writing (rooms by link).
+    RoomAuthorsFull,
     /// 413: request body above the configured limit.
     PayloadTooLarge,
     /// 414: a GET-only send's path and query pass 4,096 bytes (rooms by link).
@@ -199,7 +205,7 @@ impl ErrorCode {
             InvalidPairingCode => 400,
             Unauthorized => 401,
             NotParticipant | Forbidden | AccountSuspended | BaySuspended | NotSummarizer
-            | InvalidSignature => 403,
+            | InvalidSignature | AuthorRemoved | RoomAuthorsFull => 403,
             NotFound | PollNotFound => 404,
             MethodNotAllowed => 405,
             AlreadyExists
@@ -278,6 +284,8 @@ impl ErrorCode {
             MemberIsDesignatedAgent => "MEMBER_IS_DESIGNATED_AGENT",
             MessageDeleted => "MESSAGE_DELETED",
             RoomExpired => "ROOM_EXPIRED",
+            AuthorRemoved => "AUTHOR_REMOVED",
+            RoomAuthorsFull => "ROOM_AUTHORS_FULL",
             PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             UriTooLong => "URI_TOO_LONG",
             RequestTimeout => "REQUEST_TIMEOUT",
@@ -502,7 +510,7 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 60, "{schema}");
+        assert_eq!(listed.len(), 62, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());

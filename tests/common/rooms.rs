@@ -226,3 +226,48 @@ pub async fn shared_conversation_across(a: &Gateway, b: &Gateway) {
     }
     assert!(bodies.contains(&"on it".to_owned()), "{bodies:?}");
 }
+
+const B64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// base64url without padding (a room cursor's wire form).
+pub fn b64url(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(B64URL[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// The text inside a base64url (no padding) string.
+pub fn unb64url(text: &str) -> String {
+    let mut bits = 0u32;
+    let mut held = 0;
+    let mut out = Vec::new();
+    for c in text.bytes() {
+        let v = B64URL.iter().position(|x| *x == c).unwrap() as u32;
+        bits = bits << 6 | v;
+        held += 6;
+        if held >= 8 {
+            held -= 8;
+            out.push((bits >> held & 0xff) as u8);
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// A room cursor's fields (`r1`, epoch, position, metadata revision).
+pub fn cursor_parts(cursor: &str) -> Vec<String> {
+    unb64url(cursor).split('.').map(str::to_owned).collect()
+}
+
+/// A room cursor with `position` and `metadata_revision` in `like`'s epoch.
+pub fn forged_cursor(like: &str, position: &str, metadata_revision: &str) -> String {
+    let parts = cursor_parts(like);
+    b64url(format!("r1.{}.{position}.{metadata_revision}", parts[1]).as_bytes())
+}

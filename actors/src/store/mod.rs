@@ -71,7 +71,7 @@ pub use messages::{
 pub use nodes::{NodeRecord, NodeStore};
 pub use pairing::{Approval, LinkRequest, PairingStore, PairingTarget, SecretHash};
 pub use presence::{ParticipantPresence, PresenceChange, PresenceStore, Published};
-pub use rooms::{BriefChange, Room, RoomLink, RoomRole, RoomStore, Visibility};
+pub use rooms::{BriefChange, Room, RoomAuthor, RoomLink, RoomRole, RoomStore, Visibility};
 pub use summaries::{RefreshSlot, StoredSummary, SummaryStore, SummaryWritten};
 pub use webhooks::{Webhook, WebhookStatus, WebhookStore};
 

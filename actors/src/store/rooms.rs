@@ -9,7 +9,7 @@
 use super::{Created, SecretHash, StoreError, Updated};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 
 /// Who may see a room's links' existence: `public` rooms may be listed
 /// and have the lower write rate; `private` is the default.
@@ -99,6 +99,24 @@ pub enum BriefChange {
     Unpin(MessageId),
 }
 
+/// Where a link author stands in a room ([`RoomStore::admit_room_author`]).
+/// A room counts every distinct author its links ever admitted; an author
+/// is `Joined` once its first write made it a member of the conversation,
+/// so a joined author that is no member any more was removed by an
+/// operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoomAuthor {
+    /// Counted now: the room had fewer authors than the cap.
+    New,
+    /// Counted before, never recorded as joined (its first write did not
+    /// finish).
+    Pending,
+    /// Counted and recorded as joined.
+    Joined,
+    /// Unknown, and the room counts the cap already: nothing changed.
+    Full,
+}
+
 /// Room records and capabilities.
 ///
 /// # Errors
@@ -136,6 +154,16 @@ pub trait RoomStore: Send + Sync + 'static {
         conversation: &ConversationId,
         change: BriefChange,
     ) -> Result<Updated<Room>, StoreError>;
+    /// Renames the room (its conversation's title changed), bumping
+    /// `metadata_revision` when the name changed (an engine may bump it
+    /// on a room's first rename to the same name). `NotFound` when there
+    /// is no such room.
+    async fn rename_room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        name: &str,
+    ) -> Result<Updated<Room>, StoreError>;
     /// Records an authorized read or write at `at_ms`; never moves the
     /// activity back. Nothing happens for an unknown room.
     async fn touch_room(
@@ -143,5 +171,24 @@ pub trait RoomStore: Send + Sync + 'static {
         bay: &BayId,
         conversation: &ConversationId,
         at_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// Counts `author` among the room's link authors unless it is
+    /// already, when the room counts fewer than `max` (`Full` otherwise,
+    /// nothing changed), and says where it stands. Atomic, so concurrent
+    /// first writes never pass the cap.
+    async fn admit_room_author(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        author: &ParticipantId,
+        max: u32,
+    ) -> Result<RoomAuthor, StoreError>;
+    /// Records that a counted author joined the conversation (its first
+    /// write made it a member); from then on it stays `Joined`.
+    async fn room_author_joined(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        author: &ParticipantId,
     ) -> Result<(), StoreError>;
 }

@@ -5,15 +5,18 @@
 use super::common::unique;
 use std::sync::Arc;
 use switchboard_actors::store::{
-    BriefChange, Created, Room, RoomLink, RoomRole, SecretHash, Store, Updated, Visibility,
+    BriefChange, Created, Room, RoomAuthor, RoomLink, RoomRole, SecretHash, Store, Updated,
+    Visibility,
 };
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 
 conformance!(
     a_conversation_has_at_most_one_room,
     a_capability_opens_what_it_was_stored_with,
     the_brief_revision_moves_only_on_a_change,
     activity_only_moves_forward,
+    authors_are_counted_under_the_cap_and_stay_joined,
+    a_rename_moves_the_revision,
 );
 
 fn room() -> Room {
@@ -202,4 +205,89 @@ async fn activity_only_moves_forward(store: Arc<dyn Store>) {
     let ghost = ConversationId(unique("c"));
     store.touch_room(&r.bay, &ghost, 1).await.unwrap();
     assert_eq!(store.room(&r.bay, &ghost).await.unwrap(), None);
+}
+
+async fn authors_are_counted_under_the_cap_and_stay_joined(store: Arc<dyn Store>) {
+    let r = room();
+    let (b, c) = (&r.bay, &r.conversation);
+    let (a1, a2, a3) = (
+        ParticipantId("p_link_a".into()),
+        ParticipantId("p_link_b".into()),
+        ParticipantId("p_link_c".into()),
+    );
+    assert_eq!(
+        store.admit_room_author(b, c, &a1, 2).await.unwrap(),
+        RoomAuthor::New
+    );
+    assert_eq!(
+        store.admit_room_author(b, c, &a1, 2).await.unwrap(),
+        RoomAuthor::Pending,
+        "counted, not joined yet"
+    );
+    store.room_author_joined(b, c, &a1).await.unwrap();
+    assert_eq!(
+        store.admit_room_author(b, c, &a1, 2).await.unwrap(),
+        RoomAuthor::Joined
+    );
+    assert_eq!(
+        store.admit_room_author(b, c, &a2, 2).await.unwrap(),
+        RoomAuthor::New
+    );
+    assert_eq!(
+        store.admit_room_author(b, c, &a3, 2).await.unwrap(),
+        RoomAuthor::Full,
+        "a third author past a cap of two"
+    );
+    assert_eq!(
+        store.admit_room_author(b, c, &a3, 2).await.unwrap(),
+        RoomAuthor::Full,
+        "a refusal counted nothing"
+    );
+    assert_eq!(
+        store.admit_room_author(b, c, &a2, 2).await.unwrap(),
+        RoomAuthor::Pending,
+        "known authors pass a full room"
+    );
+    assert_eq!(
+        store.admit_room_author(b, c, &a3, u32::MAX).await.unwrap(),
+        RoomAuthor::New
+    );
+    let other = ConversationId(unique("c"));
+    assert_eq!(
+        store.admit_room_author(b, &other, &a1, 1).await.unwrap(),
+        RoomAuthor::New,
+        "counted per room"
+    );
+}
+
+async fn a_rename_moves_the_revision(store: Arc<dyn Store>) {
+    let r = room();
+    assert_eq!(
+        store
+            .rename_room(&r.bay, &r.conversation, "x")
+            .await
+            .unwrap(),
+        Updated::NotFound
+    );
+    let stored = created(&*store, r.clone()).await;
+    let Updated::Updated(renamed) = store
+        .rename_room(&r.bay, &r.conversation, "launch")
+        .await
+        .unwrap()
+    else {
+        panic!("the room exists");
+    };
+    assert_eq!(renamed.name, "launch");
+    assert!(renamed.metadata_revision > stored.metadata_revision);
+    let again = store
+        .rename_room(&r.bay, &r.conversation, "launch")
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        Updated::Updated(renamed.clone()),
+        "the same name changes nothing"
+    );
+    let read = store.room(&r.bay, &r.conversation).await.unwrap().unwrap();
+    assert_eq!(read, renamed);
 }

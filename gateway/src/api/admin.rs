@@ -704,7 +704,7 @@ mod double_option {
     operation_id = "updateConversation",
     tag = "admin",
     summary = "Change a conversation's title or policy",
-    description = "Only the fields present change: `title: null` (or a blank title) clears the title; `policy` fields present replace the current ones.",
+    description = "Only the fields present change: `title: null` (or a blank title) clears the title; `policy` fields present replace the current ones. A conversation shared by link gives its room the new title as its name (its id when untitled).",
     params(
         ("bay" = String, Path, description = "Bay id"),
         ("cid" = String, Path, description = "Conversation id"),
@@ -751,12 +751,21 @@ async fn patch_conversation(
         }
         None => None,
     };
+    let retitled = title.is_some();
     match state
         .store
         .update_conversation(&bay, &cid, title, policy)
         .await?
     {
-        Updated::Updated(c) => Ok(HttpResponse::Ok().json(conversation_json(&c))),
+        Updated::Updated(c) => {
+            if retitled {
+                // A room shared by link is named after its conversation
+                // (its id when untitled); its FOLLOWs get the new record.
+                let name = c.title.clone().unwrap_or_else(|| cid.0.clone());
+                state.store.rename_room(&bay, &cid, &name).await?;
+            }
+            Ok(HttpResponse::Ok().json(conversation_json(&c)))
+        }
         Updated::NotFound => Err(ApiError::not_found()),
         Updated::Refused(rule) => Err(refused(rule)),
     }

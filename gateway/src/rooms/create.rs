@@ -137,7 +137,7 @@ pub async fn create_room(
     let body = body.into_inner();
     check_text("name", &body.name, MAX_NAME_CHARS, true)?;
     if let Some(brief) = &body.brief {
-        super::reply::check_body(&state, brief)?;
+        super::reply::check_body(&state, "brief", brief)?;
     }
     let name = body.name.trim().to_owned();
     let conversation = provision_room(&state, &name).await?;

@@ -202,6 +202,43 @@ async fn collect(
     }
 }
 
+/// Refuses (409 CURSOR_EXPIRED) a cursor this server cannot have issued
+/// for the room, or one the replay window no longer covers:
+///
+/// - a metadata revision above the room's (revisions only grow);
+/// - a position the window's trim point has passed: the first log entry
+///   after it is older than `replay_window`. The store trims when it
+///   appends, so a quiet log may still hold such entries; they are refused
+///   all the same. A follower of a quiet room is never refused for the
+///   quiet: its position may be old, but nothing older than the window
+///   follows it.
+async fn check_issued(
+    state: &AppState,
+    link: &Opened,
+    cursor: &RoomCursor,
+) -> Result<(), ApiError> {
+    if cursor.metadata_revision > link.room.metadata_revision {
+        return Err(expired());
+    }
+    let window = state.settings.replay_window.as_millis() as u64;
+    let trim_point = switchboard_actors::store::now_ms().saturating_sub(window);
+    // Entries after the position are no older than it.
+    if cursor.position.entry.ms >= trim_point {
+        return Ok(());
+    }
+    match state
+        .store
+        .read_log(&link.room.bay, &cursor.position, 1, None)
+        .await?
+    {
+        Replay::Records { records, .. } => match records.first() {
+            Some(first) if first.id.ms < trim_point => Err(expired()),
+            _ => Ok(()),
+        },
+        Replay::Expired | Replay::EpochChanged => Err(expired()),
+    }
+}
+
 /// Registers a wait for the next entry of the room's conversation.
 async fn register(
     state: &AppState,
@@ -240,28 +277,42 @@ fn wait_of(state: &AppState, params: &HashMap<String, String>) -> Result<Duratio
     }
 }
 
-/// Answers a FOLLOW for `link`.
+/// Answers a FOLLOW for `link`. A held FOLLOW answers at once, with
+/// nothing new and its cursor, when the node starts draining.
 ///
 /// # Errors
 /// 409 CURSOR_EXPIRED (READ again); 400 for a bad `wait` or `limit`; 429
-/// when the IP holds too many waiting FOLLOWs; 503 when the store is down.
+/// when the IP holds too many waiting FOLLOWs; 503 UNAVAILABLE (with
+/// `Retry-After`) on a draining node, and when the store is down.
 pub async fn follow(
     state: &AppState,
     req: &HttpRequest,
     link: &Opened,
     params: &HashMap<String, String>,
 ) -> Result<HttpResponse, ApiError> {
+    // A draining node takes no new FOLLOW: the client polls another.
+    if state.is_draining() {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "this node is draining; poll again, another node answers",
+        )
+        .retry_after(Duration::from_secs(1)));
+    }
     let mut cursor = params
         .get("cursor")
         .and_then(|c| RoomCursor::decode(c))
         .ok_or_else(expired)?;
     let limit = read::limit(params, MAX_LIMIT)?;
     let wait = wait_of(state, params)?;
+    check_issued(state, link, &cursor).await?;
     let deadline = tokio::time::Instant::now() + wait;
     let mut holding = None;
     let mut rx = register(state, link).await?;
     let mut read_log = true;
     let mut ticks = 0u32;
+    // A drain answers a held FOLLOW at once, as having nothing new.
+    let drain = state.drain_started();
+    tokio::pin!(drain);
     let mut page = Page {
         changed: Vec::new(),
         through: cursor.position.entry,
@@ -279,18 +330,22 @@ pub async fn follow(
             .ok_or_else(ApiError::not_found)?;
         let metadata = room.metadata_revision != cursor.metadata_revision;
         let now = tokio::time::Instant::now();
+        let fresh = Opened {
+            room,
+            ..link.clone()
+        };
         if !page.changed.is_empty() || metadata || now >= deadline {
-            let fresh = Opened {
-                room,
-                ..link.clone()
-            };
             return answer(state, &fresh, cursor, page, metadata).await;
         }
         if holding.is_none() {
             holding = Some(state.rooms.hold(state.client_of(req))?);
         }
         let tick = (now + METADATA_RECHECK).min(deadline);
-        read_log = match tokio::time::timeout_at(tick, &mut rx).await {
+        let woken = tokio::select! {
+            woken = tokio::time::timeout_at(tick, &mut rx) => woken,
+            () = &mut drain => return answer(state, &fresh, cursor, page, false).await,
+        };
+        read_log = match woken {
             Ok(_) => {
                 rx = register(state, link).await?;
                 true

@@ -32,7 +32,7 @@ use crate::state::AppState;
 use actix_web::{web, HttpRequest};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use switchboard_actors::store::{now_ms, Room, RoomRole, SecretHash};
+use switchboard_actors::store::{now_ms, Room, RoomRole, SecretHash, Suspension};
 use switchboard_protocol::error::ErrorCode;
 
 /// Registers the public routes (`/rooms`, `/r/{cap}…`): no token, the
@@ -127,7 +127,8 @@ fn well_formed(cap: &str) -> bool {
 /// authorized access as the room's activity.
 ///
 /// # Errors
-/// 404 NOT_FOUND for an unknown capability; 410 ROOM_EXPIRED once the
+/// 404 NOT_FOUND for an unknown capability; 403 BAY_SUSPENDED while an
+/// operator suspended the room's Bay; 410 ROOM_EXPIRED once the
 /// room was inactive for `rooms.inactivity_timeout` + `rooms.expiry_grace`;
 /// 503 when the store is down.
 pub async fn open(state: &AppState, cap: &str) -> Result<Opened, ApiError> {
@@ -145,6 +146,11 @@ pub async fn open(state: &AppState, cap: &str) -> Result<Opened, ApiError> {
         .room(&link.bay, &link.conversation)
         .await?
         .ok_or_else(unknown)?;
+    // A suspended Bay refuses its rooms' links like its tokens: every
+    // request, reads included, until an operator reinstates it.
+    if state.store.suspended(&room.bay, None).await? {
+        return Err(ApiError::suspended(Suspension::Bay));
+    }
     let rooms = &state.settings.rooms;
     let lifetime = (rooms.inactivity_timeout + rooms.expiry_grace).as_millis() as u64;
     let now = now_ms();

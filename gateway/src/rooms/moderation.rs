@@ -59,6 +59,7 @@ pub async fn delete_message(
         .participant(bay, &ParticipantId(OWNER_ID.to_owned()))
         .await?
         .ok_or_else(ApiError::not_found)?;
+    super::authors::refuse_suspended(&state, bay, &owner.id).await?;
     let outcome = state
         .registry
         .conversation(bay, conv)

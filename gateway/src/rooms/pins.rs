@@ -78,7 +78,7 @@ async fn change_brief(
     request_body = RoomPinBody,
     responses(
         (status = 200, description = "The brief after the pin", body = RoomBrief),
-        (status = 403, description = "FORBIDDEN: the link cannot pin", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the link cannot pin; BAY_SUSPENDED", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown link or message", body = ErrorBody),
         (status = 410, description = "ROOM_EXPIRED", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),

@@ -41,7 +41,13 @@ async fn apply(
     // The agent API's rule: exactly one emoji, stored fully qualified.
     let emoji = crate::api::messages::reactions::checked_emoji(&body.emoji)?;
     state.rooms.write(&link.room)?;
-    let by = super::authors::author(state, &link.room, &body.author).await?;
+    let by = super::authors::author(
+        state,
+        &link.room,
+        &body.author,
+        state.settings.rooms.max_authors,
+    )
+    .await?;
     let action = if add {
         Action::React {
             emoji: emoji.clone(),
@@ -99,7 +105,7 @@ async fn apply(
     responses(
         (status = 200, description = "The message after the change", body = RoomMessage),
         (status = 400, description = "INVALID_REACTION or INVALID_REQUEST", body = ErrorBody),
-        (status = 403, description = "FORBIDDEN: the link cannot react", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the link cannot react; BAY_SUSPENDED, ACCOUNT_SUSPENDED, AUTHOR_REMOVED or ROOM_AUTHORS_FULL", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown link or message", body = ErrorBody),
         (status = 410, description = "MESSAGE_DELETED or ROOM_EXPIRED", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -125,7 +131,7 @@ pub async fn react(
     responses(
         (status = 200, description = "The message after the change", body = RoomMessage),
         (status = 400, description = "INVALID_REACTION or INVALID_REQUEST", body = ErrorBody),
-        (status = 403, description = "FORBIDDEN: the link cannot react", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the link cannot react; BAY_SUSPENDED, ACCOUNT_SUSPENDED or AUTHOR_REMOVED", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown link or message", body = ErrorBody),
         (status = 410, description = "MESSAGE_DELETED or ROOM_EXPIRED", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),

@@ -90,11 +90,52 @@ fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::InvalidRequest, message)
 }
 
-/// The query as a map; a repeated or unknown (for the mode) key is 400.
+/// One `application/x-www-form-urlencoded` component decoded (`+` is a
+/// space, `%XX` a byte), or `None` when the bytes are not UTF-8: never
+/// replaced by U+FFFD, so nothing is stored other than what was sent.
+fn decode_component(raw: &str) -> Option<String> {
+    let raw = raw.as_bytes();
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match raw[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < raw.len() => match (hex(raw[i + 1]), hex(raw[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The query as a map; a repeated or unknown (for the mode) key is 400,
+/// and so is a component that is not UTF-8 once decoded (400
+/// INVALID_CONTENT for `body`, INVALID_REQUEST otherwise).
 fn parse_query(req: &HttpRequest) -> Result<HashMap<String, String>, ApiError> {
     let mut params = HashMap::new();
-    for (k, v) in form_urlencoded::parse(req.query_string().as_bytes()) {
-        if params.insert(k.to_string(), v.to_string()).is_some() {
+    for pair in req.query_string().split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let k =
+            decode_component(k).ok_or_else(|| invalid("a parameter name is not valid utf-8"))?;
+        let Some(v) = decode_component(v) else {
+            let code = if k == "body" {
+                ErrorCode::InvalidContent
+            } else {
+                ErrorCode::InvalidRequest
+            };
+            return Err(ApiError::new(
+                code,
+                format!("{k} is not valid utf-8 once percent-decoded"),
+            ));
+        };
+        if params.insert(k.clone(), v).is_some() {
             return Err(invalid(format!("parameter {k} is given twice")));
         }
     }
@@ -161,13 +202,13 @@ fn is_prefetch(req: &HttpRequest) -> bool {
         (status = 200, description = "READ (or a FOLLOW, history page, or identical GET-send retry)", body = RoomRead),
         (status = 201, description = "GET-only send: sent", body = RoomMessage),
         (status = 400, description = "INVALID_REQUEST (unknown parameter, bad limit or wait), INVALID_CONTENT, INVALID_IDEMPOTENCY_KEY", body = ErrorBody),
-        (status = 403, description = "FORBIDDEN: the link cannot send", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the link cannot send; BAY_SUSPENDED (every request of a suspended Bay); ACCOUNT_SUSPENDED, AUTHOR_REMOVED or ROOM_AUTHORS_FULL (a GET-only send)", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown link", body = ErrorBody),
         (status = 409, description = "CURSOR_EXPIRED (READ again) or IDEMPOTENCY_KEY_REUSED", body = ErrorBody),
         (status = 410, description = "ROOM_EXPIRED or MESSAGE_DELETED", body = ErrorBody),
         (status = 414, description = "URI_TOO_LONG", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 503, description = "STORE_UNAVAILABLE", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "STORE_UNAVAILABLE, or UNAVAILABLE: a FOLLOW on a draining node (a held FOLLOW answers empty at once when the drain starts)", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
 )]
 #[get("/r/{cap}")]

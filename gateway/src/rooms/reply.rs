@@ -43,16 +43,27 @@ pub struct RoomReplyBody {
     pub reply_to: Option<String>,
 }
 
-/// Checks a message body: not blank, at most `limits.max_content_chars`.
+/// Checks a message text, named `field` in the refusal: not blank, at
+/// most `limits.max_content_chars`, and no control character but line
+/// breaks (LF, CR) and tabs.
 ///
 /// # Errors
 /// 400 INVALID_CONTENT.
-pub fn check_body(state: &AppState, body: &str) -> Result<(), ApiError> {
+pub fn check_body(state: &AppState, field: &str, body: &str) -> Result<(), ApiError> {
     let max = state.settings.limits.max_content_chars;
     if body.trim().is_empty() || body.chars().count() > max {
         return Err(ApiError::new(
             ErrorCode::InvalidContent,
-            format!("body must be 1 to {max} characters and not blank"),
+            format!("{field} must be 1 to {max} characters and not blank"),
+        ));
+    }
+    if body
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(ApiError::new(
+            ErrorCode::InvalidContent,
+            format!("{field} must not contain control characters other than line breaks and tabs"),
         ));
     }
     Ok(())
@@ -152,7 +163,7 @@ pub async fn send(
 ) -> Result<(StatusCode, RoomMessage), ApiError> {
     link.require("send")?;
     super::authors::check_author(&send.author)?;
-    check_body(state, &send.body)?;
+    check_body(state, "body", &send.body)?;
     check_client_id(&send.client_id)?;
     let reply_to = match &send.reply_to {
         None => None,
@@ -160,7 +171,8 @@ pub async fn send(
     };
     state.rooms.write(&link.room)?;
     let room = &link.room;
-    let sender = super::authors::author(state, room, &send.author).await?;
+    let sender =
+        super::authors::author(state, room, &send.author, state.settings.rooms.max_authors).await?;
     let idempotency = Idempotency {
         key: digest(&[
             b"room",
@@ -227,7 +239,7 @@ fn bad_target() -> ApiError {
         (status = 201, description = "Sent", body = RoomMessage),
         (status = 200, description = "An identical retry: the first message", body = RoomMessage),
         (status = 400, description = "INVALID_JSON, INVALID_REQUEST, INVALID_CONTENT, INVALID_IDEMPOTENCY_KEY or INVALID_REPLY_TARGET", body = ErrorBody),
-        (status = 403, description = "FORBIDDEN: the link cannot send", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the link cannot send; BAY_SUSPENDED, ACCOUNT_SUSPENDED (the author) AUTHOR_REMOVED (an operator removed the author) or ROOM_AUTHORS_FULL (a new author past `rooms.max_authors`)", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: unknown link", body = ErrorBody),
         (status = 409, description = "IDEMPOTENCY_KEY_REUSED", body = ErrorBody),
         (status = 410, description = "MESSAGE_DELETED or ROOM_EXPIRED", body = ErrorBody),

@@ -778,6 +778,18 @@ impl super::RoomStore for Instrumented {
     ) -> Result<Updated<super::Room>, StoreError> {
         timed("set_brief", self.inner.set_brief(bay, conversation, change)).await
     }
+    async fn rename_room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        name: &str,
+    ) -> Result<Updated<super::Room>, StoreError> {
+        timed(
+            "rename_room",
+            self.inner.rename_room(bay, conversation, name),
+        )
+        .await
+    }
     async fn touch_room(
         &self,
         bay: &BayId,
@@ -787,6 +799,31 @@ impl super::RoomStore for Instrumented {
         timed(
             "touch_room",
             self.inner.touch_room(bay, conversation, at_ms),
+        )
+        .await
+    }
+    async fn admit_room_author(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        author: &ParticipantId,
+        max: u32,
+    ) -> Result<super::RoomAuthor, StoreError> {
+        timed(
+            "admit_room_author",
+            self.inner.admit_room_author(bay, conversation, author, max),
+        )
+        .await
+    }
+    async fn room_author_joined(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        author: &ParticipantId,
+    ) -> Result<(), StoreError> {
+        timed(
+            "room_author_joined",
+            self.inner.room_author_joined(bay, conversation, author),
         )
         .await
     }

@@ -1,11 +1,11 @@
 //! Room records and capabilities: the memory engine's [`RoomStore`].
 
 use super::MemoryStore;
-use crate::store::rooms::{BriefChange, Room, RoomLink, RoomStore};
+use crate::store::rooms::{BriefChange, Room, RoomAuthor, RoomLink, RoomStore};
 use crate::store::{Created, SecretHash, StoreError, Updated};
 use async_trait::async_trait;
 use std::collections::HashMap;
-use switchboard_protocol::ids::{BayId, ConversationId};
+use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
 
 /// The area's state, inside the store's one lock.
 #[derive(Default)]
@@ -14,6 +14,8 @@ pub(super) struct RoomState {
     rooms: HashMap<(BayId, ConversationId), Room>,
     /// Capability hash → what it opens.
     links: HashMap<SecretHash, RoomLink>,
+    /// (Bay, conversation) → its link authors, each with whether it joined.
+    authors: HashMap<(BayId, ConversationId), HashMap<ParticipantId, bool>>,
 }
 
 fn key(bay: &BayId, conversation: &ConversationId) -> (BayId, ConversationId) {
@@ -90,6 +92,23 @@ impl RoomStore for MemoryStore {
         Ok(Updated::Updated(room.clone()))
     }
 
+    async fn rename_room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        name: &str,
+    ) -> Result<Updated<Room>, StoreError> {
+        let mut st = self.state.lock();
+        let Some(room) = st.rooms.rooms.get_mut(&key(bay, conversation)) else {
+            return Ok(Updated::NotFound);
+        };
+        if room.name != name {
+            name.clone_into(&mut room.name);
+            room.metadata_revision += 1;
+        }
+        Ok(Updated::Updated(room.clone()))
+    }
+
     async fn touch_room(
         &self,
         bay: &BayId,
@@ -105,6 +124,42 @@ impl RoomStore for MemoryStore {
         {
             room.last_activity_ms = room.last_activity_ms.max(at_ms);
         }
+        Ok(())
+    }
+
+    async fn admit_room_author(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        author: &ParticipantId,
+        max: u32,
+    ) -> Result<RoomAuthor, StoreError> {
+        let mut st = self.state.lock();
+        let authors = st.rooms.authors.entry(key(bay, conversation)).or_default();
+        Ok(match authors.get(author) {
+            Some(true) => RoomAuthor::Joined,
+            Some(false) => RoomAuthor::Pending,
+            None if authors.len() >= max as usize => RoomAuthor::Full,
+            None => {
+                authors.insert(author.clone(), false);
+                RoomAuthor::New
+            }
+        })
+    }
+
+    async fn room_author_joined(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        author: &ParticipantId,
+    ) -> Result<(), StoreError> {
+        self.state
+            .lock()
+            .rooms
+            .authors
+            .entry(key(bay, conversation))
+            .or_default()
+            .insert(author.clone(), true);
         Ok(())
     }
 }

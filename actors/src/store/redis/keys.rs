@@ -328,10 +328,17 @@ impl BayKeys {
 
     /// `sb:{bay}:room:<cid>`: hash, the conversation's room: `r` = JSON
     /// `Room` as created, `brief` = the pinned message id (absent: none),
-    /// `mrev` = the metadata revision, `a` = the last activity (Unix ms).
+    /// `mrev` = the metadata revision, `a` = the last activity (Unix ms),
+    /// `name` = the name after a rename (absent: the one in `r`).
     /// The fields that change are kept apart so each change is one field.
     pub fn room(&self, conversation: &ConversationId) -> String {
         format!("{}:room:{conversation}", self.base)
+    }
+
+    /// `sb:{bay}:room:<cid>:authors`: hash, the room's link authors:
+    /// participant id → `0` (counted) or `1` (joined the conversation).
+    pub fn room_authors(&self, conversation: &ConversationId) -> String {
+        format!("{}:room:{conversation}:authors", self.base)
     }
 
     /// `sb:{bay}:conv:<cid>:draft:<mid>`: string, an open draft's text so

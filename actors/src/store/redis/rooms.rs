@@ -11,12 +11,12 @@ use super::codec::{bytes, corrupt, decode, encode, status, ScriptStatus};
 use super::keys::{self, BayKeys};
 use super::lua::LuaScript;
 use super::RedisStore;
-use crate::store::rooms::{BriefChange, Room, RoomLink, RoomStore};
+use crate::store::rooms::{BriefChange, Room, RoomAuthor, RoomLink, RoomStore};
 use crate::store::{Created, SecretHash, StoreError, Updated};
 use ::redis::{cmd, Value};
 use async_trait::async_trait;
 use std::sync::LazyLock;
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
 
 /// Stores a room unless its conversation has one (KEYS: the room; ARGV:
 /// JSON, creation ms).
@@ -27,9 +27,18 @@ static CREATE: LazyLock<LuaScript> =
 static BRIEF: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(&[include_str!("rooms/brief.lua")]));
 
+/// Renames (KEYS: the room; ARGV: the name).
+static RENAME: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("rooms/rename.lua")]));
+
 /// Moves the last activity forward (KEYS: the room; ARGV: ms).
 static TOUCH: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(&[include_str!("rooms/touch.lua")]));
+
+/// Counts a link author under the cap (KEYS: the room's authors; ARGV:
+/// the author, the cap).
+static AUTHOR: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(&[include_str!("rooms/author.lua")]));
 
 /// A reply value as text (`None` for nil / false).
 fn text(doing: &'static str, key: &str, v: &Value) -> Result<Option<String>, StoreError> {
@@ -92,10 +101,11 @@ impl RoomStore for RedisStore {
                     .arg("r")
                     .arg("brief")
                     .arg("mrev")
-                    .arg("a"),
+                    .arg("a")
+                    .arg("name"),
             )
             .await?;
-        let [r, brief, mrev, a] = fields.as_slice() else {
+        let [r, brief, mrev, a, name] = fields.as_slice() else {
             return Err(corrupt(DOING, &key, "HMGET answered the wrong count"));
         };
         let Some(r) = text(DOING, &key, r)? else {
@@ -105,6 +115,9 @@ impl RoomStore for RedisStore {
         room.brief = text(DOING, &key, brief)?.map(MessageId);
         room.metadata_revision = number(DOING, &key, text(DOING, &key, mrev)?)?;
         room.last_activity_ms = number(DOING, &key, text(DOING, &key, a)?)?;
+        if let Some(name) = text(DOING, &key, name)? {
+            room.name = name;
+        }
         Ok(Some(room))
     }
 
@@ -159,6 +172,26 @@ impl RoomStore for RedisStore {
         }
     }
 
+    async fn rename_room(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        name: &str,
+    ) -> Result<Updated<Room>, StoreError> {
+        const DOING: &str = "renaming a room";
+        let key = BayKeys::new(bay).room(conversation);
+        let reply = self.invoke_status(DOING, &RENAME, &[&key], &[name]).await?;
+        match status(DOING, &key, &reply)? {
+            ScriptStatus::Ok => {}
+            ScriptStatus::Missing => return Ok(Updated::NotFound),
+            other => return Err(corrupt(DOING, &key, format!("script said {other:?}"))),
+        }
+        match self.room(bay, conversation).await? {
+            Some(room) => Ok(Updated::Updated(room)),
+            None => Ok(Updated::NotFound),
+        }
+    }
+
     async fn touch_room(
         &self,
         bay: &BayId,
@@ -168,6 +201,45 @@ impl RoomStore for RedisStore {
         const DOING: &str = "recording a room's activity";
         let key = BayKeys::new(bay).room(conversation);
         self.invoke_status(DOING, &TOUCH, &[&key], &[&at_ms.to_string()])
+            .await?;
+        Ok(())
+    }
+
+    async fn admit_room_author(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        author: &ParticipantId,
+        max: u32,
+    ) -> Result<RoomAuthor, StoreError> {
+        const DOING: &str = "counting a room's author";
+        let key = BayKeys::new(bay).room_authors(conversation);
+        let reply = self
+            .invoke_status(DOING, &AUTHOR, &[&key], &[&author.0, &max.to_string()])
+            .await?;
+        let first = text(DOING, &key, reply.first().unwrap_or(&Value::Nil))?;
+        if first.as_deref() == Some("full") {
+            return Ok(RoomAuthor::Full);
+        }
+        let second = text(DOING, &key, reply.get(1).unwrap_or(&Value::Nil))?;
+        match (first.as_deref(), second.as_deref()) {
+            (Some("ok"), Some("new")) => Ok(RoomAuthor::New),
+            (Some("ok"), Some("pending")) => Ok(RoomAuthor::Pending),
+            (Some("ok"), Some("joined")) => Ok(RoomAuthor::Joined),
+            other => Err(corrupt(DOING, &key, format!("script said {other:?}"))),
+        }
+    }
+
+    async fn room_author_joined(
+        &self,
+        bay: &BayId,
+        conversation: &ConversationId,
+        author: &ParticipantId,
+    ) -> Result<(), StoreError> {
+        const DOING: &str = "recording a room author's joining";
+        let key = BayKeys::new(bay).room_authors(conversation);
+        let _: i64 = self
+            .query(DOING, &key, cmd("HSET").arg(&key).arg(&author.0).arg("1"))
             .await?;
         Ok(())
     }

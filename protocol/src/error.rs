@@ -510,11 +510,28 @@ mod tests {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
         let listed = schema["enum"].as_array().unwrap();
-        assert_eq!(listed.len(), 62, "{schema}");
+        assert_eq!(listed.len(), 63, "{schema}");
         for value in listed {
             let code: ErrorCode = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(value, code.as_str());
         }
+    }
+
+    /// The README's table of errors names every code a client may meet
+    /// (all but `NOT_IMPLEMENTED`, which no route answers).
+    #[test]
+    fn the_readme_lists_every_code() {
+        use utoipa::PartialSchema;
+        let readme = include_str!("../../README.md");
+        let schema = serde_json::to_value(ErrorCode::schema()).unwrap();
+        let missing: Vec<&str> = schema["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .filter(|c| *c != "NOT_IMPLEMENTED" && !readme.contains(&format!("`{c}`")))
+            .collect();
+        assert!(missing.is_empty(), "README.md does not list {missing:?}");
     }
 
     /// Each close has its own wire string, and the protocol's four codes

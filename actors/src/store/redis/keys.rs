@@ -22,7 +22,8 @@
 //! | `sb:{bay}:revisions`              | hash   | conversation id → revision (random, new per change)|
 //! | `sb:{bay}:conv:<cid>:msgs`        | stream | history, id `<createdAt ms>-0`, field `m` = JSON   |
 //! | `sb:{bay}:conv:<cid>:ids`         | hash   | message id → its history stream id                 |
-//! | `sb:{bay}:conv:<cid>:state`       | hash   | `rounds` (round counter) and `last_ms` (createdAt) |
+//! | `sb:{bay}:conv:<cid>:state`       | hash   | `rounds`, `last_ms`, `seq`; `r:<pid>` last post    |
+//! | `sb:{bay}:conv:<cid>:reads`       | hash   | participant id → `"<seq> <mid>"` marked read       |
 //! | `sb:{bay}:conv:<cid>:draft:<mid>` | string | an open draft's text so far                        |
 //! | `sb:{bay}:drafts`                 | zset   | open draft id → last activity ms                   |
 //! | `sb:{bay}:draft-info`             | hash   | open draft id → `"<cid> <author>"`                 |
@@ -162,7 +163,10 @@ impl BayKeys {
     /// `sb:{bay}:conv:<cid>:state`: hash, `rounds` = consecutive agent
     /// messages since the last human one (protocol §4, "Round caps"),
     /// `last_ms` = the newest message's `createdAt` in ms and `seq` = the
-    /// newest message's `seq`, so an append reads neither stream.
+    /// newest message's `seq`, so an append reads neither stream; and
+    /// `r:<participant id>` = `"<seq> <message id>"` of that participant's
+    /// last post (posting reads everything before it), written with the
+    /// counters in one `HSET`.
     pub fn conversation_state(&self, conversation: &ConversationId) -> String {
         format!("{}:conv:{conversation}:state", self.base)
     }
@@ -188,7 +192,10 @@ impl BayKeys {
     }
 
     /// `sb:{bay}:conv:<cid>:reads`: hash, participant id → `"<seq> <message
-    /// id>"` of the newest message it has read.
+    /// id>"` of the newest message it has marked read. A participant's
+    /// marker is the newer of this and `r:<participant id>` in
+    /// [`BayKeys::conversation_state`] (its last post). Posts of nodes
+    /// before that field existed wrote their marker here.
     pub fn reads(&self, conversation: &ConversationId) -> String {
         format!("{}:conv:{conversation}:reads", self.base)
     }

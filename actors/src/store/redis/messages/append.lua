@@ -6,7 +6,7 @@
 -- {'exists', first message JSON} (an idempotent retry) or {'conflict'}
 -- (the key was used for another request).
 local conversations, revisions, conversation_state, messages, message_ids, log, epoch,
-  log_meta, rosters, bodies, reads, polls, idempotency, draft_text, drafts,
+  log_meta, rosters, bodies, polls, idempotency, draft_text, drafts,
   draft_info = unpack(KEYS)
 local conversation_id, message_id, sender_kind, round_cap, given_suppressed,
   message_0, message_1, message_2, message_3, event_0, event_1, epoch_candidate,
@@ -60,10 +60,11 @@ local msg = message_0 .. '"' .. created .. '"' .. message_1 .. suppressed .. mes
 redis.call('XADD', messages, sid, 'i', message_id)
 redis.call('HSET', bodies, message_id, msg)
 redis.call('HSET', message_ids, message_id, sid)
+-- Posting reads everything before the post: the sender's marker goes in
+-- the state hash (`r:<participant>`), written with the counters; readers
+-- take the newer of it and the `reads` hash (explicit marks).
 redis.call('HSET', conversation_state, 'rounds', string.format('%d', rounds),
-  'last_ms', string.format('%d', ms), 'seq', seq)
--- Posting reads everything before the post.
-redis.call('HSET', reads, sender_id, seq .. ' ' .. message_id)
+  'last_ms', string.format('%d', ms), 'seq', seq, 'r:' .. sender_id, seq .. ' ' .. message_id)
 if poll_id ~= '' then
   redis.call('HSET', polls, poll_id, conversation_id .. ' ' .. message_id)
 end

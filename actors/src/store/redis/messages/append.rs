@@ -37,7 +37,7 @@ lua_params! {
     /// placeholder key when it has none) and `draft_text` the message's.
     pub(super) struct AppendKeys of String {
         conversations, revisions, conversation_state, messages, message_ids, log, epoch,
-        log_meta, rosters, bodies, reads, polls, idempotency, draft_text, drafts, draft_info,
+        log_meta, rosters, bodies, polls, idempotency, draft_text, drafts, draft_info,
     }
 }
 
@@ -58,7 +58,6 @@ impl AppendKeys {
             log_meta: k.log_meta(),
             rosters: k.rosters(),
             bodies: k.bodies(cid),
-            reads: k.reads(cid),
             polls: k.polls(),
             idempotency: k.idempotency(idempotency),
             draft_text: k.draft_text(cid, new.message.id.as_str()),

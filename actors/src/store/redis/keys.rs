@@ -27,6 +27,7 @@
 //! | `sb:{bay}:conv:<cid>:draft:<mid>` | string | an open draft's text so far                        |
 //! | `sb:{bay}:drafts`                 | zset   | open draft id → last activity ms                   |
 //! | `sb:{bay}:draft-info`             | hash   | open draft id → `"<cid> <author>"`                 |
+//! | `sb:{bay}:rl:<token>:agent`       | string | the token's agent request budget (GCRA, `PX`)      |
 //! | `sb:{bay}:conv:<cid>:summary`     | hash   | `body` (JSON summary), `seq` (its boundary), `version` |
 //! | `sb:{bay}:conv:<cid>:summary-refreshes` | zset | refresh requests in the window → their ms   |
 //! | `sb:{bay}:summarizer`             | string | the Bay's summarizer agent id                      |
@@ -55,7 +56,7 @@
 //! neither `{`, `}` nor `:` and cannot break the layout.
 
 use crate::token::TokenHash;
-use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
+use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId, TokenId};
 
 /// Prefix of every key Switchboard writes.
 pub const PREFIX: &str = "sb";
@@ -244,6 +245,14 @@ impl BayKeys {
     /// that announces it.
     pub fn presence_states(&self) -> String {
         format!("{}:presence-states", self.base)
+    }
+
+    /// `sb:{bay}:rl:<token id>:<bucket>`: string, the GCRA bucket
+    /// (`agent`: the agent request budget) of one token of the Bay, in its
+    /// slot so the append takes from it in its own script; expires when
+    /// the bucket would be full again.
+    pub fn rate_limit(&self, token: &TokenId, bucket: &str) -> String {
+        format!("{}:rl:{}:{bucket}", self.base, token.0)
     }
 
     /// `sb:{bay}:polls`: hash, poll id → `"<conversation id> <message id>"`.
@@ -461,6 +470,7 @@ mod tests {
             k.summary(&c),
             k.summary_refreshes(&c),
             k.summarizer(),
+            k.rate_limit(&TokenId("0123456789abcdef".into()), "agent"),
         ] {
             assert_eq!(hash_tag(&key), "acme", "{key}");
         }

@@ -30,6 +30,8 @@
 //!   protocol §4, as `next_round` in Rust (appends and draft completions).
 //! - [`REVISION`] (`lua/revision.lua`): `revision_of`, the revision check
 //!   of every write routed at a conversation revision.
+//! - [`TAKE_BUDGET`] (`lua/budget.lua`): `take_budget`, one call from a
+//!   rate-limit bucket (the append's, and the gateway's limiter).
 
 use redis::Script;
 
@@ -45,6 +47,10 @@ pub const ROUND_STEP: &str = include_str!("lua/round_step.lua");
 /// `revision_of(conversations, revisions, cid)`: a conversation's revision,
 /// or false when it does not exist.
 pub const REVISION: &str = include_str!("lua/revision.lua");
+
+/// `take_budget(key, interval, burst)`: one call from a GCRA bucket;
+/// false when taken, else the wait in µs.
+pub const TAKE_BUDGET: &str = include_str!("lua/budget.lua");
 
 /// One script of the engine: its fragments and body, and whether it may
 /// be retried after a broken connection.

@@ -144,7 +144,7 @@ impl MessageStore for RedisStore {
         new.message.version = 0;
         let keys = AppendKeys::new(bay, &new);
         let reply = self.run_append(doing, &keys, &new, sender_kind).await?;
-        let stamped = match Stamped::from_reply(doing, &keys, &new.conversation.id, &reply)? {
+        let stamped = match Stamped::from_reply(doing, &keys, &new, &reply)? {
             ControlFlow::Continue(stamped) => stamped,
             ControlFlow::Break(outcome) => return Ok(outcome),
         };

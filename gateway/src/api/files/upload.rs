@@ -73,7 +73,7 @@ pub(super) async fn upload_attachment(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let bay = &caller.principal.bay;
     let cap = state.files.settings().cap_for(bay.as_str());
     let declared = req

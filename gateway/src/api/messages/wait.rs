@@ -116,7 +116,7 @@ pub(super) async fn wait_for_message(
     path: web::Path<String>,
     query: web::Query<WaitQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     // Counted with /updates per client IP until the answer is built.
     let _held = state.held_polls.admit(state.client_of(&req))?;
     let timeout = wait_timeout(

@@ -1,21 +1,29 @@
--- Appends a message: revision check, idempotency, round step, `createdAt`
+-- Appends a message: revision check, the sender's request budget,
+-- idempotency, round step, `createdAt`
 -- floor, `seq`, history, "posting reads", the poll and draft indexes and
 -- the log entry, in one step. KEYS and ARGV: `AppendKeys` and
 -- `AppendArgs` (messages/append.rs).
 -- → {'ok', log id, createdAt ms, suppressed, seq}, {'stale'}, {'missing'},
--- {'exists', first message JSON} (an idempotent retry) or {'conflict'}
--- (the key was used for another request).
+-- {'limited', wait µs} (the budget is spent), {'exists', first message
+-- JSON} (an idempotent retry) or {'conflict'} (the key was used for
+-- another request).
 local conversations, revisions, conversation_state, messages, message_ids, log, epoch,
   log_meta, rosters, bodies, polls, idempotency, draft_text, drafts,
-  draft_info = unpack(KEYS)
+  draft_info, budget = unpack(KEYS)
 local conversation_id, message_id, sender_kind, round_cap, given_suppressed,
   message_0, message_1, message_2, message_3, event_0, event_1, epoch_candidate,
   window_ms, max_entries, revision, fingerprint, poll_id, sender_id, draft_author,
-  draft_content, clock_ms, clock_iso = unpack(ARGV)
+  draft_content, clock_ms, clock_iso, budget_interval, budget_burst = unpack(ARGV)
 
 local rev = revision_of(conversations, revisions, conversation_id)
 if not rev then return {'missing'} end
 if rev ~= revision then return {'stale'} end
+if budget_interval ~= '' then
+  -- After the revision check (a stale append is routed again and takes
+  -- then), before idempotency (a retry costs a call, as it always has).
+  local wait = take_budget(budget, tonumber(budget_interval), tonumber(budget_burst))
+  if wait then return {'limited', string.format('%d', wait)} end
+end
 if fingerprint ~= '' then
   local seen = redis.call('GET', idempotency)
   if seen then

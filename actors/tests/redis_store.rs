@@ -488,10 +488,11 @@ async fn a_plain_append_takes_the_node_clock_and_reads_the_log_meta_once() {
         .append(&bay.id, message(&c, &u, "warm", None), u.kind)
         .await
         .unwrap();
-    let (time0, hget0, hmget0) = (
+    let (time0, hget0, hmget0, set0) = (
         calls(&server, "time"),
         calls(&server, "hget"),
         calls(&server, "hmget"),
+        calls(&server, "set"),
     );
     let before = chrono::Utc::now();
     let mut created = Vec::new();
@@ -512,6 +513,9 @@ async fn a_plain_append_takes_the_node_clock_and_reads_the_log_meta_once() {
     );
     assert_eq!(hmget, 20, "conversation state and log meta: {hmget}");
     assert_eq!(hget, 30, "revision and the store's own reads: {hget}");
+    // The epoch comes with the meta hash (`ep`): no `SET NX` of the epoch
+    // key per append (no idempotency key, no budget: no SET at all).
+    assert_eq!(calls(&server, "set") - set0, 0, "no SET per append");
     // The node's clock, floored: strictly increasing, ten appends within
     // the same few ms still get ten distinct createdAt.
     assert!(created.windows(2).all(|w| w[0] < w[1]), "{created:?}");

@@ -9,7 +9,7 @@
 //! | `sb:{bay}:bay`                    | string | the [`Bay`](crate::model::Bay) record (JSON)       |
 //! | `sb:{bay}:epoch`                  | string | the log's epoch; minted with `SET NX` on first use |
 //! | `sb:{bay}:log`                    | stream | the event log, field `e` = JSON `LogEvent`         |
-//! | `sb:{bay}:log-meta`               | hash   | `last`, `maxdel` ids and `next_trim` ms of the log |
+//! | `sb:{bay}:log-meta`               | hash   | `last`, `maxdel`, `next_trim` ms, `ep` (epoch copy) |
 //! | `sb:{bay}:rosters`                | stream | roster changes, ids = their log entry ids          |
 //! | `sb:{bay}:openings`               | stream | session openings (displacement), field `o` = JSON  |
 //! | `sb:{bay}:presence`               | hash   | node id → JSON heartbeat `{until, online, record}` |
@@ -96,7 +96,9 @@ impl BayKeys {
     /// `sb:{bay}:log-meta`: hash, the log's `last` generated id, `maxdel`
     /// (newest trimmed id) and `next_trim` (ms of the Redis clock before
     /// which appends skip the trim check). Kept by every log append, so
-    /// reads need no `XINFO`.
+    /// reads need no `XINFO`. `ep` is a copy of the epoch (written by the
+    /// first append that read the epoch key), so an append reads the
+    /// epoch with `last` and `next_trim` in one `HMGET`.
     pub fn log_meta(&self) -> String {
         format!("{}:log-meta", self.base)
     }

@@ -1000,6 +1000,56 @@ async fn the_agent_budget_answers_429_with_retry_after() {
     assert_eq!(s, 200, "{b}");
 }
 
+/// A send counts once against the budget whether the append takes it (a
+/// stored post; with Redis the append script takes it) or the send is
+/// refused before the append (a bad body, not a member): the same bucket
+/// as every other call, and a refused send stores nothing.
+#[tokio::test]
+async fn every_send_counts_once_against_the_budget() {
+    let gw = Gateway::spawn_with(
+        Opts::default().env("SWITCHBOARD_LIMITS__AGENT_REQUESTS_PER_MINUTE", "4"),
+    )
+    .await;
+    let w = World::create(&gw, "b1").await;
+    let (s, b) = gw.post_message(&w.rex, "group", "counted").await;
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = gw
+        .post_json(
+            &w.rex,
+            "/conversations/group/messages",
+            json!({"content": "   "}),
+        )
+        .await;
+    assert_error(s, &b, 400, "INVALID_CONTENT");
+    let (s, b) = gw.post_message(&w.rex, "no-such-room", "x").await;
+    assert_eq!(s, 404, "{b}");
+    let (s, b) = gw.get(&w.rex, "/me").await;
+    assert_eq!(s, 200, "{b}");
+    // Four calls: spent, for sends and everything else alike.
+    let (s, b) = gw.post_message(&w.rex, "group", "refused").await;
+    assert_error(s, &b, 429, "RATE_LIMITED");
+    let (s, b) = gw
+        .post_json(
+            &w.rex,
+            "/conversations/group/messages",
+            json!({"content": "   "}),
+        )
+        .await;
+    assert_error(s, &b, 429, "RATE_LIMITED");
+    let (s, b) = gw.get(&w.rex, "/me").await;
+    assert_error(s, &b, 429, "RATE_LIMITED");
+    let (s, b) = gw.get(&w.ana, "/conversations/group/messages").await;
+    assert_eq!(s, 200, "{b}");
+    let texts: Vec<&str> = b["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(texts.contains(&"counted"), "{texts:?}");
+    assert!(!texts.contains(&"refused"), "{texts:?}");
+}
+
 /// Human (`bay_u_`) tokens have the same two buckets as agents, per token:
 /// the `/updates` bucket (which WebSocket connects also draw on) and the
 /// budget every other agent API call draws on.

@@ -29,7 +29,7 @@ pub use amend::{Action, Amend, AmendOutcome};
 pub use draft::{AppendToDraft, DraftReply, DraftSettings, EndDraft, EndOutcome, Ending};
 
 use crate::model::{roster, Conversation, Participant, StoredMessage};
-use crate::store::{AppendOutcome, Idempotency, NewMessage, Store, StoreError};
+use crate::store::{AppendOutcome, Budget, Idempotency, NewMessage, Store, StoreError};
 use actix::prelude::*;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
@@ -179,6 +179,9 @@ pub struct Post {
     /// Open a draft (`"stream": true`): stored with state `streaming` and
     /// no routing; `content` may be empty. Routing runs at completion.
     pub stream: bool,
+    /// The sender's request budget, for the append to take from (`None`
+    /// when the caller counted the request itself).
+    pub budget: Option<Budget>,
 }
 
 /// Outcome of a [`Post`].
@@ -196,6 +199,9 @@ pub enum PostOutcome {
     Duplicate(Box<StoredMessage>),
     /// The idempotency key was used with another request (409).
     KeyReused,
+    /// The post's [`Budget`] is spent; one call is back after this long
+    /// (429). Nothing was stored.
+    RateLimited(std::time::Duration),
 }
 
 impl Handler<Post> for ConversationActor {
@@ -329,6 +335,7 @@ async fn post(
                         .then_some(conversation.policy.max_agent_rounds),
                     revision: snap.revision,
                     idempotency: msg.idempotency.clone(),
+                    budget: msg.budget.clone(),
                 },
                 msg.sender.kind,
             )
@@ -342,6 +349,7 @@ async fn post(
             AppendOutcome::Stale => fresh = true,
             AppendOutcome::Duplicate(first) => return Ok(PostOutcome::Duplicate(first)),
             AppendOutcome::KeyReused => return Ok(PostOutcome::KeyReused),
+            AppendOutcome::RateLimited(wait) => return Ok(PostOutcome::RateLimited(wait)),
         }
     }
     Err(StoreError::Unavailable {

@@ -267,7 +267,6 @@ async fn keys_follow_the_documented_layout() {
         (format!("sb:{{{b}}}:conv:c_1:ids"), "hash"),
         (format!("sb:{{{b}}}:conv:c_1:state"), "hash"),
         (format!("sb:{{{b}}}:conv:c_1:bodies"), "hash"),
-        (format!("sb:{{{b}}}:conv:c_1:reads"), "hash"),
         (format!("sb:{{{b}}}:log-meta"), "hash"),
         (format!("sb:{{{b}}}:rosters"), "stream"),
         (format!("sb:{{{b}}}:revisions"), "hash"),
@@ -490,10 +489,11 @@ async fn a_plain_append_takes_the_node_clock_and_reads_the_log_meta_once() {
         .append(&bay.id, message(&c, &u, "warm", None), u.kind)
         .await
         .unwrap();
-    let (time0, hget0, hmget0) = (
+    let (time0, hget0, hmget0, set0) = (
         calls(&server, "time"),
         calls(&server, "hget"),
         calls(&server, "hmget"),
+        calls(&server, "set"),
     );
     let before = chrono::Utc::now();
     let mut created = Vec::new();
@@ -514,6 +514,9 @@ async fn a_plain_append_takes_the_node_clock_and_reads_the_log_meta_once() {
     );
     assert_eq!(hmget, 20, "conversation state and log meta: {hmget}");
     assert_eq!(hget, 30, "revision and the store's own reads: {hget}");
+    // The epoch comes with the meta hash (`ep`): no `SET NX` of the epoch
+    // key per append (no idempotency key, no budget: no SET at all).
+    assert_eq!(calls(&server, "set") - set0, 0, "no SET per append");
     // The node's clock, floored: strictly increasing, ten appends within
     // the same few ms still get ten distinct createdAt.
     assert!(created.windows(2).all(|w| w[0] < w[1]), "{created:?}");
@@ -566,4 +569,87 @@ async fn a_credentials_reader_behind_the_trim_is_told_it_lost_changes() {
             CredentialsRead::Changes(all[2..].to_vec())
         );
     }
+}
+
+/// A post's read marker lives in the conversation's state hash
+/// (`r:<participant>`), written with the counters; a marker the previous
+/// layout wrote for a post (in `reads`) still counts, and of the two the
+/// newer one wins, in `read_states` and in `mark_read`'s forward-only check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_markers_of_either_layout_are_read() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, Limits::default()).await;
+    let bay = new_bay(&store).await;
+    let (u, _) = new_participant(&store, &bay.id, "p_user", ParticipantKind::User).await;
+    let (v, _) = new_participant(&store, &bay.id, "p_other", ParticipantKind::User).await;
+    let c = new_group(
+        &store,
+        &bay.id,
+        "c_1",
+        &[(&u, Role::Member), (&v, Role::Member)],
+        5,
+    )
+    .await;
+    let mut posted = Vec::new();
+    for i in 0..4 {
+        let m = store
+            .append(&bay.id, message(&c, &v, &format!("m{i}"), None), v.kind)
+            .await
+            .unwrap();
+        posted.push(m.message);
+    }
+    let mine = store
+        .append(&bay.id, message(&c, &u, "mine", None), u.kind)
+        .await
+        .unwrap()
+        .message;
+    let b = &bay.id;
+    let state = format!("sb:{{{b}}}:conv:c_1:state");
+    let reads = format!("sb:{{{b}}}:conv:c_1:reads");
+    assert_eq!(
+        server.text(&["HGET", &state, "r:p_user"]),
+        format!("5 {}", mine.id)
+    );
+    assert_eq!(server.cmd(&["EXISTS", &reads]), redis::Value::Int(0));
+    let states = store
+        .read_states(b, &u.id, std::slice::from_ref(&c.id))
+        .await
+        .unwrap();
+    assert_eq!(states[0].last_read.as_ref(), Some(&mine.id));
+    assert_eq!(states[0].unread, 0);
+    // The other participant read nothing: all but its own posts unread.
+    let states = store
+        .read_states(b, &v.id, std::slice::from_ref(&c.id))
+        .await
+        .unwrap();
+    assert_eq!(states[0].last_read.as_ref(), Some(&posted[3].id));
+    assert_eq!(states[0].unread, 1);
+    // An older marker in `reads` (explicit, or a post of the previous
+    // layout) does not move it back...
+    let older = format!("2 {}", posted[1].id);
+    server.cmd(&["HSET", &reads, "p_user", &older]);
+    let states = store
+        .read_states(b, &u.id, std::slice::from_ref(&c.id))
+        .await
+        .unwrap();
+    assert_eq!(states[0].last_read.as_ref(), Some(&mine.id));
+    let conversation = c.reference();
+    assert_eq!(
+        store
+            .mark_read(b, &conversation, &u.id, &posted[2])
+            .await
+            .unwrap(),
+        None,
+        "behind the post's marker: nothing to log"
+    );
+    // ...and a newer one there (a post the previous layout stored)
+    // counts: only what follows it is unread.
+    server.cmd(&["HDEL", &state, "r:p_other"]);
+    server.cmd(&["HSET", &reads, "p_other", &format!("5 {}", mine.id)]);
+    let states = store
+        .read_states(b, &v.id, std::slice::from_ref(&c.id))
+        .await
+        .unwrap();
+    assert_eq!(states[0].last_read.as_ref(), Some(&mine.id));
+    assert_eq!(states[0].unread, 0);
 }

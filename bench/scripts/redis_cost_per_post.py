@@ -8,12 +8,16 @@ Starts its own redis-server (own port, no persistence) and one gateway
 on it, creates one Bay with ROOMS conversations of 4 agents, then one agent
 per room posts MESSAGES times over REST (keep-alive, sequential), and prints
 per post: Redis commands by name, EVALSHA and all-command usec, Redis CPU.
-    python3 bench/scripts/redis_cost_per_post.py [MESSAGES] [ROOMS]
+    python3 bench/scripts/redis_cost_per_post.py [MESSAGES] [ROOMS] [CONCURRENCY]
+With CONCURRENCY > 1 (default 1) the measured posts go out over that many
+keep-alive connections at once (each room's poster on one of them), so
+Redis sees posts back to back instead of one at a time.
 """
-import http.client, json, os, socket, subprocess, sys, tempfile, time, urllib.request
+import http.client, json, os, socket, subprocess, sys, tempfile, threading, time, urllib.request
 
 MESSAGES = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 ROOMS = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+CONCURRENCY = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 ADMIN = "bench-admin-token"
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
@@ -121,9 +125,9 @@ def main():
             toks = [admin(base, "/bays/b/participants", {"id": m, "kind": "agent", "name": m})["token"] for m in members]
             admin(base, "/bays/b/conversations", {"id": f"r{r}", "type": "GROUP", "members": members})
             posters.append((f"r{r}", toks[0]))
-        conn = http.client.HTTPConnection("127.0.0.1", gport)
+        conns = [http.client.HTTPConnection("127.0.0.1", gport) for _ in range(CONCURRENCY)]
 
-        def post(i):
+        def post(i, conn=conns[0]):
             room, tok = posters[i % ROOMS]
             conn.request("POST", f"/api/agent-api/conversations/{room}/messages",
                          body=json.dumps({"content": f"message {i} " + "x" * 40}),
@@ -136,8 +140,20 @@ def main():
         redis_cmd(rport, "CONFIG", "SET", "slowlog-max-len", "100000")
         redis_cmd(rport, "SLOWLOG", "RESET")
         s0, c0 = snapshot(rport)
-        for i in range(MESSAGES):
-            post(i)
+        t0 = time.time()
+        if CONCURRENCY == 1:
+            for i in range(MESSAGES):
+                post(i)
+        else:
+            def worker(k):
+                for i in range(k, MESSAGES, CONCURRENCY):
+                    post(i, conns[k])
+            threads = [threading.Thread(target=worker, args=(k,)) for k in range(CONCURRENCY)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        elapsed = time.time() - t0
         time.sleep(0.5)
         s1, c1 = snapshot(rport)
         redis_cmd(rport, "CONFIG", "SET", "slowlog-log-slower-than", "0")
@@ -160,7 +176,9 @@ def main():
         rows.sort(key=lambda r: -r[1])
         outer = sum(du for n, dc, du in rows if n in ("evalsha", "eval", "xread", "get", "set", "hget", "hmget", "ping"))
         result = {
-            "messages": MESSAGES, "rooms": ROOMS, "binary": os.path.basename(binary()),
+            "messages": MESSAGES, "rooms": ROOMS, "concurrency": CONCURRENCY,
+            "binary": os.path.basename(binary()),
+            "posts_per_second": round(MESSAGES / elapsed),
             "redis_cpu_us_per_post": round((c1 - c0) * 1e6 / MESSAGES, 1),
             "commands_per_post": {n: round(dc / MESSAGES, 2) for n, dc, du in rows},
             "usec_per_post": {n: round(du / MESSAGES, 2) for n, dc, du in rows},

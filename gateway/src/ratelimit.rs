@@ -25,8 +25,9 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
+use switchboard_actors::store::redis::keys::BayKeys;
 use switchboard_actors::store::redis::Target as RedisTarget;
-use switchboard_actors::store::StoreError;
+use switchboard_actors::store::{Budget, Principal, StoreError};
 use switchboard_config::{Settings, StoreKind};
 use switchboard_protocol::error::ErrorCode;
 use switchboard_protocol::ids::TokenId;
@@ -99,6 +100,12 @@ fn ip_key(ip: Option<IpAddr>) -> TokenId {
         Some(ip) => format!("ip-{ip}"),
         None => "ip-unknown".to_owned(),
     })
+}
+
+/// The 429 of a spent agent budget, counted in the metrics.
+pub fn agent_limited(wait: Duration) -> ApiError {
+    metrics::counter!(crate::metrics::RATE_LIMITED, "bucket" => "agent").increment(1);
+    ApiError::new(ErrorCode::RateLimited, "agent request budget exceeded").retry_after(wait)
 }
 
 /// A non-zero per-minute rate (a zero is treated as 1).
@@ -194,15 +201,36 @@ impl RateLimits {
         })
     }
 
-    /// Takes one agent API call from `token`'s budget.
+    /// Takes one agent API call from the budget of `caller`'s token. In
+    /// Redis the bucket is a key of the caller's Bay
+    /// (`sb:{bay}:rl:<token id>:agent`), so a post's append takes from
+    /// the same bucket in its own script ([`RateLimits::agent_budget`]).
     ///
     /// # Errors
     /// 429 `RATE_LIMITED` with `Retry-After` when the budget is spent.
-    pub async fn check_agent(&self, token: &TokenId) -> Result<(), ApiError> {
-        self.check(Bucket::Agent, token).await.map_err(|wait| {
-            metrics::counter!(crate::metrics::RATE_LIMITED, "bucket" => "agent").increment(1);
-            ApiError::new(ErrorCode::RateLimited, "agent request budget exceeded").retry_after(wait)
-        })
+    pub async fn check_agent(&self, caller: &Principal) -> Result<(), ApiError> {
+        let taken = match &self.backend {
+            Backend::Memory(_) => self.check(Bucket::Agent, &caller.token).await,
+            Backend::Redis(limiter) => {
+                let key =
+                    BayKeys::new(&caller.bay).rate_limit(&caller.token, Bucket::Agent.as_str());
+                limiter.check_key(Bucket::Agent, &key).await
+            }
+        };
+        taken.map_err(agent_limited)
+    }
+
+    /// The caller's agent budget for a post to take from in the append
+    /// itself (one store call instead of two), when the buckets are in
+    /// Redis; `None` with per-node buckets (call
+    /// [`RateLimits::check_agent`] instead). A request that ends without
+    /// the append taking it ([`Budget::is_taken`]) must call
+    /// `check_agent` before it answers.
+    pub fn agent_budget(&self, caller: &Principal) -> Option<Budget> {
+        match &self.backend {
+            Backend::Memory(_) => None,
+            Backend::Redis(limiter) => Some(limiter.agent_budget(caller.token.clone())),
+        }
     }
 
     /// Takes one `POST /pair` attempt from `ip`'s bucket: every attempt

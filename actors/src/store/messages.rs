@@ -5,9 +5,12 @@ use super::StoreError;
 use crate::model::StoredMessage;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::event::ConversationRef;
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId, TokenId};
 use switchboard_protocol::model::ParticipantKind;
 
 /// Outcome of [`MessageStore::append_message`].
@@ -25,6 +28,51 @@ pub enum AppendOutcome {
     /// The idempotency key was used before with a different request:
     /// nothing was stored (409 `IDEMPOTENCY_KEY_REUSED`).
     KeyReused,
+    /// The message's [`Budget`] is spent: nothing was stored; one call
+    /// is back after this long (429 `RATE_LIMITED`).
+    RateLimited(Duration),
+}
+
+/// One call taken from the sender's agent request budget (protocol §11)
+/// by the append itself, in its atomic step, so a post asks the store
+/// once instead of twice. A GCRA bucket: `burst` calls, one more every
+/// `interval_us` µs, keyed by the Bay and the token. A stale append
+/// takes nothing (it is routed again); every other outcome of an append
+/// that reached the bucket sets [`Budget::taken`], so a request that ends
+/// without it (refused before the append) takes its call on its own.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    /// The presented token's public handle: the bucket's owner.
+    pub token: TokenId,
+    /// One call comes back every this many µs.
+    pub interval_us: u64,
+    /// The bucket's size.
+    pub burst: u32,
+    /// Set once the store took (or refused) the call.
+    pub taken: Arc<AtomicBool>,
+}
+
+impl Budget {
+    /// A bucket of `per_minute` calls a minute for `token`.
+    pub fn per_minute(token: TokenId, per_minute: u32) -> Self {
+        let n = per_minute.max(1);
+        Budget {
+            token,
+            interval_us: (60_000_000 / u64::from(n)).max(1),
+            burst: n,
+            taken: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether the store took (or refused) the call.
+    pub fn is_taken(&self) -> bool {
+        self.taken.load(Ordering::Acquire)
+    }
+
+    /// Notes that the store took (or refused) the call.
+    pub fn mark_taken(&self) {
+        self.taken.store(true, Ordering::Release);
+    }
 }
 
 /// A send's idempotency key (the `Idempotency-Key` header or `clientId`),
@@ -118,6 +166,10 @@ pub struct NewMessage {
     /// The send's idempotency key, checked and stored in the same atomic
     /// step as the append.
     pub idempotency: Option<Idempotency>,
+    /// The sender's request budget, taken in the same atomic step (after
+    /// the revision check, before the idempotency check); `None` when the
+    /// caller counted the request itself.
+    pub budget: Option<Budget>,
 }
 
 /// A stored message and its log entry. `message.routing.suppressed` tells

@@ -65,7 +65,7 @@ pub use files::{
 pub use leases::LeaseStore;
 pub use log::{LogStore, Replay, RosterChange};
 pub use messages::{
-    next_round, AppendOutcome, Appended, Changed, Idempotency, MessageChange, MessageStore,
+    next_round, AppendOutcome, Appended, Budget, Changed, Idempotency, MessageChange, MessageStore,
     NewMessage, ReadState,
 };
 pub use nodes::{NodeRecord, NodeStore};

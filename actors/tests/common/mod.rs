@@ -217,5 +217,6 @@ pub fn message(
         round_cap: cap,
         revision: 0,
         idempotency: None,
+        budget: None,
     }
 }

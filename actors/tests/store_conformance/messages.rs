@@ -6,8 +6,8 @@ use serde_json::json;
 use std::sync::Arc;
 use switchboard_actors::model::{Conversation, Member, StoredMessage};
 use switchboard_actors::store::log::{Change, LogEvent};
-use switchboard_actors::store::{AppendOutcome, ReadState, Store};
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
+use switchboard_actors::store::{AppendOutcome, Budget, ReadState, Store};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId, TokenId};
 use switchboard_protocol::model::{ParticipantKind, Role};
 
 conformance!(
@@ -17,6 +17,7 @@ conformance!(
     concurrent_appends_count_rounds_exactly,
     seq_counts_messages_from_one,
     read_markers_only_move_forward,
+    an_append_takes_its_budget,
 );
 
 async fn history_since_before_and_paging(store: Arc<dyn Store>) {
@@ -782,4 +783,82 @@ async fn read_markers_only_move_forward(store: Arc<dyn Store>) {
         read_state(store, &bay.id, &bob.id, &g2.id).await,
         state(None, 1)
     );
+}
+
+/// A message carrying a budget takes one call from its token's bucket in
+/// the append's own step: `burst` appends pass, the next is refused with
+/// the wait and stores nothing; a stale append takes nothing; an
+/// idempotent retry takes a call; other tokens and Bays are apart.
+async fn an_append_takes_its_budget(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let (a, _) = new_participant(store, &bay.id, "p_agent", ParticipantKind::Agent).await;
+    let c = new_group(store, &bay.id, "c_budget", &[(&a, Role::Member)], 50).await;
+    let token = TokenId("0123456789abcdef".into());
+    let with = |text: &str, budget: &Budget| {
+        let mut m = message(&c, &a, text, None);
+        m.budget = Some(budget.clone());
+        m
+    };
+    // 2 a minute: one call back every 30 s.
+    let budget = || Budget::per_minute(token.clone(), 2);
+    let first = budget();
+    let sent = appended(
+        send(
+            store,
+            &bay.id,
+            keyed(with("one", &first), "k1", "f1"),
+            a.kind,
+        )
+        .await,
+    );
+    assert!(first.is_taken());
+    // A stale append takes nothing.
+    let stale = budget();
+    let mut m = with("stale", &stale);
+    m.revision = revision_of(store, &bay.id, &c.id).await + 1;
+    assert!(matches!(
+        store.append_message(&bay.id, m, a.kind).await.unwrap(),
+        AppendOutcome::Stale
+    ));
+    assert!(!stale.is_taken());
+    // The retry of an idempotent send takes the second call.
+    let retry = budget();
+    match send(
+        store,
+        &bay.id,
+        keyed(with("one", &retry), "k1", "f1"),
+        a.kind,
+    )
+    .await
+    {
+        AppendOutcome::Duplicate(m) => assert_eq!(m.id, sent.message.id),
+        other => panic!("{other:?}"),
+    }
+    assert!(retry.is_taken());
+    let refused = budget();
+    match send(store, &bay.id, with("three", &refused), a.kind).await {
+        AppendOutcome::RateLimited(wait) => assert!(
+            wait > std::time::Duration::from_secs(20) && wait <= std::time::Duration::from_secs(30),
+            "{wait:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(refused.is_taken());
+    assert_eq!(
+        history(store, &bay.id, &c.id).await.len(),
+        1,
+        "nothing stored"
+    );
+    // Without a budget the append is not counted; another token has its own.
+    appended(send(store, &bay.id, message(&c, &a, "free", None), a.kind).await);
+    let other = Budget::per_minute(TokenId("fedcba9876543210".into()), 2);
+    appended(send(store, &bay.id, with("other token", &other), a.kind).await);
+    // Another Bay: the same token id, its own bucket.
+    let bay2 = new_bay(store).await;
+    let (a2, _) = new_participant(store, &bay2.id, "p_agent", ParticipantKind::Agent).await;
+    let c2 = new_group(store, &bay2.id, "c_budget", &[(&a2, Role::Member)], 50).await;
+    let mut m = message(&c2, &a2, "elsewhere", None);
+    m.budget = Some(budget());
+    appended(send(store, &bay2.id, m, a2.kind).await);
 }

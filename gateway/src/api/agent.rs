@@ -48,7 +48,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 )]
 #[get("/me")]
 async fn me_route(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let (bay, p) = (&caller.principal.bay, &caller.principal.participant);
     let webhook = state.store.webhook(bay, &p.id).await?;
     let status = state.store.webhook_status(bay, &p.id).await?;
@@ -88,7 +88,7 @@ async fn conversations(
     state: web::Data<AppState>,
     caller: Caller,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     Ok(HttpResponse::Ok().json(conversation_list(&state, &caller).await?))
 }
 
@@ -179,7 +179,7 @@ async fn context(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let id = ConversationId(path.into_inner());
     Ok(HttpResponse::Ok().json(context_of(&state, &caller, &id).await?))
 }
@@ -244,7 +244,7 @@ async fn list_messages(
     path: web::Path<String>,
     query: web::Query<MessagesQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let id = ConversationId(path.into_inner());
     Ok(HttpResponse::Ok().json(messages_page(&state, &caller, &id, &query).await?))
 }

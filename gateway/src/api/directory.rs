@@ -97,7 +97,7 @@ pub(crate) enum AgentStatus {
 )]
 #[get("/agents")]
 async fn list_agents(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let bay = &caller.principal.bay;
     let me = &caller.principal.participant.id;
     let (participants, records, drafts, connectors) = futures_util::try_join!(
@@ -237,7 +237,7 @@ async fn create_agent_chat(
     caller: Caller,
     body: Object<NewAgentChat>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let me = &caller.principal.participant;
     if me.kind != ParticipantKind::Agent {
         return Err(ApiError::new(

@@ -188,7 +188,7 @@ async fn complete(
     body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let body = super::body::raw_body(body)?;
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let body: Option<CompleteBody> = optional_object(&req, &body)?;
     let content = match body.and_then(|b| b.content) {
         None | Some(serde_json::Value::Null) => None,
@@ -254,7 +254,7 @@ async fn cancel(
     body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let body = super::body::raw_body(body)?;
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     // No fields; a body, if sent, must still be a JSON object.
     let _: Option<CancelBody> = optional_object(&req, &body)?;
     match end(&state, &caller, path.into_inner(), Ending::Cancel).await? {

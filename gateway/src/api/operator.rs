@@ -298,6 +298,7 @@ async fn post_as(
         key: None,
         stream: false,
         attachments: Vec::new(),
+        budget: None,
     };
     let posted = post_message(&state, &caller, send).await?;
     let id = MessageId(posted.message.view.id.to_string());

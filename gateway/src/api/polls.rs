@@ -156,7 +156,7 @@ async fn create_poll(
     req: actix_web::HttpRequest,
     body: Object<CreatePoll>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let body = body.into_inner();
     let key = super::messages::send::idempotency_key(&req, body.client_id.clone())?;
     let (replayed, answer) = open_poll(&state, &caller, body, key).await?;
@@ -199,6 +199,7 @@ pub(crate) async fn open_poll(
         key,
         stream: false,
         attachments: Vec::new(),
+        budget: None,
     };
     let posted = post(state, caller, send).await?;
     // A retry answers the first poll, whose id is on its card.
@@ -260,7 +261,7 @@ async fn get_poll(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let (conversation, message) = locate(&state, &caller, &path).await?;
     let message = state
         .store
@@ -334,7 +335,7 @@ async fn vote(
     path: web::Path<String>,
     body: Object<VoteBody>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let indexes = body.into_inner().option_indexes;
     Ok(HttpResponse::Ok().json(act(&state, &caller, &path, Action::Vote { indexes }).await?))
 }
@@ -362,6 +363,6 @@ async fn close_poll(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     Ok(HttpResponse::Ok().json(act(&state, &caller, &path, Action::ClosePoll).await?))
 }

@@ -161,7 +161,7 @@ async fn get_summary(
     path: web::Path<String>,
     query: web::Query<SummaryQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let id = ConversationId(path.into_inner());
     let refresh = flag(query.refresh.as_deref(), "refresh")?;
     let limit = match &query.limit {
@@ -324,7 +324,7 @@ async fn put_summary(
     path: web::Path<String>,
     body: super::body::Object<MemoryWrite>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let id = ConversationId(path.into_inner());
     let bay = &caller.principal.bay;
     let writer = &caller.principal.participant.id;

@@ -98,7 +98,7 @@ async fn typing(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let id = ConversationId(path.into_inner());
     let p = &caller.principal;
     match start_typing(&state, &p.bay, &id, &p.participant.id).await? {

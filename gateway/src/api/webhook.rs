@@ -115,7 +115,7 @@ async fn set_webhook(
     caller: Caller,
     body: Object<SetWebhook>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     agents_only(&caller)?;
     let p = &caller.principal;
     install(&state, &p.bay, &p.participant.id, &body.url).await
@@ -141,7 +141,7 @@ async fn remove_webhook(
     state: web::Data<AppState>,
     caller: Caller,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     agents_only(&caller)?;
     let p = &caller.principal;
     state

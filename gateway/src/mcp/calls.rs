@@ -69,7 +69,7 @@ pub async fn call(
     let budget = if name == "wait_for_messages" {
         state.limits.check_updates(&caller.principal.token).await
     } else {
-        state.limits.check_agent(&caller.principal.token).await
+        state.limits.check_agent(&caller.principal).await
     };
     let result = match budget {
         Err(e) => Err(e),
@@ -227,6 +227,7 @@ async fn send_message(state: &AppState, caller: &Caller, args: &Value) -> Result
         key: None,
         stream: false,
         attachments,
+        budget: None,
     };
     let posted = post(state, caller, send).await?;
     let m = &posted.message;

@@ -119,7 +119,7 @@ pub async fn mcp_gate(
 /// # Errors
 /// 429 `RATE_LIMITED` (with Retry-After) for either.
 async fn admit_session(state: &AppState, caller: &crate::auth::Caller) -> Result<(), ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let cap = state.settings.limits.max_mcp_sessions_per_token;
     if cap > 0 && state.mcp.sessions.held_by(&caller.token_hash) >= cap {
         return Err(ApiError::new(

@@ -26,7 +26,8 @@ use redis::Script;
 use std::num::NonZeroU32;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
-use switchboard_actors::store::redis::{Connection, Target};
+use switchboard_actors::store::redis::{Connection, Target, TAKE_BUDGET};
+use switchboard_actors::store::Budget;
 use switchboard_protocol::ids::TokenId;
 
 /// Longest a limiter call (connecting included) may take before it fails open.
@@ -38,30 +39,23 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// GCRA take: `KEYS[1]` the bucket, `ARGV[1]` the emission interval (µs),
 /// `ARGV[2]` the burst (bucket size). Answers `{1, 0}` when a call was
-/// taken, `{0, wait µs}` when the bucket is empty. Times are µs of the
-/// Redis clock (≈ 1.8e15, exact in a Lua double); the TAT is written with
-/// `%.0f` because `tostring` would round it to 14 digits.
+/// taken, `{0, wait µs}` when the bucket is empty. The take itself is the
+/// store's `take_budget` fragment, which a post's append runs too.
 static TAKE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(&format!(
+        "{TAKE_BUDGET}\n{}",
         r#"
-local interval = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tat = tonumber(redis.call('GET', KEYS[1])) or now
-if tat < now then tat = now end
-local new_tat = tat + interval
-local allow_at = new_tat - burst * interval
-if now < allow_at then
-  return {0, allow_at - now}
-end
-redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1)
+local wait = take_budget(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))
+if wait then return {0, wait} end
 return {1, 0}
-"#,
-    )
+"#
+    ))
 });
 
-/// The Redis key of `token`'s `bucket`.
+/// The Redis key of `token`'s `bucket`, in a slot of its own. (The agent
+/// budget is a key of the token's Bay instead, `sb:{bay}:rl:<token
+/// id>:agent`, so a post's append can take from it:
+/// [`RateLimits::check_agent`](super::RateLimits::check_agent).)
 pub fn key(token: &TokenId, bucket: Bucket) -> String {
     format!("sb:{{rl:{}}}:{}", token.0, bucket.as_str())
 }
@@ -129,9 +123,23 @@ impl RedisLimiter {
         self
     }
 
-    /// Takes one call from `token`'s `bucket`: `Err(wait)` when it is empty.
-    /// Never fails otherwise (a Redis failure lets the call through).
+    /// Takes one call from `token`'s `bucket` (its key of [`key`]):
+    /// `Err(wait)` when it is empty. Never fails otherwise (a Redis
+    /// failure lets the call through).
     pub async fn check(&self, bucket: Bucket, token: &TokenId) -> Result<(), Duration> {
+        self.check_key(bucket, &key(token, bucket)).await
+    }
+
+    /// The agent budget of `token` as a post's append takes it.
+    pub fn agent_budget(&self, token: TokenId) -> Budget {
+        let mut b = Budget::per_minute(token, self.agent.burst);
+        b.interval_us = self.agent.interval_us;
+        b
+    }
+
+    /// Takes one call from the bucket at `key`, shaped as `bucket`:
+    /// `Err(wait)` when it is empty. Never fails otherwise.
+    pub async fn check_key(&self, bucket: Bucket, key: &str) -> Result<(), Duration> {
         if self.backing_off() {
             return Ok(());
         }
@@ -141,7 +149,7 @@ impl RedisLimiter {
             Bucket::Pair => self.pair,
             Bucket::Link => self.link,
         };
-        match tokio::time::timeout(CALL_TIMEOUT, self.take(&key(token, bucket), shape)).await {
+        match tokio::time::timeout(CALL_TIMEOUT, self.take(key, shape)).await {
             Ok(Ok((1, _))) => Ok(()),
             Ok(Ok((_, wait_us))) => Err(Duration::from_micros(wait_us.max(1) as u64)),
             Ok(Err(err)) => {

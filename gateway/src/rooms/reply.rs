@@ -132,6 +132,7 @@ async fn post_outcome(
             usage: None,
             idempotency,
             stream: false,
+            budget: None,
         })
         .await??)
 }
@@ -206,6 +207,7 @@ pub async fn send(
         }
         PostOutcome::NotFound => return Err(ApiError::not_found()),
         PostOutcome::InvalidReplyTarget => return Err(bad_target()),
+        PostOutcome::RateLimited(wait) => return Err(crate::ratelimit::agent_limited(wait)),
     };
     let shown = view::render(
         &*state.store,

@@ -133,6 +133,7 @@ impl DirectoryStore for MemoryStore {
                 presence: HashMap::new(),
                 drafts: HashMap::new(),
                 published: HashMap::new(),
+                budgets: HashMap::new(),
                 suspended: false,
             },
         );

@@ -1,19 +1,38 @@
 //! Messages: appends, changes, history, read markers: the memory engine's [`MessageStore`].
 
 use super::log::log_of;
-use super::{now_ms, BayState, ConversationState, MemoryStore};
+use super::{now_ms, now_us, BayState, ConversationState, MemoryStore};
 use crate::model::StoredMessage;
 use crate::store::log::{Change, LogEvent};
 use crate::store::{
-    next_round, AppendOutcome, Appended, Changed, Idempotency, MessageChange, MessageStore,
+    next_round, AppendOutcome, Appended, Budget, Changed, Idempotency, MessageChange, MessageStore,
     NewMessage, OpenDraft, ReadState, StoreError,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
+use std::collections::HashMap;
+use std::time::Duration;
 use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::event::ConversationRef;
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId, TokenId};
 use switchboard_protocol::model::ParticipantKind;
+
+/// Takes one call from `budget`'s bucket (GCRA, as `lua/budget.lua`):
+/// `Err(wait)` when it is empty. Buckets full again are dropped, so the
+/// map holds only tokens active within about a minute.
+fn take_budget(buckets: &mut HashMap<TokenId, u64>, budget: &Budget) -> Result<(), Duration> {
+    let now = now_us();
+    let (interval, burst) = (budget.interval_us, u64::from(budget.burst));
+    buckets.retain(|_, tat| *tat > now);
+    let tat = buckets.get(&budget.token).copied().unwrap_or(now).max(now);
+    let new_tat = tat + interval;
+    let allow_at = new_tat.saturating_sub(burst * interval);
+    if now < allow_at {
+        return Err(Duration::from_micros(allow_at - now));
+    }
+    buckets.insert(budget.token.clone(), new_tat);
+    Ok(())
+}
 
 /// A remembered idempotent send.
 pub(super) struct IdempotentSend {
@@ -45,6 +64,12 @@ impl MessageStore for MemoryStore {
             .ok_or_else(|| vanished(format!("conversation {cid} vanished")))?;
         if conv.revision != new.revision {
             return Ok(AppendOutcome::Stale);
+        }
+        if let Some(budget) = &new.budget {
+            budget.mark_taken();
+            if let Err(wait) = take_budget(&mut b.budgets, budget) {
+                return Ok(AppendOutcome::RateLimited(wait));
+            }
         }
         if let Some(idem) = &new.idempotency {
             let window_ms = self.limits.replay_window.as_millis() as u64;

@@ -35,7 +35,7 @@ use messages::IdempotentSend;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
+use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId, TokenId};
 use switchboard_protocol::presence::PresenceState;
 use webhooks::WebhookState;
 
@@ -102,6 +102,9 @@ struct BayState {
     published: HashMap<ParticipantId, PresenceState>,
     /// Open drafts by message id: conversation, author, last activity.
     drafts: HashMap<MessageId, OpenDraft>,
+    /// Agent request budgets appends take from: token → the bucket's
+    /// theoretical arrival time (Unix µs), as the Redis engine's key.
+    budgets: HashMap<TokenId, u64>,
     /// Whether an operator suspended the whole Bay.
     suspended: bool,
 }
@@ -127,6 +130,15 @@ impl ConversationState {
     fn position(&self, message: &MessageId) -> Option<usize> {
         self.messages.iter().rposition(|m| &m.id == message)
     }
+}
+
+/// The Unix time in µs (0 if the clock is before 1970): the clock of
+/// request budgets.
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 /// The Unix time in ms (0 if the clock is before 1970): the clock of log

@@ -179,6 +179,8 @@ pub enum ScriptStatus {
     Stale,
     /// The draft is not open (anymore).
     Closed,
+    /// A rate-limit bucket is empty.
+    Limited,
 }
 
 /// The status word a script answers first. An unknown word is `Corrupt`.
@@ -194,6 +196,7 @@ pub fn status(doing: &'static str, key: &str, reply: &[Value]) -> Result<ScriptS
         "conflict" => ScriptStatus::Conflict,
         "stale" => ScriptStatus::Stale,
         "closed" => ScriptStatus::Closed,
+        "limited" => ScriptStatus::Limited,
         other => return Err(corrupt(doing, key, format!("script said {other:?}"))),
     })
 }

@@ -9,7 +9,7 @@
 //! | `sb:{bay}:bay`                    | string | the [`Bay`](crate::model::Bay) record (JSON)       |
 //! | `sb:{bay}:epoch`                  | string | the log's epoch; minted with `SET NX` on first use |
 //! | `sb:{bay}:log`                    | stream | the event log, field `e` = JSON `LogEvent`         |
-//! | `sb:{bay}:log-meta`               | hash   | `last`, `maxdel` ids and `next_trim` ms of the log |
+//! | `sb:{bay}:log-meta`               | hash   | `last`, `maxdel`, `next_trim` ms, `ep` (epoch copy) |
 //! | `sb:{bay}:rosters`                | stream | roster changes, ids = their log entry ids          |
 //! | `sb:{bay}:openings`               | stream | session openings (displacement), field `o` = JSON  |
 //! | `sb:{bay}:presence`               | hash   | node id → JSON heartbeat `{until, online, record}` |
@@ -22,10 +22,12 @@
 //! | `sb:{bay}:revisions`              | hash   | conversation id → revision (random, new per change)|
 //! | `sb:{bay}:conv:<cid>:msgs`        | stream | history, id `<createdAt ms>-0`, field `m` = JSON   |
 //! | `sb:{bay}:conv:<cid>:ids`         | hash   | message id → its history stream id                 |
-//! | `sb:{bay}:conv:<cid>:state`       | hash   | `rounds` (round counter) and `last_ms` (createdAt) |
+//! | `sb:{bay}:conv:<cid>:state`       | hash   | `rounds`, `last_ms`, `seq`; `r:<pid>` last post    |
+//! | `sb:{bay}:conv:<cid>:reads`       | hash   | participant id → `"<seq> <mid>"` marked read       |
 //! | `sb:{bay}:conv:<cid>:draft:<mid>` | string | an open draft's text so far                        |
 //! | `sb:{bay}:drafts`                 | zset   | open draft id → last activity ms                   |
 //! | `sb:{bay}:draft-info`             | hash   | open draft id → `"<cid> <author>"`                 |
+//! | `sb:{bay}:rl:<token>:agent`       | string | the token's agent request budget (GCRA, `PX`)      |
 //! | `sb:{bay}:conv:<cid>:summary`     | hash   | `body` (JSON summary), `seq` (its boundary), `version` |
 //! | `sb:{bay}:conv:<cid>:summary-refreshes` | zset | refresh requests in the window → their ms   |
 //! | `sb:{bay}:summarizer`             | string | the Bay's summarizer agent id                      |
@@ -55,7 +57,7 @@
 //! neither `{`, `}` nor `:` and cannot break the layout.
 
 use crate::token::TokenHash;
-use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId};
+use switchboard_protocol::ids::{BayId, ConversationId, ParticipantId, TokenId};
 
 /// Prefix of every key Switchboard writes.
 pub const PREFIX: &str = "sb";
@@ -95,7 +97,9 @@ impl BayKeys {
     /// `sb:{bay}:log-meta`: hash, the log's `last` generated id, `maxdel`
     /// (newest trimmed id) and `next_trim` (ms of the Redis clock before
     /// which appends skip the trim check). Kept by every log append, so
-    /// reads need no `XINFO`.
+    /// reads need no `XINFO`. `ep` is a copy of the epoch (written by the
+    /// first append that read the epoch key), so an append reads the
+    /// epoch with `last` and `next_trim` in one `HMGET`.
     pub fn log_meta(&self) -> String {
         format!("{}:log-meta", self.base)
     }
@@ -163,7 +167,10 @@ impl BayKeys {
     /// `sb:{bay}:conv:<cid>:state`: hash, `rounds` = consecutive agent
     /// messages since the last human one (protocol §4, "Round caps"),
     /// `last_ms` = the newest message's `createdAt` in ms and `seq` = the
-    /// newest message's `seq`, so an append reads neither stream.
+    /// newest message's `seq`, so an append reads neither stream; and
+    /// `r:<participant id>` = `"<seq> <message id>"` of that participant's
+    /// last post (posting reads everything before it), written with the
+    /// counters in one `HSET`.
     pub fn conversation_state(&self, conversation: &ConversationId) -> String {
         format!("{}:conv:{conversation}:state", self.base)
     }
@@ -189,7 +196,10 @@ impl BayKeys {
     }
 
     /// `sb:{bay}:conv:<cid>:reads`: hash, participant id → `"<seq> <message
-    /// id>"` of the newest message it has read.
+    /// id>"` of the newest message it has marked read. A participant's
+    /// marker is the newer of this and `r:<participant id>` in
+    /// [`BayKeys::conversation_state`] (its last post). Posts of nodes
+    /// before that field existed wrote their marker here.
     pub fn reads(&self, conversation: &ConversationId) -> String {
         format!("{}:conv:{conversation}:reads", self.base)
     }
@@ -238,6 +248,14 @@ impl BayKeys {
     /// that announces it.
     pub fn presence_states(&self) -> String {
         format!("{}:presence-states", self.base)
+    }
+
+    /// `sb:{bay}:rl:<token id>:<bucket>`: string, the GCRA bucket
+    /// (`agent`: the agent request budget) of one token of the Bay, in its
+    /// slot so the append takes from it in its own script; expires when
+    /// the bucket would be full again.
+    pub fn rate_limit(&self, token: &TokenId, bucket: &str) -> String {
+        format!("{}:rl:{}:{bucket}", self.base, token.0)
     }
 
     /// `sb:{bay}:polls`: hash, poll id → `"<conversation id> <message id>"`.
@@ -472,6 +490,7 @@ mod tests {
             k.summary(&c),
             k.summary_refreshes(&c),
             k.summarizer(),
+            k.rate_limit(&TokenId("0123456789abcdef".into()), "agent"),
         ] {
             assert_eq!(hash_tag(&key), "acme", "{key}");
         }

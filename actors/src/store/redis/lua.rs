@@ -32,6 +32,8 @@
 //!   of every write routed at a conversation revision.
 //! - [`PUBLISH_CREDENTIALS`] (`lua/publish_credentials.lua`): the append to
 //!   the credentials channel of every change of a token's standing.
+//! - [`TAKE_BUDGET`] (`lua/budget.lua`): `take_budget`, one call from a
+//!   rate-limit bucket (the append's, and the gateway's limiter).
 
 use redis::Script;
 
@@ -52,6 +54,9 @@ pub const REVISION: &str = include_str!("lua/revision.lua");
 /// the credentials channel (chained to the entry before it), trimmed to
 /// about `kept` entries.
 pub const PUBLISH_CREDENTIALS: &str = include_str!("lua/publish_credentials.lua");
+/// `take_budget(key, interval, burst)`: one call from a GCRA bucket;
+/// false when taken, else the wait in µs.
+pub const TAKE_BUDGET: &str = include_str!("lua/budget.lua");
 
 /// One script of the engine: its fragments and body, and whether it may
 /// be retried after a broken connection.

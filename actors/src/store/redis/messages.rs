@@ -35,18 +35,22 @@ const BODY_OF: &str = include_str!("messages/body_of.lua");
 /// `iso_ms(ms)`: a Unix time in ms as `createdAt` (RFC 3339, ms, `Z`).
 const ISO_MS: &str = include_str!("messages/iso_ms.lua");
 
+/// `newer_marker(a, b)`: the newer of two read markers (the explicit one
+/// in `reads`, the one a post set in the state hash).
+const MARKER: &str = include_str!("messages/marker.lua");
+
 /// `change_message`'s script (KEYS: [`ChangeKeys`]; ARGV: [`ChangeArgs`]).
 static CHANGE_MESSAGE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(&[APPEND_LOG, REVISION, include_str!("messages/change.lua")]));
 
 /// `mark_read`'s script (KEYS: [`MarkReadKeys`]; ARGV: [`MarkReadArgs`]).
 static MARK_READ: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(&[APPEND_LOG, include_str!("messages/mark_read.lua")]));
+    LazyLock::new(|| LuaScript::new(&[APPEND_LOG, MARKER, include_str!("messages/mark_read.lua")]));
 
 /// `read_states`' script: per conversation, the newest `seq`, the
 /// participant's marker and the deleted messages after it.
 static READ_STATES: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::read_only(&[include_str!("messages/read_states.lua")]));
+    LazyLock::new(|| LuaScript::read_only(&[MARKER, include_str!("messages/read_states.lua")]));
 
 /// `message`'s script (KEYS: [`HistoryKeys`]; ARGV: the message id).
 static MESSAGE: LazyLock<LuaScript> =
@@ -93,8 +97,10 @@ lua_params! {
 
 lua_params! {
     /// KEYS of `messages/mark_read.lua`, each the [`BayKeys`] key of the
-    /// same name (`reads` of the conversation).
-    struct MarkReadKeys of String { reads, log, epoch, log_meta, rosters, conversations }
+    /// same name (`reads` and `conversation_state` of the conversation).
+    struct MarkReadKeys of String {
+        reads, log, epoch, log_meta, rosters, conversations, conversation_state,
+    }
 }
 
 lua_params! {
@@ -138,7 +144,7 @@ impl MessageStore for RedisStore {
         new.message.version = 0;
         let keys = AppendKeys::new(bay, &new);
         let reply = self.run_append(doing, &keys, &new, sender_kind).await?;
-        let stamped = match Stamped::from_reply(doing, &keys, &new.conversation.id, &reply)? {
+        let stamped = match Stamped::from_reply(doing, &keys, &new, &reply)? {
             ControlFlow::Continue(stamped) => stamped,
             ControlFlow::Break(outcome) => return Ok(outcome),
         };
@@ -228,6 +234,7 @@ impl MessageStore for RedisStore {
             log_meta: k.log_meta(),
             rosters: k.rosters(),
             conversations: k.conversations(),
+            conversation_state: k.conversation_state(&conversation.id),
         };
         let read = Change::Read {
             participant: participant.clone(),

@@ -85,6 +85,7 @@ mod webhooks;
 
 pub use blocking::BLOCKING_CONNECTIONS;
 pub use connection::{Connection, Target};
+pub use lua::TAKE_BUDGET;
 pub use setup::{connect, connect_cluster, connect_to};
 
 use super::log::{Change, LogEvent};

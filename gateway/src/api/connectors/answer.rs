@@ -73,7 +73,7 @@ pub(super) async fn answer(
     path: web::Path<String>,
     body: Object<Answer>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let answer = outcome(body.into_inner())?;
     let bay = &caller.principal.bay;
     let me = &caller.principal.participant.id;

@@ -161,7 +161,7 @@ async fn relay(
     kind: RequestKind,
     payload: Value,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let bay = &caller.principal.bay;
     let connector = ParticipantId(target);
     if connector == caller.principal.participant.id {

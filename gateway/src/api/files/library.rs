@@ -171,7 +171,7 @@ pub(super) async fn list_files(
     path: web::Path<String>,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let id = ConversationId(path.into_inner());
     let page = library_page(&state, &caller, &id, &query).await?;
     Ok(HttpResponse::Ok().json(page))
@@ -262,7 +262,7 @@ pub(super) async fn file_link(
     caller: Caller,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let (id, aid) = path.into_inner();
     let link = file_link_of(&state, &caller, &ConversationId(id), aid).await?;
     Ok(HttpResponse::Ok().json(link))

@@ -73,7 +73,7 @@ pub(super) async fn upload_attachment(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let multipart = matches!(
         req.mime_type(),
         Ok(Some(m)) if m.type_() == actix_web::mime::MULTIPART && m.subtype() == actix_web::mime::FORM_DATA

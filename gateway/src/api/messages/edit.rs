@@ -54,7 +54,7 @@ pub(super) async fn edit_message(
     path: web::Path<(String, String)>,
     body: Object<EditBody>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let (id, mid) = path.into_inner();
     let content = checked_content(
         body.into_inner().content,
@@ -101,7 +101,7 @@ pub(super) async fn delete_message(
     caller: Caller,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let (id, mid) = path.into_inner();
     let (conversation, message) = (ConversationId(id), MessageId(mid));
     amend(

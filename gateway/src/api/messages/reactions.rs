@@ -90,7 +90,7 @@ pub(super) async fn add_reaction(
     path: web::Path<(String, String)>,
     body: Object<ReactionBody>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let answer = react(&state, &caller, path.into_inner(), &body.emoji).await?;
     Ok(HttpResponse::Ok().json(answer))
 }
@@ -127,7 +127,7 @@ pub(super) async fn put_reaction(
     path: web::Path<(String, String)>,
     body: Object<ReactionBody>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let answer = react(&state, &caller, path.into_inner(), &body.emoji).await?;
     Ok(HttpResponse::Ok().json(answer))
 }
@@ -192,7 +192,7 @@ pub(super) async fn remove_reaction(
     caller: Caller,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let (id, mid, emoji) = path.into_inner();
     let emoji = checked_emoji(&emoji)?;
     let outcome = amend(

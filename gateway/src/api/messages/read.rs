@@ -56,7 +56,7 @@ pub(super) async fn mark_read(
     path: web::Path<String>,
     body: Object<ReadBody>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     let bay = &caller.principal.bay;
     let me = &caller.principal.participant.id;
     let id = ConversationId(path.into_inner());

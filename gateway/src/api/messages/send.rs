@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use switchboard_actors::conversation::{Post, PostOutcome};
 use switchboard_actors::feed::ActivityKind;
 use switchboard_actors::model::StoredMessage;
-use switchboard_actors::store::Idempotency;
+use switchboard_actors::store::{Budget, Idempotency};
 use switchboard_protocol::card::{validate_card, Card};
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
 use switchboard_protocol::ids::{ConversationId, MessageId};
@@ -223,6 +223,10 @@ pub(crate) struct Send {
     pub stream: bool,
     /// Attachment ids, in render order (protocol §10); empty for none.
     pub attachments: Vec<String>,
+    /// The caller's agent budget for the append to take from (Redis
+    /// buckets, [`RateLimits::agent_budget`](crate::ratelimit::RateLimits::agent_budget));
+    /// `None` when the request was counted already.
+    pub budget: Option<Budget>,
 }
 
 /// Posts `send` for `caller` and answers as `POST …/messages` does:
@@ -301,6 +305,7 @@ pub(crate) async fn post(
             usage: send.usage,
             idempotency,
             stream: send.stream,
+            budget: send.budget,
         })
         .await
         .map_err(ApiError::from)
@@ -342,6 +347,7 @@ pub(crate) async fn post(
             ErrorCode::IdempotencyKeyReused,
             "this idempotency key was used for a different request",
         )),
+        PostOutcome::RateLimited(wait) => Err(crate::ratelimit::agent_limited(wait)),
         PostOutcome::NotFound => Err(ApiError::not_found()),
         PostOutcome::InvalidReplyTarget => Err(ApiError::new(
             ErrorCode::InvalidReplyTarget,
@@ -386,8 +392,38 @@ pub(super) async fn send_message(
     path: web::Path<String>,
     body: Object<SendBody>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check_agent(&caller.principal.token).await?;
-    let body = body.into_inner();
+    // With Redis buckets the append takes the call in its own script (one
+    // store call per post); a send refused before the append takes it
+    // here, before answering, so every request counts once either way.
+    let budget = state.limits.agent_budget(&caller.principal);
+    if budget.is_none() {
+        state.limits.check_agent(&caller.principal).await?;
+    }
+    let answer = send_checked(
+        &state,
+        &caller,
+        &req,
+        path.into_inner(),
+        body.into_inner(),
+        budget.clone(),
+    )
+    .await;
+    if budget.is_some_and(|b| !b.is_taken()) {
+        state.limits.check_agent(&caller.principal).await?;
+    }
+    answer
+}
+
+/// The checks and the post of [`send_message`], its budget taken by the
+/// append (`budget`) or already (`None`).
+async fn send_checked(
+    state: &AppState,
+    caller: &Caller,
+    req: &HttpRequest,
+    conversation: String,
+    body: SendBody,
+    budget: Option<Budget>,
+) -> Result<HttpResponse, ApiError> {
     let has_attachments = [&body.attachments, &body.attachment_id]
         .iter()
         .any(|v| v.as_ref().is_some_and(|v| !v.is_null()));
@@ -438,9 +474,9 @@ pub(super) async fn send_message(
             validate_usage(raw).map_err(|m| ApiError::new(ErrorCode::InvalidRequest, m))?
         }
     };
-    let key = idempotency_key(&req, body.client_id)?;
+    let key = idempotency_key(req, body.client_id)?;
     let send = Send {
-        conversation: ConversationId(path.into_inner()),
+        conversation: ConversationId(conversation),
         content,
         reply_to: body.reply_to_message_id,
         metadata: body
@@ -453,8 +489,9 @@ pub(super) async fn send_message(
         key,
         stream,
         attachments,
+        budget,
     };
-    post_and_answer(&state, &caller, send).await
+    post_and_answer(state, caller, send).await
 }
 
 /// Metadata keys only the server writes (protocol §4: `addressedAgents` is

@@ -123,7 +123,7 @@ pub(super) async fn wait_for_message(
         )
         .retry_after(Duration::from_secs(1)));
     }
-    state.limits.check_agent(&caller.principal.token).await?;
+    state.limits.check_agent(&caller.principal).await?;
     // Counted with /updates per client IP until the answer is built.
     let _held = state.held_polls.admit(state.client_of(&req))?;
     let timeout = wait_timeout(

@@ -20,11 +20,19 @@ end
 -- stream's max-deleted-entry-id (XSETID), and the roster changes of the
 -- trimmed entries go with them. The epoch is minted (`SET NX` of the
 -- caller's fresh `candidate`) when it is missing: the Bay's data is new or
--- was lost, and either way a new incarnation of the log begins.
+-- was lost, and either way a new incarnation of the log begins. The meta
+-- hash keeps a copy (`ep`), written with `last` by the append that first
+-- asked the epoch key, so later appends read it with `last` and
+-- `next_trim` (both keys live and go together: one slot, never deleted
+-- apart).
 local function append_log(log, epoch, meta, rosters, candidate, window, maxlen, event)
-  local ep = redis.call('SET', epoch, candidate, 'NX', 'GET') or candidate
-  local m = redis.call('HMGET', meta, 'last', 'next_trim')
-  local prev, due = m[1] or '0-0', m[2]
+  local m = redis.call('HMGET', meta, 'last', 'next_trim', 'ep')
+  local prev, due, ep = m[1] or '0-0', m[2], m[3]
+  local keep_ep = {}
+  if not ep then
+    ep = redis.call('SET', epoch, candidate, 'NX', 'GET') or candidate
+    keep_ep = {'ep', ep}
+  end
   local id = redis.call('XADD', log, '*', 'e', event, 'p', prev, 'ep', ep)
   local trimmed = false
   local now = tonumber(string.match(id, '^(%d+)'))
@@ -54,9 +62,9 @@ local function append_log(log, epoch, meta, rosters, candidate, window, maxlen, 
     redis.call('XSETID', log, id, 'MAXDELETEDID', trimmed)
     local first = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)
     redis.call('XTRIM', rosters, 'MINID', '=', first[1][1])
-    redis.call('HSET', meta, 'last', id, 'maxdel', trimmed)
+    redis.call('HSET', meta, 'last', id, 'maxdel', trimmed, unpack(keep_ep))
   else
-    redis.call('HSET', meta, 'last', id)
+    redis.call('HSET', meta, 'last', id, unpack(keep_ep))
   end
   return id
 end

@@ -1,21 +1,29 @@
--- Appends a message: revision check, idempotency, round step, `createdAt`
+-- Appends a message: revision check, the sender's request budget,
+-- idempotency, round step, `createdAt`
 -- floor, `seq`, history, "posting reads", the poll and draft indexes and
 -- the log entry, in one step. KEYS and ARGV: `AppendKeys` and
 -- `AppendArgs` (messages/append.rs).
 -- → {'ok', log id, createdAt ms, suppressed, seq}, {'stale'}, {'missing'},
--- {'exists', first message JSON} (an idempotent retry) or {'conflict'}
--- (the key was used for another request).
+-- {'limited', wait µs} (the budget is spent), {'exists', first message
+-- JSON} (an idempotent retry) or {'conflict'} (the key was used for
+-- another request).
 local conversations, revisions, conversation_state, messages, message_ids, log, epoch,
-  log_meta, rosters, bodies, reads, polls, idempotency, draft_text, drafts,
-  draft_info = unpack(KEYS)
+  log_meta, rosters, bodies, polls, idempotency, draft_text, drafts,
+  draft_info, budget = unpack(KEYS)
 local conversation_id, message_id, sender_kind, round_cap, given_suppressed,
   message_0, message_1, message_2, message_3, event_0, event_1, epoch_candidate,
   window_ms, max_entries, revision, fingerprint, poll_id, sender_id, draft_author,
-  draft_content, clock_ms, clock_iso = unpack(ARGV)
+  draft_content, clock_ms, clock_iso, budget_interval, budget_burst = unpack(ARGV)
 
 local rev = revision_of(conversations, revisions, conversation_id)
 if not rev then return {'missing'} end
 if rev ~= revision then return {'stale'} end
+if budget_interval ~= '' then
+  -- After the revision check (a stale append is routed again and takes
+  -- then), before idempotency (a retry costs a call, as it always has).
+  local wait = take_budget(budget, tonumber(budget_interval), tonumber(budget_burst))
+  if wait then return {'limited', string.format('%d', wait)} end
+end
 if fingerprint ~= '' then
   local seen = redis.call('GET', idempotency)
   if seen then
@@ -60,10 +68,11 @@ local msg = message_0 .. '"' .. created .. '"' .. message_1 .. suppressed .. mes
 redis.call('XADD', messages, sid, 'i', message_id)
 redis.call('HSET', bodies, message_id, msg)
 redis.call('HSET', message_ids, message_id, sid)
+-- Posting reads everything before the post: the sender's marker goes in
+-- the state hash (`r:<participant>`), written with the counters; readers
+-- take the newer of it and the `reads` hash (explicit marks).
 redis.call('HSET', conversation_state, 'rounds', string.format('%d', rounds),
-  'last_ms', string.format('%d', ms), 'seq', seq)
--- Posting reads everything before the post.
-redis.call('HSET', reads, sender_id, seq .. ' ' .. message_id)
+  'last_ms', string.format('%d', ms), 'seq', seq, 'r:' .. sender_id, seq .. ' ' .. message_id)
 if poll_id ~= '' then
   redis.call('HSET', polls, poll_id, conversation_id .. ' ' .. message_id)
 end

@@ -9,15 +9,18 @@ use crate::store::redis::codec::{
     bytes, corrupt, decode, entry_id, punch, status, text, to_text, to_value, Holes, ScriptStatus,
 };
 use crate::store::redis::keys::{self, BayKeys};
-use crate::store::redis::lua::{lua_params, LuaScript, APPEND_LOG, REVISION, ROUND_STEP};
+use crate::store::redis::lua::{
+    lua_params, LuaScript, APPEND_LOG, REVISION, ROUND_STEP, TAKE_BUDGET,
+};
 use crate::store::redis::RedisStore;
 use crate::store::{AppendOutcome, NewMessage, StoreError};
 use ::redis::{cmd, Value};
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::ops::ControlFlow;
 use std::sync::LazyLock;
+use std::time::Duration;
 use switchboard_protocol::cursor::EntryId;
-use switchboard_protocol::ids::{BayId, ConversationId};
+use switchboard_protocol::ids::{BayId, TokenId};
 use switchboard_protocol::model::ParticipantKind;
 
 /// The append's script (KEYS: [`AppendKeys`]; ARGV: [`AppendArgs`]).
@@ -26,6 +29,7 @@ static APPEND_MESSAGE: LazyLock<LuaScript> = LazyLock::new(|| {
         APPEND_LOG,
         REVISION,
         ROUND_STEP,
+        TAKE_BUDGET,
         ISO_MS,
         include_str!("append.lua"),
     ])
@@ -34,10 +38,12 @@ static APPEND_MESSAGE: LazyLock<LuaScript> = LazyLock::new(|| {
 lua_params! {
     /// KEYS of `append.lua`: each the [`BayKeys`] key of the same name, of
     /// the message's conversation; `idempotency` is the send's key (a
-    /// placeholder key when it has none) and `draft_text` the message's.
+    /// placeholder key when it has none), `draft_text` the message's and
+    /// `budget` the sender's agent bucket (`rate_limit`; a placeholder
+    /// when the message carries no budget).
     pub(super) struct AppendKeys of String {
         conversations, revisions, conversation_state, messages, message_ids, log, epoch,
-        log_meta, rosters, bodies, reads, polls, idempotency, draft_text, drafts, draft_info,
+        log_meta, rosters, bodies, polls, idempotency, draft_text, drafts, draft_info, budget,
     }
 }
 
@@ -58,12 +64,15 @@ impl AppendKeys {
             log_meta: k.log_meta(),
             rosters: k.rosters(),
             bodies: k.bodies(cid),
-            reads: k.reads(cid),
             polls: k.polls(),
             idempotency: k.idempotency(idempotency),
             draft_text: k.draft_text(cid, new.message.id.as_str()),
             drafts: k.drafts(),
             draft_info: k.draft_info(),
+            budget: match &new.budget {
+                Some(b) => k.rate_limit(&b.token, "agent"),
+                None => k.rate_limit(&TokenId("none".into()), "agent"),
+            },
         }
     }
 }
@@ -80,13 +89,14 @@ lua_params! {
     /// and `draft_content` its text so far; `clock_ms` is the node's clock
     /// (Unix ms) and `clock_iso` the same time as `createdAt` is written
     /// (RFC 3339, ms, `Z`): the script floors it after the previous
-    /// message.
+    /// message; `budget_interval` (µs, `''` for no budget) and
+    /// `budget_burst` shape the sender's bucket.
     struct AppendArgs<'a> of &'a str {
         conversation_id, message_id, sender_kind, round_cap, given_suppressed,
         message_0, message_1, message_2, message_3, event_0, event_1,
         epoch_candidate, window_ms, max_entries,
         revision, fingerprint, poll_id, sender_id, draft_author, draft_content,
-        clock_ms, clock_iso,
+        clock_ms, clock_iso, budget_interval, budget_burst,
     }
 }
 
@@ -139,18 +149,36 @@ pub(super) struct Stamped {
 impl Stamped {
     /// Reads the script's reply: `Continue` with the stamps when the
     /// message was stored, `Break` with the outcome when nothing was
-    /// (stale revision, idempotent retry, reused key).
+    /// (stale revision, spent budget, idempotent retry, reused key).
+    /// Every answer but `stale` and `missing` means the script reached
+    /// the budget: `new`'s is marked taken.
     pub(super) fn from_reply(
         doing: &'static str,
         keys: &AppendKeys,
-        cid: &ConversationId,
+        new: &NewMessage,
         reply: &[Value],
     ) -> Result<ControlFlow<AppendOutcome, Stamped>, StoreError> {
         let msgs = keys.messages.as_str();
-        let done = match status(doing, msgs, reply)? {
+        let cid = &new.conversation.id;
+        let status = status(doing, msgs, reply)?;
+        if let Some(b) = &new.budget {
+            if !matches!(status, ScriptStatus::Stale | ScriptStatus::Missing) {
+                b.mark_taken();
+            }
+        }
+        let done = match status {
             ScriptStatus::Ok => return Self::parse(doing, keys, reply).map(ControlFlow::Continue),
             ScriptStatus::Stale => AppendOutcome::Stale,
             ScriptStatus::Conflict => AppendOutcome::KeyReused,
+            ScriptStatus::Limited => {
+                let wait: u64 = reply
+                    .get(1)
+                    .map(|v| text(doing, &keys.budget, v))
+                    .transpose()?
+                    .and_then(|w| w.parse().ok())
+                    .ok_or_else(|| corrupt(doing, &keys.budget, "no wait in a refusal"))?;
+                AppendOutcome::RateLimited(Duration::from_micros(wait.max(1)))
+            }
             ScriptStatus::Exists => {
                 let first = reply
                     .get(1)
@@ -220,6 +248,7 @@ impl RedisStore {
         let pieces = Pieces::render(doing, new)?;
         let log = self.log_args();
         let m = &new.message;
+        let budget = &new.budget;
         let draft = m.is_streaming();
         let now = Utc::now();
         let clock_ms = now.timestamp_millis().to_string();
@@ -257,6 +286,14 @@ impl RedisStore {
             draft_content: if draft { m.content.as_str() } else { "" },
             clock_ms: &clock_ms,
             clock_iso: &clock_iso,
+            budget_interval: &budget
+                .as_ref()
+                .map(|b| b.interval_us.to_string())
+                .unwrap_or_default(),
+            budget_burst: &budget
+                .as_ref()
+                .map(|b| b.burst.to_string())
+                .unwrap_or_default(),
         };
         self.invoke_status(doing, &APPEND_MESSAGE, &keys.in_order(), &args.in_order())
             .await

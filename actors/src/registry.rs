@@ -132,6 +132,17 @@ impl Registry {
         handles[(h.finish() as usize) % handles.len()].clone()
     }
 
+    /// Runs `task` on one of the threads the actors run on, chosen by a
+    /// hash of `key` (so tasks of many keys spread over all of them);
+    /// `false` when that thread is gone (the task is then dropped).
+    pub fn spawn(
+        &self,
+        key: &impl Hash,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> bool {
+        self.arbiter_for(key).spawn(task)
+    }
+
     /// The feed of `bay`, started if needed.
     pub fn feed(&self, bay: &BayId) -> Addr<BayFeed> {
         let mut feeds = self.inner.feeds.lock();

@@ -7,7 +7,8 @@
 #   ONLY='redis.*1000' bench/scripts/webhooks.sh # runs whose "LABEL: ARGS" match
 #
 # Knobs (environment): REPEAT (3), SWITCHBOARD_BIN (the frozen server binary,
-# default bench/peers/.run/switchboard), IDLE_WAIT_MAX (s, 90): before each
+# default bench/peers/.run/switchboard), OUT (results file), TAG (appended to
+# each run's label, e.g. the binary's commit), IDLE_WAIT_MAX (s, 90): before each
 # run the script waits until the CPUs are < 25 % busy over 5 s, at most that
 # long (the machine is shared; others_cores in each result says how busy it
 # was during the measured window). Results: bench/results/webhooks.jsonl.
@@ -20,7 +21,8 @@ IDLE_WAIT_MAX="${IDLE_WAIT_MAX:-90}"
 export SWITCHBOARD_BIN="${SWITCHBOARD_BIN:-$ROOT/bench/peers/.run/switchboard}"
 [ -x "$SWITCHBOARD_BIN" ] || { echo "no server binary at $SWITCHBOARD_BIN" >&2; exit 1; }
 B="$ROOT/target/release/switchboard-bench"
-OUT="$ROOT/bench/results/webhooks.jsonl"
+OUT="${OUT:-$ROOT/bench/results/webhooks.jsonl}"
+TAG="${TAG:+ $TAG}"
 
 wait_idle() {
   local waited=0 busy
@@ -56,7 +58,7 @@ run() { # LABEL ENGINE ARGS...
     echo "== $label: $* (run $i)"
     local logs="$ROOT/bench/results/logs/webhooks-$engine-$(date -u +%H%M%S)"
     echo "   server logs: $logs"
-    "$B" --system switchboard --label "$label" "${server[@]}" --out "$OUT" --log-dir "$logs" \
+    "$B" --system switchboard --label "$label$TAG" "${server[@]}" --out "$OUT" --log-dir "$logs" \
       --md "$ROOT/bench/results/webhooks.md" webhooks "$@" \
       | python3 -c 'import json,sys; v=json.load(sys.stdin); print({k: v[k] for k in ("deliveries_per_s","deliveries_per_s_steady","lost","undelivered_at_cutoff","delivered_after_cutoff","duplicates_by_webhook_id","out_of_order_vs_seq","agents_order_differs","gateway_cpu_s_per_1000","aux_cpu_s_per_1000","others_cores","end")}, "created p50/p99", v["latency_created"]["p50_ms"], v["latency_created"]["p99_ms"])' \
       || echo "   run failed"

@@ -9,7 +9,7 @@ use switchboard_protocol::context::{ContextEnvelope, ParticipantView, YouView};
 use switchboard_protocol::event::REPLY_PREVIEW_CHARS;
 use switchboard_protocol::event::{MessageView, SenderView};
 use switchboard_protocol::ids::{BayId, ConversationId, MessageId, ParticipantId};
-use switchboard_protocol::model::{MessageState, ParticipantKind, RosterMember};
+use switchboard_protocol::model::{MessageState, ParticipantKind, Policy, RosterMember};
 use switchboard_protocol::poll::PollView;
 use switchboard_protocol::routing::{instructions, is_orchestrator, policy_view};
 
@@ -38,10 +38,25 @@ impl Room {
     pub fn envelope(&self, reader: &ParticipantId) -> ContextEnvelope {
         let c = &self.conversation;
         let reference = c.reference();
-        // The envelope must say what routing does: a designated agent that
-        // is not (or no longer) an agent member of the room is no designated
-        // agent at all, exactly as routing and `instructions` treat it.
-        let mut policy = c.policy.clone();
+        let policy = self.effective_policy();
+        ContextEnvelope {
+            participants: self.participant_views(&policy),
+            policy: policy_view(c.kind, &policy),
+            you: YouView {
+                agent_id: reader.clone(),
+                is_orchestrator: is_orchestrator(c.kind, &policy, reader),
+            },
+            instructions: instructions(reader, &reference, &c.policy, &self.roster),
+            conversation: reference,
+        }
+    }
+
+    /// The policy as the envelope states it: the envelope must say what
+    /// routing does, so a designated agent that is not (or no longer) an
+    /// agent member of the room is no designated agent at all, exactly as
+    /// routing and `instructions` treat it.
+    pub fn effective_policy(&self) -> Policy {
+        let mut policy = self.conversation.policy.clone();
         if let Some(d) = &policy.designated_agent_id {
             let is_agent_member = self
                 .roster
@@ -51,27 +66,24 @@ impl Room {
                 policy.designated_agent_id = None;
             }
         }
-        ContextEnvelope {
-            participants: self
-                .roster
-                .iter()
-                .map(|m| ParticipantView {
-                    id: m.id.clone(),
-                    name: m.name.clone(),
-                    kind: m.kind,
-                    role: m.role,
-                    is_orchestrator: is_orchestrator(c.kind, &policy, &m.id),
-                    description: m.description.clone(),
-                })
-                .collect(),
-            policy: policy_view(c.kind, &policy),
-            you: YouView {
-                agent_id: reader.clone(),
-                is_orchestrator: is_orchestrator(c.kind, &policy, reader),
-            },
-            instructions: instructions(reader, &reference, &c.policy, &self.roster),
-            conversation: reference,
-        }
+        policy
+    }
+
+    /// The envelope's `participants` under `policy` (see
+    /// [`Room::effective_policy`]): the same for every reader.
+    pub fn participant_views(&self, policy: &Policy) -> Vec<ParticipantView> {
+        let kind = self.conversation.kind;
+        self.roster
+            .iter()
+            .map(|m| ParticipantView {
+                id: m.id.clone(),
+                name: m.name.clone(),
+                kind: m.kind,
+                role: m.role,
+                is_orchestrator: is_orchestrator(kind, policy, &m.id),
+                description: m.description.clone(),
+            })
+            .collect()
     }
 
     /// A stored message as REST returns it to `reader`: the sender resolved

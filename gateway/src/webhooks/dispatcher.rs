@@ -47,7 +47,7 @@
 //! (rebinding) cannot reach an internal address. Redirects are not
 //! followed, and at most `max_response_bytes` of a response are read.
 
-use super::body::{event_id, render};
+use super::body::{event_id, Bodies, Body};
 use super::destination::{check_url, resolve};
 use super::signing::{headers, SecretBox};
 use crate::metrics::{WEBHOOK_ATTEMPT_SECONDS, WEBHOOK_DELIVERIES};
@@ -55,6 +55,7 @@ use parking_lot::Mutex;
 use rand::Rng;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchboard_actors::feed::WatchHead;
@@ -92,6 +93,9 @@ struct Shared {
     secrets: SecretBox,
     /// Deliveries in flight on this node (`max_concurrent`).
     in_flight: Semaphore,
+    /// The shared part of each message's bodies, rendered once for all
+    /// the node's workers (see `body`).
+    bodies: Bodies,
     /// Agent → when its oldest pending record was logged (Unix ms).
     pending_since: Mutex<HashMap<(BayId, ParticipantId), i64>>,
     /// The Bay of each status this node's workers record, as it is
@@ -119,6 +123,7 @@ impl Dispatcher {
                 store,
                 registry,
                 in_flight: Semaphore::new(settings.max_concurrent.max(1)),
+                bodies: Bodies::default(),
                 settings,
                 replay_window,
                 secrets,
@@ -133,19 +138,22 @@ impl Dispatcher {
         self.shared.secrets.seal(secret)
     }
 
-    /// Starts the scan loop on the current tokio runtime.
+    /// Starts the scan loop on the current tokio runtime. The workers it
+    /// starts are spread over the threads the node's actors run on (the
+    /// HTTP workers', or the dedicated `actor_threads`), by a hash of the
+    /// Bay and agent, so a node's deliveries use every core it has.
     pub fn start(&self) {
         let shared = self.shared.clone();
         tokio::spawn(async move {
-            let mut running: HashMap<(BayId, ParticipantId), tokio::task::JoinHandle<()>> =
-                HashMap::new();
+            // Each running worker, and whether its task ended.
+            let mut running: HashMap<(BayId, ParticipantId), Arc<AtomicBool>> = HashMap::new();
             let ttl = shared.settings.lease_ttl;
             let beat_every = ttl / 3;
             // When this node last renewed its heartbeat in each Bay's group.
             let mut beaten: HashMap<BayId, Instant> = HashMap::new();
             let mut scanned: Option<Instant> = None;
             loop {
-                running.retain(|_, task| !task.is_finished());
+                running.retain(|_, ended| !ended.load(Ordering::Acquire));
                 let bays: HashSet<&BayId> = running.keys().map(|(bay, _)| bay).collect();
                 beaten.retain(|bay, _| bays.contains(bay));
                 for bay in bays {
@@ -176,7 +184,17 @@ impl Dispatcher {
                             for agent in takeable(&*shared.store, &bay, agents).await {
                                 let worker =
                                     Worker::new(shared.clone(), bay.clone(), agent.clone());
-                                running.insert((bay.clone(), agent), tokio::spawn(worker.run()));
+                                let key = (bay.clone(), agent);
+                                let ended = Arc::new(AtomicBool::new(false));
+                                let guard = Ended(ended.clone());
+                                // Not started (its thread is gone): the task
+                                // is dropped, `ended` set, and the next scan
+                                // tries again.
+                                shared.registry.spawn(&key, async move {
+                                    let _guard = guard;
+                                    worker.run().await;
+                                });
+                                running.insert(key, ended);
                             }
                         }
                     }
@@ -246,6 +264,16 @@ pub fn lease_group(bay: &BayId) -> String {
 /// This node's id, the holder of its leases.
 fn node_id() -> &'static str {
     switchboard_actors::node::id()
+}
+
+/// Marks its worker's task ended when dropped: when the task returns,
+/// panics, or is dropped unrun with its thread.
+struct Ended(Arc<AtomicBool>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 /// Why a worker stops.
@@ -570,7 +598,16 @@ impl Worker {
     ) -> Result<Delivered, StoreError> {
         let store = self.shared.store.clone();
         let id = event_id(&self.bay, &agent.id, &position.epoch, record);
-        let Some(body) = render(&*store, &self.bay, agent, event, &id).await? else {
+        let at = LogPosition {
+            epoch: position.epoch.clone(),
+            entry: record.id,
+        };
+        let rendered = self
+            .shared
+            .bodies
+            .render(&*store, &self.bay, &at, &agent.id, event, &id)
+            .await?;
+        let Some(body) = rendered else {
             return Ok(Delivered::Skipped);
         };
         let key = (self.bay.clone(), self.agent.clone());
@@ -699,8 +736,10 @@ impl Worker {
         Ok(status)
     }
 
-    /// One POST of `body` to the webhook.
-    async fn attempt(&mut self, webhook: &Webhook, id: &str, body: &[u8]) -> Attempt {
+    /// One POST of `body` to the webhook. The body is written out (and
+    /// signed) once an in-flight slot is taken, so at most
+    /// `max_concurrent` bodies are alive at once, whatever the room size.
+    async fn attempt(&mut self, webhook: &Webhook, id: &str, body: &Body) -> Attempt {
         let shared = self.shared.clone();
         let settings = &shared.settings;
         let url = match check_url(&webhook.url, settings.allow_http) {
@@ -719,8 +758,10 @@ impl Worker {
             Ok(client) => client,
             Err(e) => return Attempt::Failed(format!("http client: {e}")),
         };
+        let _permit = self.shared.in_flight.acquire().await;
+        let body = body.bytes();
         let timestamp = chrono::Utc::now().timestamp();
-        let signed = match headers(&secret, id, timestamp, body) {
+        let signed = match headers(&secret, id, timestamp, &body) {
             Ok(h) => h,
             Err(e) => return Attempt::Failed(format!("cannot sign: {e}")),
         };
@@ -731,11 +772,10 @@ impl Worker {
                 "user-agent",
                 concat!("Switchboard-Webhooks/", env!("CARGO_PKG_VERSION")),
             )
-            .body(body.to_vec());
+            .body(body);
         for (name, value) in signed {
             request = request.header(name, value);
         }
-        let _permit = self.shared.in_flight.acquire().await;
         let response = match request.send().await {
             Ok(r) => r,
             Err(e) if e.is_timeout() => return Attempt::Failed("timed out".into()),

@@ -47,31 +47,166 @@ pub fn instructions(
     policy: &Policy,
     roster: &[RosterMember],
 ) -> String {
-    let eff = effective(conversation.kind, policy, roster);
-    let me = roster.iter().find(|m| &m.id == reader);
-    let ctx = Ctx {
-        reader,
-        me,
-        agent_reader: me.is_some_and(|m| m.kind == ParticipantKind::Agent),
-        roster,
-        eff,
-        configured: policy,
-    };
-    let mut parts = vec![
-        ctx.who_and_where(conversation),
-        ctx.roster_part(),
-        ctx.orchestrator_part(),
-        ctx.policy_part(),
-    ];
-    parts.extend(ctx.delegation_part());
-    parts.push(ctx.guardrail_part());
-    parts.push(ctx.round_cap_part());
-    if conversation.kind == ConversationType::Group {
-        if let Some(rules) = policy.rules.as_deref().filter(|r| !r.trim().is_empty()) {
-            parts.push(format!("Group rules from this Bay, verbatim:\n{rules}"));
+    let primer = Primer::new(conversation, policy, roster);
+    primer.for_reader(reader, &primer.roster_paragraph())
+}
+
+/// One room's [`instructions`], for many readers: the roster paragraph
+/// (the bulk of the text, one line per member) is built once, without
+/// any `(you)`, and each reader's primer is that paragraph with `(you)`
+/// put on the reader's line, between the reader's own paragraphs
+/// ([`Primer::around_roster`]). [`Primer::for_reader`] is exactly
+/// [`instructions`].
+pub struct Primer<'a> {
+    conversation: &'a ConversationRef,
+    policy: &'a Policy,
+    roster: &'a [RosterMember],
+    eff: Effective<'a>,
+}
+
+/// The roster paragraph of a [`Primer`] with no reader marked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RosterParagraph {
+    /// `Participants:` and one line per member, without `(you)`.
+    pub text: String,
+    /// Per roster member (same order): the byte offset in `text` where
+    /// ` (you)` goes when that member reads.
+    pub marks: Vec<usize>,
+}
+
+/// What a [`Primer`] says to one reader around the roster paragraph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AroundRoster {
+    /// The paragraphs before it, and the blank line.
+    pub before: String,
+    /// The blank line, and the paragraphs after it.
+    pub after: String,
+    /// The reader's index in the roster (`None`: not on it, so no line
+    /// gets `(you)`).
+    pub reader: Option<usize>,
+}
+
+/// What marks the reader's line of the roster paragraph.
+pub const YOU_MARK: &str = " (you)";
+
+impl<'a> Primer<'a> {
+    /// The primer of one room: its reference, its configured policy and its
+    /// roster (as for [`instructions`]).
+    pub fn new(
+        conversation: &'a ConversationRef,
+        policy: &'a Policy,
+        roster: &'a [RosterMember],
+    ) -> Self {
+        Primer {
+            conversation,
+            policy,
+            roster,
+            eff: effective(conversation.kind, policy, roster),
         }
     }
-    parts.join("\n\n")
+
+    fn ctx<'r>(&'r self, reader: &'r ParticipantId) -> (Ctx<'r>, Option<usize>) {
+        let index = self.roster.iter().position(|m| &m.id == reader);
+        let me = index.map(|i| &self.roster[i]);
+        let ctx = Ctx {
+            reader,
+            me,
+            agent_reader: me.is_some_and(|m| m.kind == ParticipantKind::Agent),
+            roster: self.roster,
+            eff: self.eff,
+            configured: self.policy,
+        };
+        (ctx, index)
+    }
+
+    /// The roster paragraph, the same for every reader but for `(you)`.
+    pub fn roster_paragraph(&self) -> RosterParagraph {
+        if self.roster.is_empty() {
+            return RosterParagraph {
+                text: "Participants: none.".into(),
+                marks: Vec::new(),
+            };
+        }
+        let orchestrator = match self.eff {
+            Effective::Orchestrator(o) => Some(&o.id),
+            _ => None,
+        };
+        let mut text = String::from("Participants:");
+        let mut marks = Vec::with_capacity(self.roster.len());
+        for m in self.roster {
+            let kind = match m.kind {
+                ParticipantKind::Agent => "agent",
+                ParticipantKind::User => "person",
+            };
+            let role = match m.role {
+                Role::Admin => "admin",
+                Role::Member => "member",
+            };
+            text.push_str("\n- \"");
+            text.push_str(&m.name);
+            text.push_str("\" (");
+            text.push_str(kind);
+            text.push_str(", ");
+            text.push_str(role);
+            text.push(')');
+            if orchestrator == Some(&m.id) {
+                text.push_str(" [orchestrator]");
+            }
+            marks.push(text.len());
+            if let Some(d) = description(m) {
+                text.push_str(" — for: ");
+                text.push_str(d);
+            }
+        }
+        RosterParagraph { text, marks }
+    }
+
+    /// What `reader`'s primer says before and after the roster paragraph.
+    pub fn around_roster(&self, reader: &ParticipantId) -> AroundRoster {
+        let (ctx, index) = self.ctx(reader);
+        let mut before = ctx.who_and_where(self.conversation);
+        before.push_str("\n\n");
+        let mut parts = vec![ctx.orchestrator_part(), ctx.policy_part()];
+        parts.extend(ctx.delegation_part());
+        parts.push(ctx.guardrail_part());
+        parts.push(ctx.round_cap_part());
+        if self.conversation.kind == ConversationType::Group {
+            if let Some(rules) = self
+                .policy
+                .rules
+                .as_deref()
+                .filter(|r| !r.trim().is_empty())
+            {
+                parts.push(format!("Group rules from this Bay, verbatim:\n{rules}"));
+            }
+        }
+        let after = format!("\n\n{}", parts.join("\n\n"));
+        AroundRoster {
+            before,
+            after,
+            reader: index,
+        }
+    }
+
+    /// `reader`'s primer, `roster` being this primer's
+    /// [`Primer::roster_paragraph`]: the same text as [`instructions`].
+    pub fn for_reader(&self, reader: &ParticipantId, roster: &RosterParagraph) -> String {
+        let around = self.around_roster(reader);
+        let mut out = String::with_capacity(
+            around.before.len() + roster.text.len() + YOU_MARK.len() + around.after.len(),
+        );
+        out.push_str(&around.before);
+        match around.reader.and_then(|i| roster.marks.get(i)) {
+            Some(&at) => {
+                out.push_str(&roster.text[..at]);
+                out.push_str(YOU_MARK);
+                out.push_str(&roster.text[at..]);
+            }
+            None => out.push_str(&roster.text),
+        }
+        out.push_str(&around.after);
+        out
+    }
 }
 
 struct Ctx<'a> {
@@ -153,34 +288,6 @@ impl Ctx<'_> {
                 self.reader
             ),
         }
-    }
-
-    fn roster_part(&self) -> String {
-        if self.roster.is_empty() {
-            return "Participants: none.".into();
-        }
-        let mut out = String::from("Participants:");
-        for m in self.roster {
-            let kind = match m.kind {
-                ParticipantKind::Agent => "agent",
-                ParticipantKind::User => "person",
-            };
-            let role = match m.role {
-                Role::Admin => "admin",
-                Role::Member => "member",
-            };
-            out.push_str(&format!("\n- {} ({kind}, {role})", quoted(m)));
-            if self.orchestrator().is_some_and(|o| o.id == m.id) {
-                out.push_str(" [orchestrator]");
-            }
-            if self.is_me(m) {
-                out.push_str(" (you)");
-            }
-            if let Some(d) = description(m) {
-                out.push_str(&format!(" — for: {d}"));
-            }
-        }
-        out
     }
 
     fn orchestrator_part(&self) -> String {

@@ -87,7 +87,7 @@ mod names;
 mod router;
 mod text;
 
-pub use instructions::instructions;
+pub use instructions::{instructions, AroundRoster, Primer, RosterParagraph, YOU_MARK};
 pub use mentions::parse_mentions;
 pub use names::{addressed_by_name, distinctive_words, NameIndex};
 pub use router::router_picks;

@@ -1143,6 +1143,7 @@ async fn transport_refusals_are_json_and_bad_params_are_invalid_params() {
     for params in [
         json!({"name": 5}),
         json!({"name": "list_conversations", "arguments": [1]}),
+        json!("x"),
     ] {
         let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
         let (status, body) = raw_bytes(&gw, &w.rex, s, json, call.to_string().into_bytes()).await;

@@ -74,7 +74,16 @@ pub async fn check_post(req: &mut ServiceRequest, max: usize) -> Result<(), Http
     let message = serde_json::from_slice::<Value>(&body)
         .map_err(|e| jsonrpc_error(StatusCode::BAD_REQUEST, Value::Null, PARSE_ERROR, e))?;
     let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let standard = message
+        .get("method")
+        .and_then(Value::as_str)
+        .is_some_and(|m| STANDARD_METHODS.contains(&m));
     match serde_json::from_value::<ClientJsonRpcMessage>(message) {
+        // A standard request whose params are not even an object.
+        Err(_) if standard && id != Value::Null => {
+            let why = "params must be an object of the method's shape";
+            return Err(jsonrpc_error(StatusCode::OK, id, INVALID_PARAMS, why));
+        }
         Err(e) => {
             return Err(jsonrpc_error(
                 StatusCode::BAD_REQUEST,

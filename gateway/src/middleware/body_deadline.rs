@@ -9,6 +9,10 @@
 //! `REQUEST_TIMEOUT` whatever the handler made of the failed read. actix
 //! then closes the connection, since the body was not read to its end.
 //!
+//! Not yet closed: a chunked body that stalls gets its 408 (marked
+//! `Connection: close`), but actix-http keeps reading the rest of the body
+//! to discard it, so the connection stays until the client ends it.
+//!
 //! The deadline runs from the head to the body's end, whatever the route:
 //! at the default an upload of `files.max_bytes` (25 MB) needs about
 //! 3.5 Mbit/s. Requests without a body are not affected.
@@ -68,7 +72,13 @@ pub async fn body_deadline(
             limit.as_secs()
         ),
     );
-    Ok(res.error_response(refusal).map_into_right_body())
+    let mut res = res.error_response(refusal);
+    // The rest of the body may still come: the connection cannot carry
+    // another request.
+    res.response_mut()
+        .head_mut()
+        .set_connection_type(actix_web::http::ConnectionType::Close);
+    Ok(res.map_into_right_body())
 }
 
 /// A body stream that fails once `deadline` passed before its end.

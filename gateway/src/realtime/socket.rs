@@ -119,7 +119,16 @@ pub async fn serve<F>(
             )
             .await;
             match written {
-                Ok(Ok(())) => continue,
+                Ok(Ok(())) => {
+                    // Let the connection's read side run before the next
+                    // chunk: on a fast path (a memory-engine replay to a
+                    // client that keeps up) every write and every next
+                    // page is ready at once, this task never waits, and
+                    // the read task on the same thread would not see the
+                    // client's close frame until the whole replay is out.
+                    tokio::task::yield_now().await;
+                    continue;
+                }
                 // The client is gone.
                 Ok(Err(_)) => return,
                 Err(_) => {

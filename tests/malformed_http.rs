@@ -87,6 +87,29 @@ async fn a_malformed_request_head_gets_a_json_400() {
     }
 }
 
+/// A head with more headers than the decoder takes gets the dispatcher's
+/// 431 with the JSON body too.
+#[tokio::test]
+async fn a_request_head_with_too_many_headers_gets_a_json_431() {
+    let gw = Gateway::spawn().await;
+    let mut request = String::from("GET /healthz HTTP/1.1\r\nHost: x\r\n");
+    for i in 0..120 {
+        request.push_str(&format!("X-H{i}: v\r\n"));
+    }
+    request.push_str("\r\n");
+    let raw = exchange(&gw, request.as_bytes()).await;
+    let got = answers(&raw);
+    assert_eq!(got.len(), 1, "{raw:?}");
+    let (status, content_type, body) = &got[0];
+    assert_eq!(
+        (*status, content_type.as_str()),
+        (431, "application/json"),
+        "{raw:?}"
+    );
+    let body: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body["code"], "MALFORMED_REQUEST", "{body}");
+}
+
 /// On a keep-alive connection the answers before the malformed request
 /// stay as they were, and the malformed one gets the JSON body.
 #[tokio::test]

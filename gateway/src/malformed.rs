@@ -9,8 +9,12 @@
 //! wraps each connection's socket and, on the way out, swaps that one
 //! answer for a 400 with the body of [`ErrorCode::MalformedRequest`].
 //!
+//! A request head too large to parse (more headers than the decoder
+//! takes) gets the dispatcher's empty 431 the same way ([`BARE_431`]),
+//! swapped for a 431 with the same JSON code.
+//!
 //! The dispatcher's answer is recognised by its exact head
-//! ([`BARE_400`]). No answer of the app starts so: every 400 the app
+//! ([`BARE_400`], [`BARE_431`]). No answer of the app starts so: every 400 the app
 //! writes has a JSON body, and no body the app writes holds a raw CRLF
 //! (JSON escapes line breaks). WebSocket upgrades take the socket back out
 //! of the wrapper ([`JsonBadRequest::into_inner`]), so frames never pass
@@ -30,21 +34,53 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// not parse (`Response::bad_request()` with an empty body).
 pub const BARE_400: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n";
 
-/// What the client gets instead: the same status, with the JSON error
-/// body, closing the connection as the dispatcher does.
-fn json_400() -> Vec<u8> {
-    let body = serde_json::to_vec(&ErrorBody::new(
-        ErrorCode::MalformedRequest,
+/// How it starts its answer to a request head too large to parse (more
+/// than 96 headers, or a head past its buffer): 431, also empty.
+pub const BARE_431: &[u8] =
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n";
+
+/// The dispatcher's bare answers, each with its status line and the
+/// message of the JSON body that replaces it.
+const BARE: [(&[u8], &str, &str); 2] = [
+    (
+        BARE_400,
+        "400 Bad Request",
         "the request line or headers are not valid HTTP/1.1",
-    ))
-    .unwrap_or_default();
+    ),
+    (
+        BARE_431,
+        "431 Request Header Fields Too Large",
+        "the request head has too many or too large headers",
+    ),
+];
+
+/// What the client gets instead of `BARE[i]`: the same status, with the
+/// JSON error body, closing the connection as the dispatcher does.
+fn json_answer(i: usize) -> Vec<u8> {
+    let (_, status, message) = BARE[i];
+    let body = serde_json::to_vec(&ErrorBody::new(ErrorCode::MalformedRequest, message))
+        .unwrap_or_default();
     let mut out = format!(
-        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
     )
     .into_bytes();
     out.extend_from_slice(&body);
     out
+}
+
+/// The 400 answer (tests).
+#[cfg(test)]
+fn json_400() -> Vec<u8> {
+    json_answer(0)
+}
+
+/// The first bare answer in `buf`: where it starts and which it is.
+fn find_bare(buf: &[u8]) -> Option<(usize, usize)> {
+    BARE.iter()
+        .enumerate()
+        .filter_map(|(i, (head, _, _))| memchr::memmem::find(buf, head).map(|at| (at, i)))
+        .min()
 }
 
 pin_project! {
@@ -106,15 +142,15 @@ impl<T: AsyncWrite> AsyncWrite for JsonBadRequest<T> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         ready!(self.as_mut().poll_pending(cx))?;
-        let found = memchr::memmem::find(buf, BARE_400);
+        let found = find_bare(buf);
         match found {
             // Answers before it go out first; the dispatcher then writes
-            // the rest, which starts with the bare 400.
-            Some(at) if at > 0 => self.project().io.poll_write(cx, &buf[..at]),
-            Some(_) => match head_end(buf) {
+            // the rest, which starts with the bare answer.
+            Some((at, _)) if at > 0 => self.project().io.poll_write(cx, &buf[..at]),
+            Some((_, which)) => match head_end(buf) {
                 Some(end) => {
                     let this = self.as_mut().project();
-                    *this.pending = json_400();
+                    *this.pending = json_answer(which);
                     *this.written = 0;
                     // The bare head counts as written; the replacement is
                     // written now or before the next write, flush or shutdown.

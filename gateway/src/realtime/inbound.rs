@@ -70,6 +70,9 @@ pub enum InboundError {
     /// allow, a continuation with no message to continue or a new message
     /// inside one, ...).
     Protocol(ProtocolError),
+    /// A close frame with a code RFC 6455 §7.4 does not allow a client to
+    /// send (e.g. 999, 1005, 1006, 1015, 2999, 5000).
+    BadCloseCode(u16),
     /// The socket failed.
     Read(std::io::Error),
 }
@@ -223,6 +226,10 @@ impl<R> Inbound<R> {
                         && Parser::try_parse_close_payload(&payload[..2]).is_ok() =>
                 {
                     return Some(Err(InboundError::NotUtf8));
+                }
+                Err(_) if payload.len() >= 2 => {
+                    let code = u16::from_be_bytes([payload[0], payload[1]]);
+                    return Some(Err(InboundError::BadCloseCode(code)));
                 }
                 Err(e) => return protocol(e),
             },

@@ -656,6 +656,14 @@ impl Handler<FromClient> for WsSession {
                     ctx,
                 )
             }
+            Err(InboundError::BadCloseCode(code)) => {
+                tracing::debug!(session = %self.session, code, "client closed with a code it may not send");
+                self.close_with(
+                    WsClose::ProtocolError,
+                    &format!("websocket protocol error: close code {code} is not one a client may send (RFC 6455 §7.4)"),
+                    ctx,
+                )
+            }
             Err(InboundError::Read(e)) => {
                 tracing::debug!(session = %self.session, error = %e, "websocket read failed");
                 self.phase = Phase::Closing;

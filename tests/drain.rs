@@ -133,7 +133,7 @@ async fn a_held_message_wait_is_answered_at_once_when_the_node_drains() {
 /// draining node is 503 with `Retry-After`: the client polls elsewhere.
 #[tokio::test]
 async fn a_drain_answers_held_room_follows_and_refuses_new_ones() {
-    use common::rooms::{call, follow, on, opts, read, room};
+    use common::rooms::{call_on, follow, on, opts, read, room};
     use reqwest::Method;
 
     let mut gw = Gateway::spawn_with(opts().env("SWITCHBOARD_TIMING__DRAIN_GRACE", "4s")).await;
@@ -180,13 +180,7 @@ async fn a_drain_answers_held_room_follows_and_refuses_new_ones() {
     let (status, e) = follow(&gw, &links.reader, &next, 0, 10).await;
     assert_error(status, &e, 503, "UNAVAILABLE");
     // READ still answers while the node drains.
-    let (status, _) = call(
-        &gw,
-        Method::GET,
-        &on(&gw, &links.reader, "?format=json"),
-        None,
-    )
-    .await;
+    let (status, _) = call_on(&gw, Method::GET, &links.reader, "?format=json", None).await;
     assert_eq!(status, 200);
     assert!(
         gw.wait_for_exit(Duration::from_secs(30)).is_some(),

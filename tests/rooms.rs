@@ -104,7 +104,7 @@ async fn a_room_has_three_links_and_reads_in_the_protocol_shape() {
     assert!(!text.contains(&caps[0]) && !text.contains(&caps[2]));
 
     // ?format=json is the same READ; no JSON Accept: the text itself.
-    let (s, j) = call(&gw, Method::GET, &on(&gw, &guest, "?format=json"), None).await;
+    let (s, j) = call_on(&gw, Method::GET, &guest, "?format=json", None).await;
     assert_eq!(s, 200);
     assert_eq!(j["room"]["role"], "guest");
     let res = gw.http.get(on(&gw, &guest, "")).send().await.unwrap();
@@ -181,10 +181,11 @@ async fn replies_are_idempotent_by_client_id() {
     assert_error(s, &e, 409, "IDEMPOTENCY_KEY_REUSED");
     // Removed: 410, never recreated.
     let id = first["id"].as_str().unwrap();
-    let (s, d) = call(
+    let (s, d) = call_on(
         &gw,
         Method::DELETE,
-        &on(&gw, &links.owner, &format!("/messages/{id}")),
+        &links.owner,
+        &format!("/messages/{id}"),
         None,
     )
     .await;
@@ -197,10 +198,11 @@ async fn replies_are_idempotent_by_client_id() {
         .is_empty());
 
     // client_id is required; the reader cannot send; bad reply_to.
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::POST,
-        &on(&gw, &links.guest, ""),
+        &links.guest,
+        "",
         Some(json!({"author": "A", "body": "x"})),
     )
     .await;
@@ -208,7 +210,7 @@ async fn replies_are_idempotent_by_client_id() {
     let (s, e) = reply(&gw, &links.reader, "R", "x", "k2").await;
     assert_error(s, &e, 403, "FORBIDDEN");
     let b = json!({"author": "A", "body": "x", "client_id": "k3", "reply_to": "12345"});
-    let (s, e) = call(&gw, Method::POST, &on(&gw, &links.guest, ""), Some(b)).await;
+    let (s, e) = call_on(&gw, Method::POST, &links.guest, "", Some(b)).await;
     assert_error(s, &e, 400, "INVALID_REPLY_TARGET");
     // Oversized body: 413, nothing stored.
     let big = "x".repeat(2 * 1024 * 1024);
@@ -258,10 +260,11 @@ async fn follow_holds_then_answers_upserts_tombstones_and_the_brief() {
 
     // A reaction resurfaces the old message.
     let react = json!({"message_id": old, "author": "Human 1", "emoji": "👍"});
-    let (s, m) = call(
+    let (s, m) = call_on(
         &gw,
         Method::POST,
-        &on(&gw, &links.guest, "/reactions"),
+        &links.guest,
+        "/reactions",
         Some(react.clone()),
     )
     .await;
@@ -271,13 +274,7 @@ async fn follow_holds_then_answers_upserts_tombstones_and_the_brief() {
         json!([{"emoji": "👍", "authors": ["Human 1"]}])
     );
     // Idempotent.
-    let (s, m2) = call(
-        &gw,
-        Method::POST,
-        &on(&gw, &links.guest, "/reactions"),
-        Some(react),
-    )
-    .await;
+    let (s, m2) = call_on(&gw, Method::POST, &links.guest, "/reactions", Some(react)).await;
     assert_eq!(s, 200);
     assert_eq!(m2["reactions"], m["reactions"]);
     let (_, a) = follow(&gw, &links.reader, &next, 5, 100).await;
@@ -289,10 +286,11 @@ async fn follow_holds_then_answers_upserts_tombstones_and_the_brief() {
     let next = a["cursor"].as_str().unwrap().to_owned();
 
     // A pin: the brief comes with the room record.
-    let (s, p) = call(
+    let (s, p) = call_on(
         &gw,
         Method::POST,
-        &on(&gw, &links.guest, "/pins"),
+        &links.guest,
+        "/pins",
         Some(json!({"message_id": new})),
     )
     .await;
@@ -303,18 +301,20 @@ async fn follow_holds_then_answers_upserts_tombstones_and_the_brief() {
     let next = a["cursor"].as_str().unwrap().to_owned();
 
     // Owner deletion: a tombstone, and the brief goes.
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::DELETE,
-        &on(&gw, &links.guest, &format!("/messages/{new}")),
+        &links.guest,
+        &format!("/messages/{new}"),
         None,
     )
     .await;
     assert_error(s, &e, 403, "FORBIDDEN");
-    let (s, _) = call(
+    let (s, _) = call_on(
         &gw,
         Method::DELETE,
-        &on(&gw, &links.owner, &format!("/messages/{new}")),
+        &links.owner,
+        &format!("/messages/{new}"),
         None,
     )
     .await;
@@ -360,32 +360,28 @@ async fn history_pages_back_without_moving_the_cursor() {
     let r = read(&gw, &links.guest).await;
     assert_eq!(ids(&r["messages"]), all[5..].to_vec());
     assert_eq!(r["has_older"], true);
-    let (s, h) = call(
+    let (s, h) = call_on(
         &gw,
         Method::GET,
-        &on(&gw, &links.guest, &format!("?before={}&limit=3", all[5])),
+        &links.guest,
+        &format!("?before={}&limit=3", all[5]),
         None,
     )
     .await;
     assert_eq!(s, 200, "{h}");
     assert_eq!(ids(&h["messages"]), all[2..5].to_vec());
     assert_eq!(h["has_older"], true);
-    let (_, h) = call(
+    let (_, h) = call_on(
         &gw,
         Method::GET,
-        &on(&gw, &links.guest, &format!("?before={}&limit=100", all[2])),
+        &links.guest,
+        &format!("?before={}&limit=100", all[2]),
         None,
     )
     .await;
     assert_eq!(ids(&h["messages"]), all[..2].to_vec());
     assert_eq!(h["has_older"], false);
-    let (s, e) = call(
-        &gw,
-        Method::GET,
-        &on(&gw, &links.guest, "?before=abc"),
-        None,
-    )
-    .await;
+    let (s, e) = call_on(&gw, Method::GET, &links.guest, "?before=abc", None).await;
     assert_error(s, &e, 400, "INVALID_REQUEST");
 }
 
@@ -410,14 +406,11 @@ async fn the_get_only_send_is_strict_and_prefetches_never_write() {
     let (s, e) = call(&gw, Method::GET, &format!("{url}&tracking=1"), None).await;
     assert_error(s, &e, 400, "INVALID_REQUEST");
     let long = "y".repeat(4100);
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::GET,
-        &on(
-            &gw,
-            &links.guest,
-            &format!("?send=1&author=A&body={long}&client_id=g2"),
-        ),
+        &links.guest,
+        &format!("?send=1&author=A&body={long}&client_id=g2"),
         None,
     )
     .await;
@@ -452,10 +445,11 @@ async fn the_get_only_send_is_strict_and_prefetches_never_write() {
         ids(&r["messages"]),
         vec![m["id"].as_str().unwrap().to_owned()]
     );
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::GET,
-        &on(&gw, &links.reader, "?send=1&author=A&body=x&client_id=g5"),
+        &links.reader,
+        "?send=1&author=A&body=x&client_id=g5",
         None,
     )
     .await;
@@ -615,7 +609,7 @@ async fn reads_keep_a_room_alive_and_idleness_expires_it() {
     }
     tokio::time::sleep(Duration::from_millis(3500)).await;
     for link in [&links.owner, &links.guest, &links.reader] {
-        let (s, e) = call(&gw, Method::GET, &on(&gw, link, "?format=json"), None).await;
+        let (s, e) = call_on(&gw, Method::GET, link, "?format=json", None).await;
         assert_error(s, &e, 410, "ROOM_EXPIRED");
     }
     let (s, e) = reply(&gw, &links.guest, "A", "late", "z").await;
@@ -674,10 +668,11 @@ async fn operators_govern_link_authors_and_suspended_bays() {
     let (s, e) = reply(&gw, &guest, "Other", "while suspended", "s1").await;
     assert_error(s, &e, 403, "ACCOUNT_SUSPENDED");
     let id = said(&gw, &guest, "Someone", "hi").await;
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::POST,
-        &on(&gw, &guest, "/reactions"),
+        &guest,
+        "/reactions",
         Some(json!({"message_id": id, "author": "Other", "emoji": "👍"})),
     )
     .await;
@@ -735,13 +730,14 @@ async fn operators_govern_link_authors_and_suspended_bays() {
         format!("?before={id}"),
         "?send=1&author=Other&body=x&client_id=bs2".to_owned(),
     ] {
-        let (s, e) = call(&gw, Method::GET, &on(&gw, &guest, &rest), None).await;
+        let (s, e) = call_on(&gw, Method::GET, &guest, &rest, None).await;
         assert_error(s, &e, 403, "BAY_SUSPENDED");
     }
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::POST,
-        &on(&gw, &guest, "/pins"),
+        &guest,
+        "/pins",
         Some(json!({"message_id": id})),
     )
     .await;
@@ -763,10 +759,11 @@ async fn a_room_admits_at_most_max_authors() {
     let gw = Gateway::spawn_with(opts().env("SWITCHBOARD_ROOMS__MAX_AUTHORS", "2")).await;
     let links = room(&gw, "private").await;
     let id = said(&gw, &links.guest, "A", "one").await;
-    let (s, m) = call(
+    let (s, m) = call_on(
         &gw,
         Method::POST,
-        &on(&gw, &links.guest, "/reactions"),
+        &links.guest,
+        "/reactions",
         Some(json!({"message_id": id, "author": "B", "emoji": "👍"})),
     )
     .await;
@@ -774,22 +771,20 @@ async fn a_room_admits_at_most_max_authors() {
     // A third name, by post, GET-only send or reaction: refused, unwritten.
     let (s, e) = reply(&gw, &links.guest, "C", "three", "c1").await;
     assert_error(s, &e, 403, "ROOM_AUTHORS_FULL");
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::GET,
-        &on(
-            &gw,
-            &links.guest,
-            "?send=1&author=C&body=three&client_id=c2",
-        ),
+        &links.guest,
+        "?send=1&author=C&body=three&client_id=c2",
         None,
     )
     .await;
     assert_error(s, &e, 403, "ROOM_AUTHORS_FULL");
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::POST,
-        &on(&gw, &links.guest, "/reactions"),
+        &links.guest,
+        "/reactions",
         Some(json!({"message_id": id, "author": "C", "emoji": "👍"})),
     )
     .await;
@@ -875,22 +870,20 @@ async fn bad_text_is_refused_not_stored() {
     let gw = Gateway::spawn_with(opts()).await;
     let links = room(&gw, "private").await;
     // Invalid UTF-8 in a GET-only send: refused, never stored as U+FFFD.
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::GET,
-        &on(
-            &gw,
-            &links.guest,
-            "?send=1&author=A&body=%FF%FE&client_id=u1",
-        ),
+        &links.guest,
+        "?send=1&author=A&body=%FF%FE&client_id=u1",
         None,
     )
     .await;
     assert_error(s, &e, 400, "INVALID_CONTENT");
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::GET,
-        &on(&gw, &links.guest, "?send=1&author=%C3&body=hi&client_id=u2"),
+        &links.guest,
+        "?send=1&author=%C3&body=hi&client_id=u2",
         None,
     )
     .await;
@@ -910,14 +903,11 @@ async fn bad_text_is_refused_not_stored() {
         let (s, e) = reply(&gw, &links.guest, "A", body, "c-ctl").await;
         assert_error(s, &e, 400, "INVALID_CONTENT");
     }
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::GET,
-        &on(
-            &gw,
-            &links.guest,
-            "?send=1&author=A&body=a%00b&client_id=u3",
-        ),
+        &links.guest,
+        "?send=1&author=A&body=a%00b&client_id=u3",
         None,
     )
     .await;
@@ -933,14 +923,11 @@ async fn bad_text_is_refused_not_stored() {
         let (s, e) = reply(&gw, &links.guest, author, "hi", "c-auth").await;
         assert_error(s, &e, 400, "INVALID_REQUEST");
     }
-    let (s, e) = call(
+    let (s, e) = call_on(
         &gw,
         Method::GET,
-        &on(
-            &gw,
-            &links.guest,
-            "?send=1&author=%E2%80%AEnimda&body=hi&client_id=u4",
-        ),
+        &links.guest,
+        "?send=1&author=%E2%80%AEnimda&body=hi&client_id=u4",
         None,
     )
     .await;
@@ -953,14 +940,11 @@ async fn bad_text_is_refused_not_stored() {
     let (s, m) = reply(&gw, &links.guest, "Zoë 李", "line one\r\n\tline two", "ok1").await;
     assert_eq!(s, 201, "{m}");
     assert_eq!(m["body"], "line one\r\n\tline two");
-    let (s, m) = call(
+    let (s, m) = call_on(
         &gw,
         Method::GET,
-        &on(
-            &gw,
-            &links.guest,
-            "?send=1&author=A&body=1+%2B+1%20%E2%9C%93&client_id=ok2",
-        ),
+        &links.guest,
+        "?send=1&author=A&body=1+%2B+1%20%E2%9C%93&client_id=ok2",
         None,
     )
     .await;

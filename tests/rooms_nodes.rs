@@ -47,10 +47,11 @@ async fn two_nodes_on_one_redis_share_rooms() {
     assert_eq!(s, 200, "{again}");
     assert_eq!(again["id"], json!(id));
     // A pin on A reaches a FOLLOW on B.
-    call(
+    call_on(
         &a,
         Method::POST,
-        &on(&a, &links.guest, "/pins"),
+        &links.guest,
+        "/pins",
         Some(json!({"message_id": id})),
     )
     .await;
@@ -224,19 +225,14 @@ async fn a_scripted_agent_converges_with_a_reader_through_a_node_kill() {
         }
         if i % 4 == 1 {
             let r = json!({"message_id": posted[i / 2], "author": "Watcher", "emoji": "👀"});
-            call(
-                &b,
-                Method::POST,
-                &on(&b, &links.guest, "/reactions"),
-                Some(r),
-            )
-            .await;
+            call_on(&b, Method::POST, &links.guest, "/reactions", Some(r)).await;
         }
         if i == 8 {
-            call(
+            call_on(
                 &b,
                 Method::DELETE,
-                &on(&b, &links.owner, &format!("/messages/{}", posted[3])),
+                &links.owner,
+                &format!("/messages/{}", posted[3]),
                 None,
             )
             .await;

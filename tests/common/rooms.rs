@@ -41,6 +41,18 @@ pub async fn call(gw: &Gateway, method: Method, url: &str, body: Option<Value>) 
     (status, res.json().await.unwrap_or(Value::Null))
 }
 
+/// `method` on `link` + `rest` (a path or query after the link), with
+/// `body` as JSON when given.
+pub async fn call_on(
+    gw: &Gateway,
+    method: Method,
+    link: &str,
+    rest: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    call(gw, method, &on(gw, link, rest), body).await
+}
+
 pub async fn create(gw: &Gateway, body: Value) -> (u16, Value) {
     call(gw, Method::POST, &gw.url("/rooms"), Some(body)).await
 }

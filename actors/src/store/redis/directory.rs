@@ -511,22 +511,7 @@ impl DirectoryStore for RedisStore {
 
     async fn credentials_head(&self) -> Result<EntryId, StoreError> {
         let doing = "reading the credentials channel's head";
-        let key = keys::credentials();
-        let reply: Value = self
-            .query(
-                doing,
-                &key,
-                cmd("XREVRANGE")
-                    .arg(&key)
-                    .arg("+")
-                    .arg("-")
-                    .arg("COUNT")
-                    .arg(1),
-            )
-            .await?;
-        Ok(stream_fields(doing, &key, &reply, &["c"])?
-            .first()
-            .map_or(EntryId::ZERO, |(id, _)| *id))
+        self.stream_head(doing, &keys::credentials(), "c").await
     }
 
     /// Without `block`: one `XRANGE` on a shared connection. With it: one

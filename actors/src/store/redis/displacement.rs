@@ -56,22 +56,8 @@ impl DisplacementStore for RedisStore {
 
     async fn openings_head(&self, bay: &BayId) -> Result<EntryId, StoreError> {
         let doing = "reading the openings head";
-        let key = BayKeys::new(bay).openings();
-        let reply: Value = self
-            .query(
-                doing,
-                &key,
-                cmd("XREVRANGE")
-                    .arg(&key)
-                    .arg("+")
-                    .arg("-")
-                    .arg("COUNT")
-                    .arg(1),
-            )
-            .await?;
-        Ok(stream_entries(doing, &key, &reply, "o")?
-            .first()
-            .map_or(EntryId::ZERO, |(id, _)| *id))
+        self.stream_head(doing, &BayKeys::new(bay).openings(), "o")
+            .await
     }
 
     async fn read_openings(

@@ -72,6 +72,27 @@ impl RedisStore {
         Ok(Replay::page(records, max, after.entry, last))
     }
 
+    /// The id of the newest entry of the stream at `key` (`field`: a field
+    /// every entry has), or [`EntryId::ZERO`] when it is empty or missing.
+    pub(super) async fn stream_head(
+        &self,
+        doing: &'static str,
+        key: &str,
+        field: &str,
+    ) -> Result<EntryId, StoreError> {
+        let newest = cmd("XREVRANGE")
+            .arg(key)
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1)
+            .clone();
+        let reply: Value = self.query(doing, key, &newest).await?;
+        Ok(stream_fields(doing, key, &reply, &[field])?
+            .first()
+            .map_or(EntryId::ZERO, |(id, _)| *id))
+    }
+
     /// Waits (on a dedicated connection) up to `block` for an entry after
     /// `after` in `log`. `true` when one arrived.
     pub(super) async fn wait_for_entry(

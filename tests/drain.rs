@@ -103,7 +103,23 @@ async fn a_held_message_wait_is_answered_at_once_when_the_node_drains() {
             res.json::<serde_json::Value>().await.unwrap(),
         )
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the wait holds (the node counts it) …
+    let holds = common::eventually(Duration::from_secs(10), || async {
+        let metrics = gw
+            .http
+            .get(gw.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        metrics
+            .lines()
+            .any(|l| l.starts_with("switchboard_message_waits_held") && l.ends_with(" 1"))
+    })
+    .await;
+    assert!(holds, "the wait is held");
     let signalled = std::time::Instant::now();
     gw.send_signal("-TERM");
     let (status, end, body) = tokio::time::timeout(Duration::from_secs(5), held)

@@ -1255,14 +1255,26 @@ async fn a_sessions_stream_yields_to_a_listener_of_the_token_and_does_not_displa
     let w = World::create(&gw, BAY).await;
     let base = gw.url("");
     let mut ws = gw.ws_ready(&w.rex, None).await;
-    // Once the node's presence record shows the socket, an MCP client's
-    // own stream (which the SDKs open after `initialize`) is refused …
-    let session = raw_session(&base, &w.rex).await;
-    let refused = eventually(Duration::from_secs(5), || async {
-        mcp_stream(&base, &w.rex, &session, None).await.err() == Some(405)
+    // Once the node's presence record shows the socket (another agent sees
+    // Rex online) …
+    let shown = eventually(Duration::from_secs(10), || async {
+        let (_, agents) = gw.get(&w.brain, "/agents").await;
+        agents["agents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|a| a["id"] == "rex" && a["status"] == "online")
     })
     .await;
-    assert!(refused, "the stream yields to the WebSocket");
+    assert!(shown, "the presence record shows the socket");
+    // … an MCP client's own stream (which the SDKs open after
+    // `initialize`) is refused …
+    let session = raw_session(&base, &w.rex).await;
+    assert_eq!(
+        mcp_stream(&base, &w.rex, &session, None).await.err(),
+        Some(405),
+        "the stream yields to the WebSocket"
+    );
     // … its tools still work, and the socket was never displaced.
     let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
     assert_eq!(raw_post(&gw, &w.rex, Some(&session), list).await, 200);

@@ -105,18 +105,7 @@ async fn a_held_message_wait_is_answered_at_once_when_the_node_drains() {
     });
     // Once the wait holds (the node counts it) …
     let holds = common::eventually(Duration::from_secs(10), || async {
-        let metrics = gw
-            .http
-            .get(gw.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        metrics
-            .lines()
-            .any(|l| l.starts_with("switchboard_message_waits_held") && l.ends_with(" 1"))
+        gw.metric("switchboard_message_waits_held").await == 1.0
     })
     .await;
     assert!(holds, "the wait is held");

@@ -37,7 +37,7 @@ pub struct Caller {
 
 /// Where a request may carry its token: the `Authorization: Bearer` header,
 /// or (when `allow_query`) the `token` query parameter.
-fn presented_token(headers: &HeaderMap, query: &str, allow_query: bool) -> Option<String> {
+pub fn presented_token(headers: &HeaderMap, query: &str, allow_query: bool) -> Option<String> {
     if let Some(value) = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) {
         let (scheme, token) = value.split_once(' ')?;
         return scheme
@@ -78,7 +78,20 @@ pub async fn authenticate_head(
     query: &str,
     allow_query: bool,
 ) -> Result<Caller, ApiError> {
-    let token = presented_token(headers, query, allow_query).ok_or_else(ApiError::unauthorized)?;
+    authenticate_token(state, presented_token(headers, query, allow_query)).await
+}
+
+/// Resolves the caller presenting `token` ([`presented_token`]'s answer),
+/// for a request whose head is gone already (a held `/updates` call,
+/// `realtime/front.rs`).
+///
+/// # Errors
+/// As [`authenticate`].
+pub async fn authenticate_token(
+    state: &AppState,
+    token: Option<String>,
+) -> Result<Caller, ApiError> {
+    let token = token.ok_or_else(ApiError::unauthorized)?;
     if !looks_like_token(&token) {
         return Err(ApiError::unauthorized());
     }

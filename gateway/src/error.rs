@@ -162,7 +162,13 @@ pub fn query_error(
     err: actix_web::error::QueryPayloadError,
     _: &actix_web::HttpRequest,
 ) -> actix_web::Error {
-    ApiError::new(ErrorCode::InvalidRequest, format!("invalid query: {err}")).into()
+    invalid_query(&err).into()
+}
+
+/// The 400 INVALID_REQUEST of a query string that does not parse (the
+/// app's handler above, and polls served off the dispatcher).
+pub fn invalid_query(err: &actix_web::error::QueryPayloadError) -> ApiError {
+    ApiError::new(ErrorCode::InvalidRequest, format!("invalid query: {err}"))
 }
 
 /// Maps path failures to 404.

@@ -55,12 +55,13 @@ pub mod webhooks;
 use crate::error::{json_error, path_error, query_error};
 use crate::ratelimit::RateLimits;
 use crate::state::AppState;
-use actix_http::{HttpService, Protocol};
-use actix_service::{fn_service, map_config, ServiceFactory, ServiceFactoryExt};
+use actix_http::HttpService;
+use actix_service::{fn_factory, fn_service, map_config, ServiceFactory};
 use actix_web::body::MessageBody;
 use actix_web::dev::{AppConfig, ServiceRequest, ServiceResponse};
 use actix_web::{web, App};
 use sha2::{Digest, Sha256};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_actors::conversation::DraftSettings;
@@ -371,10 +372,17 @@ fn listen(
                 let shutdown = shutdown.clone();
                 let http = HttpService::build()
                     // Keep-alive connections end when a drain stops the server.
-                    .graceful_shutdown_signal(move || {
+                    .graceful_shutdown_signal({
                         let shutdown = shutdown.clone();
-                        async move { shutdown.notified().await }
+                        move || {
+                            let shutdown = shutdown.clone();
+                            async move { shutdown.notified().await }
+                        }
                     })
+                    // The front's timings (realtime/front.rs), which are
+                    // actix-http's defaults.
+                    .keep_alive(realtime::front::KEEP_ALIVE)
+                    .client_request_timeout(realtime::front::FIRST_HEAD_TIMEOUT)
                     // actix-web's default: how long a closing connection
                     // waits for the client's side of the shutdown.
                     .client_disconnect_timeout(Duration::from_secs(1))
@@ -390,22 +398,32 @@ fn listen(
                     .local_addr(addr)
                     .upgrade(realtime::upgrade::service(state.clone()))
                     .finish(map_config(app(&state, max_body), |_| AppConfig::default()));
-                // What `HttpService::tcp` does, with each socket wrapped so
-                // that a request actix cannot parse gets the JSON error body.
-                fn_service(|io: tokio::net::TcpStream| async move {
-                    // Every write goes out at once (no Nagle): a realtime
-                    // event must not wait for the ACK of the one before
-                    // it, which a client may delay by up to 40 ms.
-                    io.set_nodelay(true)?;
-                    let peer = io.peer_addr().ok();
-                    Ok::<_, std::io::Error>((
-                        malformed::JsonBadRequest::new(io),
-                        Protocol::Http1,
-                        peer,
-                    ))
+                let front = realtime::front::Front::new(state.clone(), addr, shutdown);
+                // What `HttpService::tcp` does, with each connection
+                // starting in the front (held polls are served there) and
+                // its socket wrapped so that a request actix cannot parse
+                // gets the JSON error body.
+                fn_factory(move || {
+                    let http = http.new_service(());
+                    let front = front.clone();
+                    async move {
+                        let http = Rc::new(http.await?);
+                        Ok::<_, ()>(fn_service(move |io: tokio::net::TcpStream| {
+                            let front = front.clone();
+                            let http = http.clone();
+                            async move {
+                                // Every write goes out at once (no Nagle): a
+                                // realtime event must not wait for the ACK of
+                                // the one before it, which a client may delay
+                                // by up to 40 ms.
+                                io.set_nodelay(true)
+                                    .map_err(actix_http::error::DispatchError::Io)?;
+                                let peer = io.peer_addr().ok();
+                                front.serve(io, peer, http).await
+                            }
+                        }))
+                    }
                 })
-                .map_err(actix_http::error::DispatchError::Io)
-                .and_then(http)
             })
             .map_err(bind_error)?;
     }

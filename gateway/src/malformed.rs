@@ -17,12 +17,13 @@
 //! ([`BARE_400`], [`BARE_431`]). No answer of the app starts so: every 400 the app
 //! writes has a JSON body, and no body the app writes holds a raw CRLF
 //! (JSON escapes line breaks). WebSocket upgrades take the socket back out
-//! of the wrapper ([`JsonBadRequest::into_inner`]), so frames never pass
+//! of the wrapper ([`JsonBadRequest::into_parts`]), so frames never pass
 //! through it. Should the socket accept only part of a write that ends
 //! inside that head, the rest arrives in a later write the wrapper does
 //! not recognise, and the client gets actix's empty 400: the same status,
 //! only without the body.
 
+use bytes::Bytes;
 use pin_project_lite::pin_project;
 use std::io;
 use std::pin::Pin;
@@ -89,6 +90,9 @@ pin_project! {
     pub struct JsonBadRequest<T> {
         #[pin]
         io: T,
+        // Bytes read from the socket before it reached the dispatcher
+        // (`realtime/front.rs`), returned by the first reads.
+        read_ahead: Bytes,
         // The replacement answer and how much of it is written; written
         // before any later byte, flush or shutdown.
         pending: Vec<u8>,
@@ -99,16 +103,25 @@ pin_project! {
 impl<T> JsonBadRequest<T> {
     /// Wraps a freshly accepted socket.
     pub fn new(io: T) -> Self {
+        Self::with_read_ahead(io, Bytes::new())
+    }
+
+    /// Wraps a socket from which `read_ahead` was read already: the
+    /// dispatcher reads those bytes first.
+    pub fn with_read_ahead(io: T, read_ahead: Bytes) -> Self {
         JsonBadRequest {
             io,
+            read_ahead,
             pending: Vec::new(),
             written: 0,
         }
     }
 
-    /// The socket itself, for a connection that leaves HTTP (a WebSocket).
-    pub fn into_inner(self) -> T {
-        self.io
+    /// The socket itself, for a connection that leaves HTTP (a WebSocket),
+    /// with any read-ahead bytes the dispatcher did not take (they come
+    /// before the socket's).
+    pub fn into_parts(self) -> (T, Bytes) {
+        (self.io, self.read_ahead)
     }
 }
 
@@ -182,7 +195,13 @@ impl<T: AsyncRead> AsyncRead for JsonBadRequest<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        self.project().io.poll_read(cx, buf)
+        let this = self.project();
+        if !this.read_ahead.is_empty() {
+            let n = this.read_ahead.len().min(buf.remaining());
+            buf.put_slice(&this.read_ahead.split_to(n));
+            return Poll::Ready(Ok(()));
+        }
+        this.io.poll_read(cx, buf)
     }
 }
 
@@ -197,7 +216,7 @@ mod tests {
             out.write_all(w).await.unwrap();
         }
         out.flush().await.unwrap();
-        out.into_inner()
+        out.into_parts().0
     }
 
     #[tokio::test]

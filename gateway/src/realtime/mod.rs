@@ -1,6 +1,7 @@
 //! The realtime transports: `/ws`, `/events` (SSE) and `/updates`, sharing
 //! one cursor and one session per token.
 
+pub mod front;
 pub mod inbound;
 pub mod open;
 pub mod outbound;

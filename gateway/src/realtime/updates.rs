@@ -17,6 +17,7 @@ use super::open::{
 use crate::auth::Caller;
 use crate::connections::{ConnectionPermit, Transport};
 use crate::error::{ApiError, SessionEnd};
+use crate::held_polls::HeldPollPermit;
 use crate::state::AppState;
 use actix::prelude::*;
 use actix_web::{get, web, HttpRequest, HttpResponse};
@@ -54,9 +55,12 @@ pub struct UpdatesBody {
     pub ended: Option<WsClose>,
 }
 
+/// The query of a `/updates` call (protocol §11).
 #[derive(Deserialize)]
-struct UpdatesQuery {
+pub(crate) struct UpdatesQuery {
+    /// Seconds to hold, as [`parse_wait`] reads it.
     wait: Option<String>,
+    /// The cursor to resume after; absent: from now.
     cursor: Option<String>,
 }
 
@@ -102,6 +106,25 @@ async fn updates(
     caller: Caller,
     query: web::Query<UpdatesQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    let held = begin(state.get_ref(), caller, state.client_of(&req), &query).await?;
+    Ok(ok(held.body().await?))
+}
+
+/// Starts one `/updates` call of `caller` from client address `peer`:
+/// the route's, and that of a poll served off the HTTP dispatcher
+/// (`realtime/front.rs`). Its answer is [`HeldPoll::body`], given to the
+/// client with [`ok`].
+///
+/// # Errors
+/// 503 while draining, 429 when the `/updates` bucket is spent, 409
+/// CURSOR_EXPIRED for a cursor this server never issued, and those of
+/// [`start`].
+pub(crate) async fn begin(
+    state: &AppState,
+    caller: Caller,
+    peer: Option<std::net::IpAddr>,
+    query: &UpdatesQuery,
+) -> Result<HeldPoll, ApiError> {
     if state.is_draining() {
         return Err(ApiError::new(
             ErrorCode::Unavailable,
@@ -125,22 +148,47 @@ async fn updates(
         // start over.
         Resume::Unaddressable => return Err(cursor_expired("cursor is not one this server issued; catch up over REST and call again without a cursor")),
     };
-    let peer = state.client_of(&req);
-    let body = hold(
-        state.get_ref(),
+    start(
+        state,
         peer,
         caller,
         resume,
         wait,
         switchboard_actors::session::Transport::Updates,
     )
-    .await?;
+}
+
+/// The 200 of an answered `/updates` call: `body` as JSON, `Cache-Control:
+/// no-store`, and [`SESSION_END_HEADER`] when a session end answered.
+pub(crate) fn ok(body: UpdatesBody) -> HttpResponse {
     let mut res = HttpResponse::Ok();
     res.insert_header(("Cache-Control", "no-store"));
     if let Some(end) = body.ended {
         res.insert_header((SESSION_END_HEADER, end.as_str()));
     }
-    Ok(res.json(body))
+    res.json(body)
+}
+
+/// A started poll: all that a held call keeps while it waits (its
+/// [`PollSession`] aside) is this, so nothing of the request or its checks
+/// is held with it.
+pub(crate) struct HeldPoll {
+    answer: oneshot::Receiver<Result<UpdatesBody, ApiError>>,
+    /// The call's slot among the address's held polls, until it answers.
+    _held: HeldPollPermit,
+}
+
+impl HeldPoll {
+    /// The poll's answer: events, the end of the wait, or a session end.
+    ///
+    /// # Errors
+    /// 409 CURSOR_EXPIRED, 401 on revocation, 403 on suspension, and the
+    /// other refusals of a session opening.
+    pub(crate) async fn body(self) -> Result<UpdatesBody, ApiError> {
+        self.answer
+            .await
+            .map_err(|_| ApiError::new(ErrorCode::Internal, "the poll ended without an answer"))?
+    }
 }
 
 /// Holds one poll for `caller` from `resume` (`None`: from now) for at
@@ -150,8 +198,7 @@ async fn updates(
 /// `wait_for_messages`.
 ///
 /// # Errors
-/// 429 from admission, 409 CURSOR_EXPIRED, 401 on revocation, and the
-/// other refusals of a session opening.
+/// As [`start`] and [`HeldPoll::body`].
 pub(crate) async fn hold(
     state: &AppState,
     peer: Option<std::net::IpAddr>,
@@ -160,6 +207,21 @@ pub(crate) async fn hold(
     wait: Duration,
     via: switchboard_actors::session::Transport,
 ) -> Result<UpdatesBody, ApiError> {
+    start(state, peer, caller, resume, wait, via)?.body().await
+}
+
+/// Admits a poll (per IP, then per token) and starts its [`PollSession`].
+///
+/// # Errors
+/// 429 from admission.
+fn start(
+    state: &AppState,
+    peer: Option<std::net::IpAddr>,
+    caller: Caller,
+    resume: Option<LogPosition>,
+    wait: Duration,
+    via: switchboard_actors::session::Transport,
+) -> Result<HeldPoll, ApiError> {
     let held = state.held_polls.admit(peer)?;
     let permit = state
         .connections
@@ -178,9 +240,10 @@ pub(crate) async fn hold(
         _permit: permit,
     }
     .start();
-    let answer = rx.await;
-    drop(held);
-    answer.map_err(|_| ApiError::new(ErrorCode::Internal, "the poll ended without an answer"))?
+    Ok(HeldPoll {
+        answer: rx,
+        _held: held,
+    })
 }
 
 /// Registers the route under `/api/agent-api`.

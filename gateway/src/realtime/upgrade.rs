@@ -75,7 +75,7 @@ async fn upgrade(state: AppState, req: Request, mut framed: Framed<Socket, Codec
     let (mut res, body, admitted) = match outcome {
         Ok((accept, admitted)) => (accept, Bytes::new(), Some(admitted)),
         Err(res) => {
-            let (res, body) = refusal(res).await;
+            let (res, body) = head_and_body(res).await;
             (res, body, None)
         }
     };
@@ -109,7 +109,8 @@ async fn upgrade(state: AppState, req: Request, mut framed: Framed<Socket, Codec
     let (io, early) = {
         let FramedParts { io, read_buf, .. } = framed.into_parts();
         // The socket leaves the HTTP wrapper: frames pass untouched.
-        (io.into_inner(), Bytes::copy_from_slice(&read_buf))
+        let (io, unread) = io.into_parts();
+        (io, Bytes::from([&read_buf[..], &unread[..]].concat()))
     };
     // A task of its own: the HTTP connection's task (the dispatcher, its
     // timers and this future's slot, about 4 KiB) ends here. A drain closes
@@ -169,8 +170,8 @@ async fn decide(state: &AppState, req: &Request) -> Result<(Response<()>, Admitt
     Ok((accept.finish().drop_body(), admitted))
 }
 
-/// `res` as a head and a body to write.
-async fn refusal(res: HttpResponse) -> (Response<()>, Bytes) {
+/// `res` as a head and a body to write (also `front.rs`).
+pub(crate) async fn head_and_body(res: HttpResponse) -> (Response<()>, Bytes) {
     let (res, body) = Response::from(res).into_parts();
     let body = actix_http::body::to_bytes(body).await.unwrap_or_default();
     (res, body)

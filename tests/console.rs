@@ -357,6 +357,17 @@ async fn the_page_and_its_assets_come_from_the_binary() {
         .await
         .unwrap();
     assert_eq!(res.status(), 404);
+    // The address typed with a trailing slash leads to the page.
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let res = plain.get(gw.url("/console/")).send().await.unwrap();
+    assert_eq!(res.status(), 308);
+    assert_eq!(res.headers()["location"], "/console");
+    let res = gw.http.get(gw.url("/console/")).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(res.text().await.unwrap().contains("console.js"));
 }
 
 /// The `transports` of `member` in a `members` list (a view's or a

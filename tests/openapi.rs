@@ -139,6 +139,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/admin/bays/{bay}/webhooks/live"),
     ("GET", "/api/admin/bays"),
     ("GET", "/console"),
+    ("GET", "/console/"),
     ("GET", "/console/{file}"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),

@@ -797,8 +797,8 @@ async fn fragmented_messages_keep_the_framing_contract() {
 /// (whole, across fragments, or a close frame's reason) closes 1007
 /// (§8.1, §7.4.1); reserved bits, a fragmented or oversized control frame,
 /// a continuation with nothing to continue, a new message inside a
-/// fragmented one and close codes §7.4 does not allow close 1002; a
-/// message whose fragments add up to more than the limit closes 1009.
+/// fragmented one, a 64-bit length with its top bit set and close codes
+/// §7.4 does not allow close 1002; a message whose fragments add up to more than the limit closes 1009.
 #[tokio::test]
 async fn frames_the_decoder_refuses_get_an_error_frame_and_the_rfc_close_code() {
     let (gw, w) =
@@ -852,6 +852,16 @@ async fn frames_the_decoder_refuses_get_an_error_frame_and_the_rfc_close_code() 
             WsClose::ProtocolError,
         ),
         ("reserved bit", rsv, WsClose::ProtocolError),
+        (
+            "a 64-bit length with its top bit set (RFC 6455 §5.2)",
+            {
+                let mut f = vec![0x81, 0x80 | 127];
+                f.extend_from_slice(&(1u64 << 63 | 5).to_be_bytes());
+                f.extend_from_slice(&[0x12, 0x34, 0x56, 0x78]);
+                f
+            },
+            WsClose::ProtocolError,
+        ),
         (
             "fragmented ping",
             client_frame(false, 0x9, b"p"),

@@ -34,6 +34,7 @@ The WebSocket route is described as its HTTP upgrade; its frames are in docs/web
         crate::ops::health::readyz,
         crate::ops::exporter::render,
         crate::console::index,
+        crate::console::slash,
         crate::console::file,
         crate::api::pairing::redeem::pair,
         crate::api::pairing::link::create,

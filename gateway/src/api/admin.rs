@@ -235,9 +235,14 @@ async fn rotate_token(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (bay, pid) = path.into_inner();
-    match provision::rotate_token(&*state.store, &BayId(bay), &ParticipantId(pid)).await? {
-        Some((_, token)) => Ok(HttpResponse::Created().json(json!({ "token": token }))),
+    let (bay, pid) = (BayId(path.0.clone()), ParticipantId(path.1.clone()));
+    match provision::rotate_token(&*state.store, &bay, &pid).await? {
+        Some((_, token)) => {
+            // As a revocation: the old token is refused here from the
+            // answer on; other nodes follow the credentials channel.
+            state.registry.tokens().revoke(&bay, &pid);
+            Ok(HttpResponse::Created().json(json!({ "token": token })))
+        }
         None => Err(ApiError::not_found()),
     }
 }

@@ -54,6 +54,22 @@ async fn index() -> HttpResponse {
     asset("text/html; charset=utf-8", INDEX)
 }
 
+/// `GET /console/`: a permanent redirect to the page, so that the address
+/// typed with its trailing slash (as consoles are usually typed) works.
+#[utoipa::path(
+    operation_id = "consoleSlash",
+    tag = "operations",
+    summary = "Operator console, trailing slash",
+    description = "308 to `/console`.",
+    responses((status = 308, description = "To the page", headers(("Location" = String, description = "/console")))),
+)]
+#[get("/console/")]
+async fn slash() -> HttpResponse {
+    HttpResponse::PermanentRedirect()
+        .insert_header((actix_web::http::header::LOCATION, "/console"))
+        .finish()
+}
+
 /// `GET /console/{file}`: the page's script and style sheet; 404 for
 /// anything else.
 #[utoipa::path(
@@ -78,5 +94,5 @@ async fn file(path: web::Path<String>) -> Result<HttpResponse, crate::error::Api
 
 /// Registers the console's routes at the root.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(index).service(file);
+    cfg.service(index).service(slash).service(file);
 }

@@ -73,6 +73,10 @@ pub enum InboundError {
     /// A close frame with a code RFC 6455 §7.4 does not allow a client to
     /// send (e.g. 999, 1005, 1006, 1015, 2999, 5000).
     BadCloseCode(u16),
+    /// A frame header whose 64-bit payload length has its most
+    /// significant bit set, which RFC 6455 §5.2 forbids; refused from the
+    /// header, like [`InboundError::TooBig`].
+    BadLength,
     /// The socket failed.
     Read(std::io::Error),
 }
@@ -95,6 +99,8 @@ pub struct Inbound<R> {
     /// before its header are handed on, the stream ends with
     /// [`InboundError::TooBig`].
     oversize: bool,
+    /// Like `oversize`, for a header [`InboundError::BadLength`] refuses.
+    bad_length: bool,
     /// The client's side of the socket ended (its end, or a read error,
     /// kept in `read_error` until the frames before it are handed on).
     ended: bool,
@@ -136,6 +142,7 @@ impl<R> Inbound<R> {
             scan: HeaderScan::new(max_frame),
             read_ahead: max_frame.saturating_add(14),
             oversize: false,
+            bad_length: false,
             ended: false,
             read_error: None,
             finished: false,
@@ -157,7 +164,11 @@ impl<R> Inbound<R> {
             None => self.buf.extend_from_slice(bytes),
             Some(refused_at) => {
                 self.buf.extend_from_slice(&bytes[..refused_at]);
-                self.oversize = true;
+                if self.scan.bad_length {
+                    self.bad_length = true;
+                } else {
+                    self.oversize = true;
+                }
             }
         }
         if self.scan.saw_close {
@@ -187,6 +198,11 @@ impl<R> Inbound<R> {
                     if let Some(message) = self.frame(fin, opcode, payload) {
                         break message;
                     }
+                }
+                // The refused header is the last thing buffered (see
+                // `take_in`), so the decoder's overflow is that header's.
+                Err(ProtocolError::Overflow) if self.bad_length => {
+                    break Err(InboundError::BadLength)
                 }
                 Err(ProtocolError::Overflow) => break Err(InboundError::TooBig),
                 Err(e) => break Err(InboundError::Protocol(e)),
@@ -301,7 +317,8 @@ impl<R: AsyncRead + Unpin> Inbound<R> {
     /// again once the socket is readable; `false` when it read all it may
     /// (the buffer is full, or the client's side ended).
     fn fill(&mut self, cx: &mut Context<'_>) -> bool {
-        while !self.ended && !self.oversize && self.buf.len() < self.read_ahead {
+        while !self.ended && !self.oversize && !self.bad_length && self.buf.len() < self.read_ahead
+        {
             let mut chunk = [0u8; READ_CHUNK];
             let mut read = ReadBuf::new(&mut chunk);
             match Pin::new(&mut self.io).poll_read(cx, &mut read) {
@@ -338,6 +355,10 @@ impl<R: AsyncRead + Unpin> Stream for Inbound<R> {
             if this.oversize {
                 this.finished = true;
                 return Poll::Ready(Some(Err(InboundError::TooBig)));
+            }
+            if this.bad_length {
+                this.finished = true;
+                return Poll::Ready(Some(Err(InboundError::BadLength)));
             }
             if let Some(e) = this.read_error.take() {
                 this.finished = true;
@@ -470,6 +491,9 @@ pub struct HeaderScan {
     position: Position,
     /// A close frame's header went by.
     pub saw_close: bool,
+    /// The header [`HeaderScan::scan`] stopped at declared a 64-bit length
+    /// with its top bit set (RFC 6455 §5.2), not an oversized payload.
+    pub bad_length: bool,
 }
 
 impl HeaderScan {
@@ -482,12 +506,15 @@ impl HeaderScan {
                 have: 0,
             },
             saw_close: false,
+            bad_length: false,
         }
     }
 
     /// Follows `chunk` through the frame structure. Returns the index in
     /// `chunk` of the byte that completes the first header declaring an
-    /// oversized payload, if there is one (the scanner stops there).
+    /// oversized payload, or a 64-bit length with its top bit set
+    /// ([`HeaderScan::bad_length`]), if there is one (the scanner stops
+    /// there).
     pub fn scan(&mut self, chunk: &[u8]) -> Option<usize> {
         let mut i = 0;
         while i < chunk.len() {
@@ -526,6 +553,10 @@ impl HeaderScan {
                         8 => u64::from_be_bytes(bytes[2..10].try_into().unwrap_or([0xff; 8])),
                         _ => short,
                     };
+                    if extended == 8 && bytes[2] & 0x80 != 0 {
+                        self.bad_length = true;
+                        return Some(i - 1);
+                    }
                     if len > self.max_frame {
                         return Some(i - 1);
                     }
@@ -590,6 +621,17 @@ mod tests {
         assert_eq!(g.scan(&header), Some(13), "refused from the header alone");
         let mut g = HeaderScan::new(1000);
         assert_eq!(g.scan(&frame(1001, 2)[..8]), Some(7));
+        assert!(!g.bad_length);
+    }
+
+    #[test]
+    fn a_64_bit_length_with_its_top_bit_set_is_no_size_but_an_error() {
+        let mut g = HeaderScan::new(1000);
+        let mut header = vec![0x81, 0x80 | 127];
+        header.extend_from_slice(&(1u64 << 63 | 5).to_be_bytes());
+        header.extend_from_slice(&[0, 0, 0, 0]);
+        assert_eq!(g.scan(&header), Some(13));
+        assert!(g.bad_length, "RFC 6455 §5.2: a protocol error, not a size");
     }
 
     type Seen = std::rc::Rc<std::cell::RefCell<Vec<String>>>;

@@ -656,6 +656,11 @@ impl Handler<FromClient> for WsSession {
                     ctx,
                 )
             }
+            Err(InboundError::BadLength) => self.close_with(
+                WsClose::ProtocolError,
+                "websocket protocol error: a 64-bit payload length must have its most significant bit clear (RFC 6455 §5.2)",
+                ctx,
+            ),
             Err(InboundError::BadCloseCode(code)) => {
                 tracing::debug!(session = %self.session, code, "client closed with a code it may not send");
                 self.close_with(

@@ -402,6 +402,13 @@ async fn healthz_and_readyz_answer_200_without_credentials() {
         let (s, _, b) = gw.send_raw(gw.http.get(gw.url(path))).await;
         assert_eq!(s, 200, "{path}: {b}");
         assert_eq!(b["status"], status, "{path}: {b}");
+        // HEAD, as load balancers' checks send it: the status, no body.
+        let res = gw.http.head(gw.url(path)).send().await.unwrap();
+        assert_eq!(res.status(), 200, "HEAD {path}");
+        assert!(
+            res.bytes().await.unwrap().is_empty(),
+            "HEAD {path} has no body"
+        );
     }
 }
 

@@ -220,6 +220,19 @@ async fn requests_near_the_poll_route_get_the_apps_answers() {
             assert!(body["code"].is_string(), "{first_line}: {body}");
         }
     }
+    // A 401 names the scheme (RFC 6750 §3), here and on the app's routes.
+    for path in ["/api/agent-api/updates?wait=1", "/api/agent-api/me"] {
+        let mut c = Conn::open(&gw).await;
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await;
+        let a = c.answer().await;
+        assert_eq!(a.status, 401, "{path}");
+        assert!(
+            a.head.contains("www-authenticate: bearer"),
+            "{path}: {}",
+            a.head
+        );
+    }
     let mut c = Conn::open(&gw).await;
     c.send(b"GET /api/agent-api/updates?wait=1 HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
         .await;
@@ -257,6 +270,29 @@ async fn a_client_that_leaves_a_held_poll_frees_it_and_its_log_and_metrics_are_t
         })
         .await,
         "its connection slot is free"
+    );
+
+    // The poll the client left is logged, with its id, as abandoned.
+    let mut c = Conn::open(&gw).await;
+    let mut request = poll(&w.rex, "wait=30");
+    request.insert_str(request.len() - 2, "x-request-id: poll-left-1\r\n");
+    c.send(request.as_bytes()).await;
+    assert!(
+        eventually(PATIENCE, || async {
+            gw.metric("switchboard_held_polls").await == 1.0
+        })
+        .await,
+        "the poll is held"
+    );
+    drop(c);
+    assert!(
+        eventually(PATIENCE, || async {
+            gw.logs()
+                .lines()
+                .any(|l| l.contains("poll-left-1") && l.contains("request abandoned"))
+        })
+        .await,
+        "no line for the abandoned poll"
     );
 
     // An answered poll is logged and counted under the route's pattern.
@@ -304,4 +340,28 @@ async fn an_idle_connection_closes_after_the_keep_alive() {
         "closed early"
     );
     assert!(c.closed_within(Duration::from_secs(5)).await, "still open");
+}
+
+/// A head that stops halfway gets the JSON 408 after the first-head
+/// timeout (5 s), on the poll's path and on the dispatcher's.
+#[tokio::test]
+async fn a_head_that_stops_halfway_gets_a_json_408() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "sh").await;
+    let poll_half = poll(&w.rex, "wait=1");
+    let cases = [
+        ("a poll", poll_half[..40].to_owned()),
+        ("another request", "GET /healthz HTTP/1.1\r\nHo".to_owned()),
+    ];
+    for (what, half) in cases {
+        let mut c = Conn::open(&gw).await;
+        c.send(half.as_bytes()).await;
+        let a = c.answer().await;
+        assert_eq!(a.status, 408, "{what}: {}", a.head);
+        assert_eq!(a.json()["code"], "REQUEST_TIMEOUT", "{what}: {}", a.body);
+        assert!(
+            c.closed_within(Duration::from_secs(3)).await,
+            "{what}: still open"
+        );
+    }
 }

@@ -97,6 +97,13 @@ impl ResponseError for ApiError {
         let mut body = ErrorBody::new(self.code, self.message.clone());
         body.length = self.length;
         let mut res = HttpResponse::build(self.status_code()).json(body);
+        if self.code.status() == 401 {
+            // RFC 6750 §3: a 401 names the scheme the client should use.
+            res.headers_mut().insert(
+                actix_web::http::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer"),
+            );
+        }
         if let Some(wait) = self.retry_after {
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
             if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {

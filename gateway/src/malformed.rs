@@ -11,11 +11,13 @@
 //!
 //! A request head too large to parse (more headers than the decoder
 //! takes) gets the dispatcher's empty 431 the same way ([`BARE_431`]),
-//! swapped for a 431 with the same JSON code.
+//! swapped for a 431 with the same JSON code, and a head that does not
+//! arrive in time its empty 408 ([`BARE_408`]), swapped for a 408 with
+//! `REQUEST_TIMEOUT`.
 //!
 //! The dispatcher's answer is recognised by its exact head
-//! ([`BARE_400`], [`BARE_431`]). No answer of the app starts so: every 400 the app
-//! writes has a JSON body, and no body the app writes holds a raw CRLF
+//! ([`BARE_400`], [`BARE_431`], [`BARE_408`]). No answer of the app starts
+//! so: every 400, 408 and 431 the app writes has a JSON body, and no body the app writes holds a raw CRLF
 //! (JSON escapes line breaks). WebSocket upgrades take the socket back out
 //! of the wrapper ([`JsonBadRequest::into_parts`]), so frames never pass
 //! through it. Should the socket accept only part of a write that ends
@@ -40,27 +42,38 @@ pub const BARE_400: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n"
 pub const BARE_431: &[u8] =
     b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n";
 
-/// The dispatcher's bare answers, each with its status line and the
-/// message of the JSON body that replaces it.
-const BARE: [(&[u8], &str, &str); 2] = [
+/// How it starts its answer to a request head that did not arrive within
+/// the client request timeout (5 s): 408, also empty.
+pub const BARE_408: &[u8] = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\n";
+
+/// The dispatcher's bare answers, each with its status line and the code
+/// and message of the JSON body that replaces it.
+const BARE: [(&[u8], &str, ErrorCode, &str); 3] = [
     (
         BARE_400,
         "400 Bad Request",
+        ErrorCode::MalformedRequest,
         "the request line or headers are not valid HTTP/1.1",
     ),
     (
         BARE_431,
         "431 Request Header Fields Too Large",
+        ErrorCode::MalformedRequest,
         "the request head has too many or too large headers",
+    ),
+    (
+        BARE_408,
+        "408 Request Timeout",
+        ErrorCode::RequestTimeout,
+        "the request head did not arrive in time",
     ),
 ];
 
 /// What the client gets instead of `BARE[i]`: the same status, with the
 /// JSON error body, closing the connection as the dispatcher does.
 fn json_answer(i: usize) -> Vec<u8> {
-    let (_, status, message) = BARE[i];
-    let body = serde_json::to_vec(&ErrorBody::new(ErrorCode::MalformedRequest, message))
-        .unwrap_or_default();
+    let (_, status, code, message) = BARE[i];
+    let body = serde_json::to_vec(&ErrorBody::new(code, message)).unwrap_or_default();
     let mut out = format!(
         "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
@@ -80,7 +93,7 @@ fn json_400() -> Vec<u8> {
 fn find_bare(buf: &[u8]) -> Option<(usize, usize)> {
     BARE.iter()
         .enumerate()
-        .filter_map(|(i, (head, _, _))| memchr::memmem::find(buf, head).map(|at| (at, i)))
+        .filter_map(|(i, (head, ..))| memchr::memmem::find(buf, head).map(|at| (at, i)))
         .min()
 }
 

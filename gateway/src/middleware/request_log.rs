@@ -90,10 +90,56 @@ pub fn finished(
         .record(started.elapsed().as_secs_f64());
     tracing::info!(
         status,
-        elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+        elapsed_ms = elapsed_ms(started),
         query = %query,
         "request finished"
     );
+}
+
+/// Logs, when dropped before [`Unanswered::answered`], that the client
+/// left before its answer: a held poll or wait the client gave up on, or a
+/// request whose connection broke. Such a request has no status (no
+/// answer was written) and would otherwise leave no line at all.
+pub struct Unanswered {
+    span: tracing::Span,
+    started: Instant,
+    query: String,
+    answered: bool,
+}
+
+impl Unanswered {
+    /// Watches the request of `span` that started at `started`.
+    pub fn new(span: tracing::Span, started: Instant, query: String) -> Self {
+        Unanswered {
+            span,
+            started,
+            query,
+            answered: false,
+        }
+    }
+
+    /// The request got its answer: nothing to log on drop.
+    pub fn answered(&mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if !self.answered {
+            let _enter = self.span.enter();
+            tracing::info!(
+                elapsed_ms = elapsed_ms(self.started),
+                query = %self.query,
+                "request abandoned: the client left before the answer"
+            );
+        }
+    }
+}
+
+/// Milliseconds since `started`, to the microsecond (a log field).
+fn elapsed_ms(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
 
 /// The middleware function (use with `actix_web::middleware::from_fn`).
@@ -118,7 +164,9 @@ pub async fn request_log(
         .unwrap_or_default();
     let span = tracing::info_span!("request", request_id = %id, %method, %path, %client);
     let started = Instant::now();
+    let mut unanswered = Unanswered::new(span.clone(), started, query.clone());
     let result = next.call(req).instrument(span.clone()).await;
+    unanswered.answered();
     let _enter = span.enter();
     match result {
         Ok(mut res) => {

@@ -4,15 +4,19 @@
 
 use crate::openapi::schemas::{Health, HealthStatus, NotReadyReason, Readiness, ReadyStatus};
 use crate::state::AppState;
-use actix_web::{get, web, HttpResponse};
+use actix_web::{route, web, HttpResponse};
 
-/// `GET /healthz` → 200 `{status:"ok"}` while the process runs.
+/// `GET /healthz` → 200 `{status:"ok"}` while the process runs. `HEAD`
+/// answers the same status and headers without the body (load balancers'
+/// checks often use it, RFC 9110 §9.3.2).
 #[utoipa::path(
+    get,
+    path = "/healthz",
     tag = "operations",
     summary = "Liveness",
     responses((status = 200, description = "The process runs", body = crate::openapi::schemas::Health)),
 )]
-#[get("/healthz")]
+#[route("/healthz", method = "GET", method = "HEAD")]
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(Health {
         status: HealthStatus::Ok,
@@ -21,8 +25,10 @@ async fn healthz() -> HttpResponse {
 
 /// `GET /readyz` → 200 `{status:"ready"}`, or 503 `{status, reason}` while
 /// draining, while the store cannot be reached, or while the canary finds
-/// delivery stalled.
+/// delivery stalled. `HEAD` as for `/healthz`.
 #[utoipa::path(
+    get,
+    path = "/readyz",
     tag = "operations",
     summary = "Readiness",
     responses(
@@ -30,7 +36,7 @@ async fn healthz() -> HttpResponse {
         (status = 503, description = "Not ready: draining, the store is unreachable, or delivery is stalled (a canary record did not come back through the feed in time); not the error body", body = crate::openapi::schemas::Readiness),
     ),
 )]
-#[get("/readyz")]
+#[route("/readyz", method = "GET", method = "HEAD")]
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     if state.is_draining() {
         return not_ready(NotReadyReason::Draining, None);

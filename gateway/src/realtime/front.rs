@@ -25,7 +25,7 @@
 use super::updates::{self, UpdatesQuery};
 use super::upgrade::{head_and_body, Socket};
 use crate::auth::{authenticate_token, presented_token};
-use crate::error::invalid_query;
+use crate::error::{invalid_query, ApiError};
 use crate::malformed::JsonBadRequest;
 use crate::middleware::request_log;
 use crate::state::AppState;
@@ -41,6 +41,7 @@ use bytes::BytesMut;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
+use switchboard_protocol::error::ErrorCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::Instrument;
@@ -83,6 +84,8 @@ enum Next {
     Poll(Request),
     /// Anything else: the dispatcher's.
     Other,
+    /// Part of a poll's head, and no more of it in time.
+    TimedOut,
     /// Nothing (closed, idle past its time, or the server stops).
     Closed,
 }
@@ -125,6 +128,15 @@ impl Front {
         loop {
             match self.next_request(&mut io, &mut buf, &mut codec, wait).await {
                 Next::Closed => return Ok(()),
+                Next::TimedOut => {
+                    let late = ApiError::new(
+                        ErrorCode::RequestTimeout,
+                        "the request head did not arrive in time",
+                    );
+                    let _ = respond(&mut io, &mut codec, late.error_response(), true).await;
+                    let _ = io.shutdown().await;
+                    return Ok(());
+                }
                 Next::Other => {
                     let io = JsonBadRequest::with_read_ahead(io, buf.freeze());
                     // Boxed: the dispatcher's future is large, and a
@@ -179,9 +191,9 @@ impl Front {
                 Ok(Ok(n)) if n > 0 => {}
                 // EOF, a broken socket, or the server stops.
                 Ok(_) => return Next::Closed,
-                // Part of a head but not all of it in time: the dispatcher
-                // answers it as it answers a slow head.
-                Err(_) if !buf.is_empty() => return Next::Other,
+                // Part of a head but not all of it in time: answered as the
+                // dispatcher answers a slow head (408, closing).
+                Err(_) if !buf.is_empty() => return Next::TimedOut,
                 Err(_) => return Next::Closed,
             }
         }
@@ -211,7 +223,7 @@ impl Front {
         // Nothing of the head stays while the poll is held.
         drop(req);
         let client_label = client.map(|ip| ip.to_string()).unwrap_or_default();
-        let span = tracing::info_span!("request", request_id = %id, method = "GET", path = UPDATES_PATH, client = %client_label);
+        let span = tracing::info_span!("request", request_id = %id, method = %Method::GET, path = %UPDATES_PATH, client = %client_label);
         // The checks in a box of their own, freed before the wait: the
         // credential (the agent scope's order: before the query), then
         // the route's checks, then the start of the poll.
@@ -223,10 +235,13 @@ impl Front {
             }
             .instrument(span.clone()),
         );
+        let mut unanswered =
+            request_log::Unanswered::new(span.clone(), started, logged_query.clone());
         let answer = match until_gone(io, buf, begin).await? {
             Ok(held) => until_gone(io, buf, held.body()).await?.map(updates::ok),
             Err(err) => Err(err),
         };
+        unanswered.answered();
         let mut res = answer.unwrap_or_else(|err| err.error_response());
         if let Ok(v) = HeaderValue::from_str(&id) {
             res.headers_mut()

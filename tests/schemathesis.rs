@@ -51,6 +51,44 @@ fn schemathesis_installed() -> bool {
 /// `token` as the bearer, and fails with its output on any failure.
 /// Returns the run's summary lines.
 fn fuzz(gw: &Gateway, name: &str, paths: &str, token: &str) -> String {
+    let mut attempt = 1;
+    loop {
+        match fuzz_once(gw, name, paths, token) {
+            Ok(summary) => return summary,
+            // The tool itself crashed, every case it generated passed:
+            // once more, with the same seed and so the same cases.
+            Err(report) if attempt == 1 && only_the_cpython_ast_crash(&report) => {
+                eprintln!("schemathesis, {name}: crashed on CPython's AST race; running again");
+                attempt += 1;
+            }
+            Err(report) => panic!("{report}"),
+        }
+    }
+}
+
+/// Whether a failed run's output is CPython 3.11's spurious
+/// `SystemError: AST constructor recursion depth mismatch`
+/// (python/cpython#106905, fixed in 3.11.8), which hypothesis can meet in
+/// schemathesis's worker threads while describing a strategy, and nothing
+/// else: every generated test case passed. Such a run says nothing about
+/// the server.
+fn only_the_cpython_ast_crash(report: &str) -> bool {
+    let all_passed = report.lines().any(|l| {
+        let l = l.trim();
+        let mut words = l.split([' ', ',']).filter(|w| !w.is_empty());
+        match (words.next(), words.next(), words.next(), words.next()) {
+            (Some(generated), Some("generated"), Some(passed), Some("passed")) => {
+                generated == passed
+            }
+            _ => false,
+        }
+    });
+    all_passed && report.contains("AST constructor recursion depth mismatch")
+}
+
+/// One schemathesis run (see [`fuzz`]): its summary, or the whole report
+/// when it failed.
+fn fuzz_once(gw: &Gateway, name: &str, paths: &str, token: &str) -> Result<String, String> {
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schemathesis/schemathesis.toml");
     let started = Instant::now();
     let output = Command::new("schemathesis")
@@ -82,13 +120,14 @@ fn fuzz(gw: &Gateway, name: &str, paths: &str, token: &str) -> String {
         "schemathesis, {name} ({:.0?}):\n{summary}",
         started.elapsed()
     );
-    assert!(
-        output.status.success(),
-        "schemathesis found failures on the {name} ({}):\n{stdout}\n{stderr}\n--- gateway log (tail) ---\n{}",
-        output.status,
-        tail(&gw.logs(), 60)
-    );
-    summary
+    if !output.status.success() {
+        return Err(format!(
+            "schemathesis found failures on the {name} ({}):\n{stdout}\n{stderr}\n--- gateway log (tail) ---\n{}",
+            output.status,
+            tail(&gw.logs(), 60)
+        ));
+    }
+    Ok(summary)
 }
 
 /// The lines of schemathesis's closing summary (from the "SUMMARY" rule on).
@@ -142,4 +181,14 @@ async fn schemathesis_finds_no_failure_on_the_agent_and_admin_apis() {
     for summary in [agent, admin] {
         assert!(summary.contains(" passed"), "{summary}");
     }
+}
+
+#[test]
+fn a_retry_is_for_the_tool_crash_alone() {
+    let crash = "Runtime Error\nAST constructor recursion depth mismatch (before=66, after=92)";
+    let clean = "Test cases:\n  1217 generated, 1217 passed, 35 skipped";
+    let failing = "Test cases:\n  1217 generated, 1215 passed, 2 failed, 35 skipped";
+    assert!(only_the_cpython_ast_crash(&format!("{crash}\n{clean}")));
+    assert!(!only_the_cpython_ast_crash(&format!("{crash}\n{failing}")));
+    assert!(!only_the_cpython_ast_crash(clean));
 }

@@ -194,6 +194,8 @@ impl Front {
                 // Part of a head but not all of it in time: answered as the
                 // dispatcher answers a slow head (408, closing).
                 Err(_) if !buf.is_empty() => return Next::TimedOut,
+                // Nothing at all in time: closed without an answer, as nginx
+                // does (actix-http would write an empty 408).
                 Err(_) => return Next::Closed,
             }
         }

@@ -27,6 +27,18 @@ impl Answer {
     fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
+
+    /// Asserts a poll's 200 `{cursor, events}`; returns the body.
+    #[track_caller]
+    fn polled(&self) -> Value {
+        assert_eq!(self.status, 200, "{}", self.body);
+        let body = self.json();
+        assert!(
+            body["cursor"].is_string() && body["events"].is_array(),
+            "{body}"
+        );
+        body
+    }
 }
 
 /// A raw HTTP/1.1 connection that reads answers one at a time.
@@ -162,9 +174,7 @@ async fn a_request_pipelined_behind_a_held_poll_is_answered_after_it() {
     let mut c = Conn::open(&gw).await;
     let both = format!("{}{}", poll(&w.rex, "wait=2"), me(&w.rex));
     c.send(both.as_bytes()).await;
-    let first = c.answer().await;
-    assert_eq!(first.status, 200, "{}", first.body);
-    assert!(first.json()["events"].is_array(), "{}", first.body);
+    c.answer().await.polled();
     let second = c.answer().await;
     assert_eq!(second.status, 200, "{}", second.body);
     assert_eq!(second.json()["id"], "rex", "{}", second.body);
@@ -173,9 +183,7 @@ async fn a_request_pipelined_behind_a_held_poll_is_answered_after_it() {
     let two = format!("{}{}", poll(&w.rex, "wait=1"), poll(&w.rex, "wait=1"));
     c.send(two.as_bytes()).await;
     for _ in 0..2 {
-        let a = c.answer().await;
-        assert_eq!(a.status, 200, "{}", a.body);
-        assert!(a.json()["cursor"].is_string(), "{}", a.body);
+        c.answer().await.polled();
     }
 }
 
@@ -189,9 +197,7 @@ async fn a_head_that_arrives_in_pieces_is_served() {
         c.send(piece.as_bytes()).await;
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
-    let a = c.answer().await;
-    assert_eq!(a.status, 200, "{}", a.body);
-    assert!(a.json()["cursor"].is_string(), "{}", a.body);
+    c.answer().await.polled();
 }
 
 #[tokio::test]
@@ -245,23 +251,15 @@ async fn requests_near_the_poll_route_get_the_apps_answers() {
 async fn a_client_that_leaves_a_held_poll_frees_it_and_its_log_and_metrics_are_the_routes() {
     let gw = Gateway::spawn().await;
     let w = World::create(&gw, "lv").await;
+    // The poll the client leaves ends, frees its slot and is logged, with
+    // its id, as abandoned.
     let mut c = Conn::open(&gw).await;
-    c.send(poll(&w.rex, "wait=30").as_bytes()).await;
-    assert!(
-        eventually(PATIENCE, || async {
-            gw.metric("switchboard_held_polls").await == 1.0
-        })
-        .await,
-        "the poll is held"
-    );
+    let mut request = poll(&w.rex, "wait=30");
+    request.insert_str(request.len() - 2, "x-request-id: poll-left-1\r\n");
+    c.send(request.as_bytes()).await;
+    gw.until_held(1).await;
     drop(c);
-    assert!(
-        eventually(PATIENCE, || async {
-            gw.metric("switchboard_held_polls").await == 0.0
-        })
-        .await,
-        "the poll ends with its client"
-    );
+    gw.until_held(0).await;
     assert!(
         eventually(PATIENCE, || async {
             gw.metric("switchboard_connections{transport=\"updates\"}")
@@ -271,20 +269,6 @@ async fn a_client_that_leaves_a_held_poll_frees_it_and_its_log_and_metrics_are_t
         .await,
         "its connection slot is free"
     );
-
-    // The poll the client left is logged, with its id, as abandoned.
-    let mut c = Conn::open(&gw).await;
-    let mut request = poll(&w.rex, "wait=30");
-    request.insert_str(request.len() - 2, "x-request-id: poll-left-1\r\n");
-    c.send(request.as_bytes()).await;
-    assert!(
-        eventually(PATIENCE, || async {
-            gw.metric("switchboard_held_polls").await == 1.0
-        })
-        .await,
-        "the poll is held"
-    );
-    drop(c);
     assert!(
         eventually(PATIENCE, || async {
             gw.logs()
@@ -302,15 +286,7 @@ async fn a_client_that_leaves_a_held_poll_frees_it_and_its_log_and_metrics_are_t
     c.send(request.as_bytes()).await;
     let a = c.answer().await;
     assert!(a.head.contains("x-request-id: poll-trace-1"), "{}", a.head);
-    let text = gw
-        .http
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = gw.metrics_text().await;
     assert!(
         text.lines()
             .any(|l| l.starts_with("switchboard_http_requests_total")

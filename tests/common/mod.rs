@@ -1202,19 +1202,24 @@ pub async fn assert_both_readers_got_everything(
 // ---- observable signals and exact close codes ----
 
 impl Gateway {
-    /// The sum of every `/metrics` sample whose line starts with `name`
-    /// (0 when the series does not exist yet).
-    pub async fn metric(&self, name: &str) -> f64 {
-        let text = self
-            .http
+    /// The node's whole `/metrics` exposition.
+    pub async fn metrics_text(&self) -> String {
+        self.http
             .get(self.url("/metrics"))
             .send()
             .await
             .unwrap()
             .text()
             .await
-            .unwrap();
-        text.lines()
+            .unwrap()
+    }
+
+    /// The sum of every `/metrics` sample whose line starts with `name`
+    /// (0 when the series does not exist yet).
+    pub async fn metric(&self, name: &str) -> f64 {
+        self.metrics_text()
+            .await
+            .lines()
             .filter(|l| l.starts_with(name))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()

@@ -16,7 +16,7 @@
 use super::calls::Answer;
 use super::{render, CallScope};
 use crate::error::ApiError;
-use crate::realtime::updates::hold;
+use crate::realtime::updates::start;
 use serde_json::{json, Value};
 use std::time::Duration;
 use switchboard_actors::open::Resume;
@@ -73,15 +73,18 @@ pub async fn wait(
             Resume::Now | Resume::Unaddressable => None,
         },
     };
-    let answer = hold(
+    let started = start(
         &scope.state,
         scope.peer,
         scope.caller.clone(),
         resume,
         wait,
         switchboard_actors::session::Transport::Mcp,
-    )
-    .await;
+    );
+    let answer = match started {
+        Ok(held) => held.body().await,
+        Err(e) => Err(e),
+    };
     let body = match answer {
         Ok(body) => body,
         Err(e) if e.code == ErrorCode::CursorExpired => {

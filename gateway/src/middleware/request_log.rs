@@ -122,6 +122,11 @@ impl Unanswered {
     pub fn answered(&mut self) {
         self.answered = true;
     }
+
+    /// The redacted query string it logs (and the request's line shows).
+    pub fn query(&self) -> &str {
+        &self.query
+    }
 }
 
 impl Drop for Unanswered {
@@ -164,7 +169,7 @@ pub async fn request_log(
         .unwrap_or_default();
     let span = tracing::info_span!("request", request_id = %id, %method, %path, %client);
     let started = Instant::now();
-    let mut unanswered = Unanswered::new(span.clone(), started, query.clone());
+    let mut unanswered = Unanswered::new(span.clone(), started, query);
     let result = next.call(req).instrument(span.clone()).await;
     unanswered.answered();
     let _enter = span.enter();
@@ -183,12 +188,12 @@ pub async fn request_log(
                 route,
                 res.status().as_u16(),
                 started,
-                &query,
+                unanswered.query(),
             );
             Ok(res)
         }
         Err(err) => {
-            tracing::warn!(error = %err, query = %query, "request failed");
+            tracing::warn!(error = %err, query = %unanswered.query(), "request failed");
             Err(err)
         }
     }

@@ -237,8 +237,7 @@ impl Front {
             }
             .instrument(span.clone()),
         );
-        let mut unanswered =
-            request_log::Unanswered::new(span.clone(), started, logged_query.clone());
+        let mut unanswered = request_log::Unanswered::new(span.clone(), started, logged_query);
         let answer = match until_gone(io, buf, begin).await? {
             Ok(held) => until_gone(io, buf, held.body()).await?.map(updates::ok),
             Err(err) => Err(err),
@@ -255,7 +254,7 @@ impl Front {
                 UPDATES_PATH.to_owned(),
                 res.status().as_u16(),
                 started,
-                &logged_query,
+                unanswered.query(),
             )
         });
         Some(res)

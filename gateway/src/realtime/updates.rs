@@ -191,30 +191,15 @@ impl HeldPoll {
     }
 }
 
-/// Holds one poll for `caller` from `resume` (`None`: from now) for at
-/// most `wait`, as `/updates` does: admitted like one (per IP and token),
-/// it displaces the token's other connections and answers with the events
-/// since `resume` and the cursor past them. Shared with the MCP tool
-/// `wait_for_messages`.
-///
-/// # Errors
-/// As [`start`] and [`HeldPoll::body`].
-pub(crate) async fn hold(
-    state: &AppState,
-    peer: Option<std::net::IpAddr>,
-    caller: Caller,
-    resume: Option<LogPosition>,
-    wait: Duration,
-    via: switchboard_actors::session::Transport,
-) -> Result<UpdatesBody, ApiError> {
-    start(state, peer, caller, resume, wait, via)?.body().await
-}
-
-/// Admits a poll (per IP, then per token) and starts its [`PollSession`].
+/// Admits a poll for `caller` (per IP, then per token) and starts its
+/// [`PollSession`] from `resume` (`None`: from now) for at most `wait`, as
+/// `/updates` does: it displaces the token's other connections, and
+/// [`HeldPoll::body`] answers with the events since `resume` and the
+/// cursor past them. Shared with the MCP tool `wait_for_messages`.
 ///
 /// # Errors
 /// 429 from admission.
-fn start(
+pub(crate) fn start(
     state: &AppState,
     peer: Option<std::net::IpAddr>,
     caller: Caller,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use switchboard_actors::store::log::LogEvent;
 use switchboard_actors::store::prelude::*;
 use switchboard_actors::store::redis::{connect, RedisLimits};
-use switchboard_actors::store::{CredentialsRead, Replay, Store, StoreError};
+use switchboard_actors::store::{AppendOutcome, CredentialsRead, Replay, Store, StoreError};
 use switchboard_actors::token::TokenHash;
 use switchboard_protocol::cursor::{EntryId, LogPosition};
 use switchboard_protocol::ids::{BayId, ParticipantId, TokenId};
@@ -652,4 +652,102 @@ async fn post_markers_of_either_layout_are_read() {
         .unwrap();
     assert_eq!(states[0].last_read.as_ref(), Some(&mine.id));
     assert_eq!(states[0].unread, 0);
+}
+
+/// Appends that arrive for a Bay while its previous batch is in Redis go
+/// together in one script (group commit), and each is answered on its
+/// own: a stale revision and a message whose conversation state has the
+/// wrong type fail alone, the rest are stored in order. Redis is paused
+/// (`CLIENT PAUSE … WRITE`) so the first append is still in flight when
+/// the others arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_waiting_for_a_bay_go_in_one_batch_and_are_answered_apart() {
+    let server = RedisServer::start();
+    let store = Arc::new(redis_store(&server, Limits::default()).await);
+    let bay = new_bay(&*store).await;
+    let (u, _) = new_participant(&*store, &bay.id, "p_user", ParticipantKind::User).await;
+    let good = new_group(&*store, &bay.id, "c_good", &[(&u, Role::Member)], 5).await;
+    let broken = new_group(&*store, &bay.id, "c_broken", &[(&u, Role::Member)], 5).await;
+    store
+        .append(&bay.id, message(&good, &u, "warm", None), u.kind)
+        .await
+        .unwrap();
+    let state = switchboard_actors::store::redis::keys::BayKeys::new(&bay.id)
+        .conversation_state(&broken.id);
+    server.cmd(&["SET", &state, "not a hash"]);
+    let revision = |c: &switchboard_actors::model::Conversation| {
+        let store = store.clone();
+        let bay = bay.id.clone();
+        let id = c.id.clone();
+        async move {
+            store
+                .conversation_revisioned(&bay, &id)
+                .await
+                .unwrap()
+                .unwrap()
+                .revision
+        }
+    };
+    let (good_rev, broken_rev) = (revision(&good).await, revision(&broken).await);
+    let evalsha0 = calls(&server, "evalsha");
+
+    server.cmd(&["CLIENT", "PAUSE", "300", "WRITE"]);
+    let send = |content: &str, conversation: &switchboard_actors::model::Conversation, rev: u64| {
+        let store = store.clone();
+        let bay = bay.id.clone();
+        let mut m = message(conversation, &u, content, None);
+        m.revision = rev;
+        let kind = u.kind;
+        tokio::spawn(async move { store.append_message(&bay, m, kind).await })
+    };
+    let first = send("first", &good, good_rev);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut rest = Vec::new();
+    for i in 0..8 {
+        rest.push(send(&format!("m{i}"), &good, good_rev));
+    }
+    let stale = send("stale", &good, good_rev + 7);
+    let failed = send("broken", &broken, broken_rev);
+    let tail = send("tail", &good, good_rev);
+
+    let appended = |o: AppendOutcome| match o {
+        AppendOutcome::Appended(a) => *a,
+        other => panic!("expected Appended, got {other:?}"),
+    };
+    let first = appended(first.await.unwrap().unwrap());
+    let mut stored = vec![first];
+    for r in rest {
+        stored.push(appended(r.await.unwrap().unwrap()));
+    }
+    assert!(matches!(
+        stale.await.unwrap().unwrap(),
+        AppendOutcome::Stale
+    ));
+    match failed.await.unwrap() {
+        Err(StoreError::Corrupt { cause, .. }) => assert!(cause.contains("WRONGTYPE"), "{cause}"),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    stored.push(appended(tail.await.unwrap().unwrap()));
+    let batches = calls(&server, "evalsha") - evalsha0;
+    assert!(
+        batches <= 2,
+        "the first append, then everything that waited behind it: {batches} calls"
+    );
+    // The spawned senders arrive in any order; whatever it was, seq,
+    // createdAt and log entries agree on it.
+    stored.sort_by_key(|a| a.message.seq);
+    let seqs: Vec<u64> = stored.iter().map(|a| a.message.seq).collect();
+    assert_eq!(seqs, (2..=11).collect::<Vec<u64>>());
+    assert!(stored.windows(2).all(|w| w[0].entry < w[1].entry));
+    assert!(stored
+        .windows(2)
+        .all(|w| w[0].message.created_at < w[1].message.created_at));
+    // The log holds exactly the stored messages, chained, after the warm-up.
+    let history = store
+        .messages_since(&bay.id, &good.id, chrono::DateTime::UNIX_EPOCH, 100)
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 11);
+    let head = store.log_head(&bay.id).await.unwrap();
+    assert_eq!(head.entry, stored.last().unwrap().entry);
 }

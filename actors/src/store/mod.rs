@@ -91,7 +91,7 @@ pub mod prelude {
 
 /// Store failures. Expected outcomes (not found, already exists, expired
 /// cursor) are return values, not errors.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     /// The backing service cannot be reached; callers answer 503 with Retry-After.
     #[error("store unavailable while {doing}: {cause}")]

@@ -181,6 +181,9 @@ pub enum ScriptStatus {
     Closed,
     /// A rate-limit bucket is empty.
     Limited,
+    /// One message of a batched append failed with an error (its text
+    /// follows); the batch's others went on (`messages/append.lua`).
+    Failed,
 }
 
 /// The status word a script answers first. An unknown word is `Corrupt`.
@@ -197,6 +200,7 @@ pub fn status(doing: &'static str, key: &str, reply: &[Value]) -> Result<ScriptS
         "stale" => ScriptStatus::Stale,
         "closed" => ScriptStatus::Closed,
         "limited" => ScriptStatus::Limited,
+        "failed" => ScriptStatus::Failed,
         other => return Err(corrupt(doing, key, format!("script said {other:?}"))),
     })
 }

@@ -3,6 +3,7 @@
 //! over the same connection while it reconnects after a break.
 
 use super::codec::{corrupt, decode, from_redis, unavailable};
+use super::connection::Shared;
 use super::lua::LuaScript;
 use super::{RedisStore, COMMAND_TIMEOUT};
 use crate::store::StoreError;
@@ -25,9 +26,7 @@ impl RedisStore {
         key: &str,
         fut: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(COMMAND_TIMEOUT, fut)
-            .await
-            .map_err(|_| unavailable(doing, key, "timed out"))?
+        timed(doing, key, fut).await
     }
 
     /// One JSON record stored as field `field` of hash `key` (`None` when absent).
@@ -78,10 +77,7 @@ impl RedisStore {
         .await
     }
 
-    /// Runs one script on a shared connection (`EVALSHA`, loading it first
-    /// when the server does not know it yet). The first of `keys` names
-    /// the script's main key in errors. Retried like a read only when the
-    /// script is [read-only](LuaScript::read_only).
+    /// Runs one script on a shared connection: [`invoke_on`].
     pub(super) async fn invoke<T: FromRedisValue>(
         &self,
         doing: &'static str,
@@ -89,30 +85,7 @@ impl RedisStore {
         keys: &[&str],
         args: &[&str],
     ) -> Result<T, StoreError> {
-        let key = keys.first().copied().unwrap_or("-");
-        let mut invocation = script.script().prepare_invoke();
-        for k in keys {
-            invocation.key(*k);
-        }
-        for a in args {
-            invocation.arg(*a);
-        }
-        let retry = script.is_read_only();
-        self.timed(doing, key, async {
-            // The same connection: its manager is reconnecting it.
-            let mut conn = self.shared.get();
-            let mut pause = RECONNECT_PAUSE;
-            loop {
-                match invocation.invoke_async(&mut conn).await {
-                    Err(e) if retry && worth_retrying(&e, pause) => {
-                        tokio::time::sleep(pause).await;
-                        pause *= 2;
-                    }
-                    other => return other.map_err(|e| from_redis(doing, key, e)),
-                }
-            }
-        })
-        .await
+        invoke_on(&self.shared, doing, script, keys, args).await
     }
 
     /// Invokes a script that answers with a status-first array.
@@ -133,6 +106,56 @@ impl RedisStore {
             )),
         }
     }
+}
+
+/// Runs `fut` under [`COMMAND_TIMEOUT`]: past it, `Unavailable` naming
+/// `doing` and `key`.
+async fn timed<T>(
+    doing: &'static str,
+    key: &str,
+    fut: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(COMMAND_TIMEOUT, fut)
+        .await
+        .map_err(|_| unavailable(doing, key, "timed out"))?
+}
+
+/// Runs one script on one of `shared`'s connections (`EVALSHA`, loading it
+/// first when the server does not know it yet), under
+/// [`COMMAND_TIMEOUT`]. The first of `keys` names the script's main key in
+/// errors. Retried like a read only when the script is
+/// [read-only](LuaScript::read_only).
+pub(super) async fn invoke_on<T: FromRedisValue, K: AsRef<str>, A: AsRef<str>>(
+    shared: &Shared,
+    doing: &'static str,
+    script: &LuaScript,
+    keys: &[K],
+    args: &[A],
+) -> Result<T, StoreError> {
+    let key = keys.first().map_or("-", AsRef::as_ref);
+    let mut invocation = script.script().prepare_invoke();
+    for k in keys {
+        invocation.key(k.as_ref());
+    }
+    for a in args {
+        invocation.arg(a.as_ref());
+    }
+    let retry = script.is_read_only();
+    timed(doing, key, async {
+        // The same connection: its manager is reconnecting it.
+        let mut conn = shared.get();
+        let mut pause = RECONNECT_PAUSE;
+        loop {
+            match invocation.invoke_async(&mut conn).await {
+                Err(e) if retry && worth_retrying(&e, pause) => {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                other => return other.map_err(|e| from_redis(doing, key, e)),
+            }
+        }
+    })
+    .await
 }
 
 /// Whether a read that failed with `e` is worth another try after `pause`.

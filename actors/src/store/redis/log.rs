@@ -8,7 +8,7 @@ use super::codec::{
 };
 use super::keys::BayKeys;
 use super::lua::{lua_params, LuaScript, APPEND_LOG};
-use super::RedisStore;
+use super::{RedisLimits, RedisStore};
 use crate::store::log::LogEvent;
 use crate::store::{LogStore, Replay, RosterChange, StoreError};
 use ::redis::{cmd, Value};
@@ -41,14 +41,22 @@ pub(super) struct LogArgs {
     pub max_entries: String,
 }
 
+impl LogArgs {
+    /// The log append's arguments for one call under `limits` (a fresh
+    /// epoch candidate).
+    pub(super) fn new(limits: &RedisLimits) -> Self {
+        LogArgs {
+            epoch_candidate: epoch_candidate(),
+            window_ms: limits.replay_window.as_millis().max(1).to_string(),
+            max_entries: limits.max_entries.max(1).to_string(),
+        }
+    }
+}
+
 impl RedisStore {
     /// The log append's arguments for one call (a fresh epoch candidate).
     pub(super) fn log_args(&self) -> LogArgs {
-        LogArgs {
-            epoch_candidate: epoch_candidate(),
-            window_ms: self.limits.replay_window.as_millis().max(1).to_string(),
-            max_entries: self.limits.max_entries.max(1).to_string(),
-        }
+        LogArgs::new(&self.limits)
     }
 }
 

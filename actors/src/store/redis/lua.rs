@@ -25,7 +25,9 @@
 //!
 //! - [`APPEND_LOG`] (`lua/append_log.lua`): `now_ms` and `append_log`, the
 //!   log append with epoch minting and trimming that every script writing
-//!   the log calls; its ARGV come from `log::LogArgs`.
+//!   the log calls (its ARGV come from `log::LogArgs`), and its three steps
+//!   `log_open`, `log_add`, `log_close` for a script that appends several
+//!   entries at once (the batched message append).
 //! - [`ROUND_STEP`] (`lua/round_step.lua`): the round counter of
 //!   protocol §4, as `next_round` in Rust (appends and draft completions).
 //! - [`REVISION`] (`lua/revision.lua`): `revision_of`, the revision check
@@ -54,8 +56,9 @@ pub const REVISION: &str = include_str!("lua/revision.lua");
 /// the credentials channel (chained to the entry before it), trimmed to
 /// about `kept` entries.
 pub const PUBLISH_CREDENTIALS: &str = include_str!("lua/publish_credentials.lua");
-/// `take_budget(key, interval, burst)`: one call from a GCRA bucket;
-/// false when taken, else the wait in µs.
+/// `take_budget(key, interval, burst[, now])`: one call from a GCRA
+/// bucket; false when taken, else the wait in µs (`now`, µs of the Redis
+/// clock, read with `TIME` when not given).
 pub const TAKE_BUDGET: &str = include_str!("lua/budget.lua");
 
 /// One script of the engine: its fragments and body, and whether it may
@@ -131,16 +134,29 @@ macro_rules! lua_params {
 pub(super) use lua_params;
 
 /// The names a script's `body` binds `table` (`"KEYS"` or `"ARGV"`) to:
-/// the locals of its `local a, b, … = unpack(KEYS)` statement.
+/// the locals of its first `local a, b, … = unpack(KEYS)` statement.
 #[cfg(test)]
 pub fn bound(body: &str, table: &str) -> Vec<String> {
-    let end = body
-        .find(&format!("= unpack({table})"))
-        .unwrap_or_else(|| panic!("the script does not bind {table}"));
-    let start = body[..end].rfind("local ").expect("a local binding") + "local ".len();
-    body[start..end]
-        .split(',')
-        .map(|name| name.trim().to_owned())
+    bindings(body, table)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("the script does not bind {table}"))
+}
+
+/// The names of every `local a, b, … = unpack(KEYS…)` statement of
+/// `body`, in order: a script that binds a slice of `table` at a time
+/// (`unpack(KEYS, k, k + 6)`, the batched append) has several.
+#[cfg(test)]
+pub fn bindings(body: &str, table: &str) -> Vec<Vec<String>> {
+    let pattern = format!("= unpack({table}");
+    body.match_indices(&pattern)
+        .map(|(end, _)| {
+            let start = body[..end].rfind("local ").expect("a local binding") + "local ".len();
+            body[start..end]
+                .split(',')
+                .map(|name| name.trim().to_owned())
+                .collect()
+        })
         .collect()
 }
 
@@ -153,5 +169,7 @@ mod tests {
         let body = "local a, b,\n  c = unpack(KEYS)\nlocal x = unpack(ARGV)\n";
         assert_eq!(bound(body, "KEYS"), ["a", "b", "c"]);
         assert_eq!(bound(body, "ARGV"), ["x"]);
+        let sliced = "local a = unpack(KEYS, 1, 1)\nlocal b, c = unpack(KEYS, k, k + 1)\n";
+        assert_eq!(bindings(sliced, "KEYS"), [vec!["a"], vec!["b", "c"]]);
     }
 }

@@ -1,10 +1,12 @@
 //! Messages: appends, changes, history, read markers: the Redis engine's
 //! [`MessageStore`]. Each method's script is beside it in `messages/`
-//! (the append, its largest, with its Rust in `messages/append.rs`);
+//! (the append, its largest, with its Rust in `messages/append.rs`, and
+//! the per-Bay batching of appends in `messages/batch.rs`);
 //! `messages/body_of.lua` reads a history entry's body and
 //! `messages/iso_ms.lua` formats `createdAt`.
 
 mod append;
+pub(super) mod batch;
 
 use super::codec::{
     array, bytes, corrupt, decode, entry_id, status, to_text, to_value, ScriptStatus,
@@ -19,7 +21,7 @@ use crate::store::{
     StoreError,
 };
 use ::redis::{cmd, Value};
-use append::{AppendKeys, Stamped};
+use append::{MessageKeys, Stamped};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::ops::ControlFlow;
@@ -142,9 +144,10 @@ impl MessageStore for RedisStore {
         // Versions count changes after the append, from 0 (the versions
         // hash starts empty).
         new.message.version = 0;
-        let keys = AppendKeys::new(bay, &new);
-        let reply = self.run_append(doing, &keys, &new, sender_kind).await?;
-        let stamped = match Stamped::from_reply(doing, &keys, &new, &reply)? {
+        let keys = MessageKeys::new(bay, &new);
+        let part = append::part(doing, &keys, &new, sender_kind)?;
+        let reply = self.appends.append(doing, bay, part).await?;
+        let stamped = match Stamped::from_reply(doing, bay, &keys, &new, &reply)? {
             ControlFlow::Continue(stamped) => stamped,
             ControlFlow::Break(outcome) => return Ok(outcome),
         };

@@ -6,7 +6,8 @@
 //! touches one slot, and stays valid on Redis Cluster:
 //!
 //! - `append_message`: round counter + `createdAt` stamp + history + log
-//!   entry (+ trimming) in one script;
+//!   entry (+ trimming) in one script, which appends every message this
+//!   node had waiting for the Bay (group commit, `messages/batch.rs`);
 //! - roster changes: compare-and-set of the conversation JSON + `Roster`
 //!   log entry in one script (the change itself is computed in Rust on the
 //!   JSON read, and retried when someone changed it in between);
@@ -131,6 +132,8 @@ pub struct RedisStore {
     /// Whether the credentials channel may be written in the same script
     /// as a Bay's keys: a server that is not a cluster (see `directory.rs`).
     atomic_credentials: bool,
+    /// This node's message appends, batched per Bay (`messages/batch.rs`).
+    appends: std::sync::Arc<messages::batch::Appends>,
 }
 
 /// The JSON of a `Change` log event in `conversation` (what

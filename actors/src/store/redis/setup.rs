@@ -6,6 +6,7 @@
 use super::blocking::BlockingConnections;
 use super::codec::{corrupt, from_redis, text};
 use super::connection::{Shared, Target};
+use super::messages::batch::Appends;
 use super::{RedisLimits, RedisStore, COMMAND_TIMEOUT, CONNECT_TIMEOUT};
 use crate::store::prelude::*;
 use crate::store::StoreError;
@@ -86,6 +87,7 @@ pub async fn connect_to(
     let blocking = BlockingConnections::new(target);
     blocking.adopt(first);
     let mut store = RedisStore {
+        appends: Appends::new(shared.clone(), limits),
         shared,
         blocking,
         limits,

@@ -7,7 +7,7 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Appends `event` to the log stream and keeps the log's meta hash current
+-- `append_log` appends `event` to the log stream and keeps the log's meta hash current
 -- (`last`, `maxdel`), so readers need no XINFO. Each entry also names its
 -- epoch (`ep`) and the entry before it (`p`): a tail reading with XREAD
 -- alone can tell that what it got follows its position unbroken. Trimming: entries older
@@ -25,18 +25,36 @@ end
 -- asked the epoch key, so later appends read it with `last` and
 -- `next_trim` (both keys live and go together: one slot, never deleted
 -- apart).
-local function append_log(log, epoch, meta, rosters, candidate, window, maxlen, event)
+--
+-- `append_log` is three steps, so a batch (messages/append.lua) reads and
+-- writes the meta hash, mints the epoch and checks the trim once for all
+-- its entries:
+-- `log_open` reads the meta hash (and mints the epoch when missing),
+-- `log_add` appends one entry chained to the one before it, and
+-- `log_close` trims and writes `last` (nothing when nothing was added).
+local function log_open(epoch, meta, candidate)
   local m = redis.call('HMGET', meta, 'last', 'next_trim', 'ep')
-  local prev, due, ep = m[1] or '0-0', m[2], m[3]
-  local keep_ep = {}
-  if not ep then
-    ep = redis.call('SET', epoch, candidate, 'NX', 'GET') or candidate
-    keep_ep = {'ep', ep}
+  local l = {prev = m[1] or '0-0', due = m[2], ep = m[3], keep_ep = {}, added = false}
+  if not l.ep then
+    l.ep = redis.call('SET', epoch, candidate, 'NX', 'GET') or candidate
+    l.keep_ep = {'ep', l.ep}
   end
-  local id = redis.call('XADD', log, '*', 'e', event, 'p', prev, 'ep', ep)
+  return l
+end
+
+local function log_add(l, log, event)
+  local id = redis.call('XADD', log, '*', 'e', event, 'p', l.prev, 'ep', l.ep)
+  l.prev = id
+  l.added = true
+  return id
+end
+
+local function log_close(l, log, meta, rosters, window, maxlen)
+  if not l.added then return end
+  local id = l.prev
   local trimmed = false
   local now = tonumber(string.match(id, '^(%d+)'))
-  if (not due) or now >= tonumber(due) then
+  if (not l.due) or now >= tonumber(l.due) then
     local minid = now - tonumber(window)
     if minid > 0 then
       local bound = string.format('%d-0', minid)
@@ -62,9 +80,15 @@ local function append_log(log, epoch, meta, rosters, candidate, window, maxlen, 
     redis.call('XSETID', log, id, 'MAXDELETEDID', trimmed)
     local first = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)
     redis.call('XTRIM', rosters, 'MINID', '=', first[1][1])
-    redis.call('HSET', meta, 'last', id, 'maxdel', trimmed, unpack(keep_ep))
+    redis.call('HSET', meta, 'last', id, 'maxdel', trimmed, unpack(l.keep_ep))
   else
-    redis.call('HSET', meta, 'last', id, unpack(keep_ep))
+    redis.call('HSET', meta, 'last', id, unpack(l.keep_ep))
   end
+end
+
+local function append_log(log, epoch, meta, rosters, candidate, window, maxlen, event)
+  local l = log_open(epoch, meta, candidate)
+  local id = log_add(l, log, event)
+  log_close(l, log, meta, rosters, window, maxlen)
   return id
 end

@@ -5,10 +5,14 @@
 -- double, written with `%.0f` because `tostring` would round it to 14
 -- digits) and expires when the bucket would be full again, so idle tokens
 -- leave nothing behind. → false when the call was taken, else the wait in
--- µs until one would be (nothing written).
-local function take_budget(key, interval, burst)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- µs until one would be (nothing written). `now` (µs of the Redis clock)
+-- may be passed by a script that takes several calls at once (the batched
+-- append reads `TIME` once); else it is read here.
+local function take_budget(key, interval, burst, now)
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
   local tat = tonumber(redis.call('GET', key)) or now
   if tat < now then tat = now end
   local new_tat = tat + interval

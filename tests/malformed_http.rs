@@ -110,6 +110,33 @@ async fn a_request_head_with_too_many_headers_gets_a_json_431() {
     assert_eq!(body["code"], "MALFORMED_REQUEST", "{body}");
 }
 
+/// A head far past what the decoder takes (one 300 KB header) gets the
+/// JSON 431 too, and the client reads it: the socket drains what the
+/// client still sends before it closes, where closing with those bytes
+/// unread would have reset the connection and lost the answer. On the
+/// long-poll's path too, whose heads the front reads first.
+#[tokio::test]
+async fn a_huge_header_gets_a_json_431_not_a_reset() {
+    let gw = Gateway::spawn().await;
+    for path in ["/api/agent-api/me", "/api/agent-api/updates"] {
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(300_000)
+        );
+        let raw = exchange(&gw, request.as_bytes()).await;
+        let got = answers(&raw);
+        assert_eq!(got.len(), 1, "{path}: {raw:?}");
+        let (status, content_type, body) = &got[0];
+        assert_eq!(
+            (*status, content_type.as_str()),
+            (431, "application/json"),
+            "{path}: {raw:?}"
+        );
+        let body: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(body["code"], "MALFORMED_REQUEST", "{body}");
+    }
+}
+
 /// On a keep-alive connection the answers before the malformed request
 /// stay as they were, and the malformed one gets the JSON body.
 #[tokio::test]

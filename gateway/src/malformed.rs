@@ -26,12 +26,12 @@
 //! only without the body.
 
 use bytes::Bytes;
-use pin_project_lite::pin_project;
 use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 /// How actix-http's h1 dispatcher starts its answer to a request it could
 /// not parse (`Response::bad_request()` with an empty body).
@@ -97,23 +97,44 @@ fn find_bare(buf: &[u8]) -> Option<(usize, usize)> {
         .min()
 }
 
-pin_project! {
-    /// A connection's socket, passing everything through except the
-    /// dispatcher's bare 400 (see the module docs).
-    pub struct JsonBadRequest<T> {
-        #[pin]
-        io: T,
-        // Bytes read from the socket before it reached the dispatcher
-        // (`realtime/front.rs`), returned by the first reads.
-        read_ahead: Bytes,
-        // The replacement answer and how much of it is written; written
-        // before any later byte, flush or shutdown.
-        pending: Vec<u8>,
-        written: usize,
-    }
+/// What [`JsonBadRequest`] wraps: a socket (or, in tests, its stand-in)
+/// it can hand to a task of its own to close ([`Drop`]).
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// A connection's socket, passing everything through except the
+/// dispatcher's bare 400 (see the module docs).
+///
+/// After a swapped error answer the dispatcher drops the socket (it never
+/// calls shutdown after a parse error). Closing it then with bytes of the
+/// client's still unread would make the kernel send a reset, and a client
+/// still writing a request too large to take (a 300 KB header) would lose
+/// the answer already sent. So the socket closes in a task of its own: a
+/// FIN after the answer, then what the client still sends is read and
+/// dropped until it closes, for up to [`LINGER`] and [`MAX_LINGER_BYTES`]
+/// ("lingering close", as nginx does).
+pub struct JsonBadRequest<T: Io> {
+    // `None` only once taken apart (`into_parts`) or dropped.
+    io: Option<T>,
+    // Bytes read from the socket before it reached the dispatcher
+    // (`realtime/front.rs`), returned by the first reads.
+    read_ahead: Bytes,
+    // The replacement answer and how much of it is written; written
+    // before any later byte, flush or shutdown.
+    pending: Vec<u8>,
+    written: usize,
+    // Set once an answer was swapped: the socket lingers when dropped.
+    linger: bool,
 }
 
-impl<T> JsonBadRequest<T> {
+/// Longest a socket lingers after an error answer (see [`JsonBadRequest`]).
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Most bytes a lingering socket reads and drops before it closes as is.
+const MAX_LINGER_BYTES: usize = 4 << 20;
+
+impl<T: Io> JsonBadRequest<T> {
     /// Wraps a freshly accepted socket.
     pub fn new(io: T) -> Self {
         Self::with_read_ahead(io, Bytes::new())
@@ -123,37 +144,69 @@ impl<T> JsonBadRequest<T> {
     /// dispatcher reads those bytes first.
     pub fn with_read_ahead(io: T, read_ahead: Bytes) -> Self {
         JsonBadRequest {
-            io,
+            io: Some(io),
             read_ahead,
             pending: Vec::new(),
             written: 0,
+            linger: false,
         }
     }
 
     /// The socket itself, for a connection that leaves HTTP (a WebSocket),
     /// with any read-ahead bytes the dispatcher did not take (they come
     /// before the socket's).
-    pub fn into_parts(self) -> (T, Bytes) {
-        (self.io, self.read_ahead)
+    pub fn into_parts(mut self) -> (T, Bytes) {
+        let io = self.io.take().expect("a socket not yet taken apart");
+        (io, std::mem::take(&mut self.read_ahead))
     }
-}
 
-impl<T: AsyncWrite> JsonBadRequest<T> {
+    fn io(&mut self) -> Pin<&mut T> {
+        Pin::new(self.io.as_mut().expect("a socket not yet taken apart"))
+    }
+
     /// Writes what is left of the replacement answer.
-    fn poll_pending(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut this = self.project();
-        while *this.written < this.pending.len() {
-            let n = ready!(this
-                .io
-                .as_mut()
-                .poll_write(cx, &this.pending[*this.written..]))?;
+    fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.written < self.pending.len() {
+            let from = self.written;
+            let io = Pin::new(self.io.as_mut().expect("a socket not yet taken apart"));
+            let n = ready!(io.poll_write(cx, &self.pending[from..]))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            *this.written += n;
+            self.written += n;
         }
         Poll::Ready(Ok(()))
     }
+}
+
+impl<T: Io> Drop for JsonBadRequest<T> {
+    fn drop(&mut self) {
+        let Some(io) = self.io.take() else { return };
+        if !self.linger {
+            return;
+        }
+        // Outside a runtime (nothing to run the task) it closes at once.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(linger(io));
+        }
+    }
+}
+
+/// Sends a FIN, then reads and drops what the peer sends until it closes,
+/// [`LINGER`] passes or [`MAX_LINGER_BYTES`] were read; then closes.
+async fn linger<T: Io>(mut io: T) {
+    let _ = tokio::time::timeout(LINGER, async {
+        let _ = io.shutdown().await;
+        let mut scratch = [0u8; 8192];
+        let mut drained = 0;
+        while drained < MAX_LINGER_BYTES {
+            match io.read(&mut scratch).await {
+                Ok(n) if n > 0 => drained += n,
+                _ => break,
+            }
+        }
+    })
+    .await;
 }
 
 /// Where the head that starts at `buf[0]` ends (after its blank line).
@@ -161,60 +214,62 @@ fn head_end(buf: &[u8]) -> Option<usize> {
     memchr::memmem::find(buf, b"\r\n\r\n").map(|i| i + 4)
 }
 
-impl<T: AsyncWrite> AsyncWrite for JsonBadRequest<T> {
+impl<T: Io> AsyncWrite for JsonBadRequest<T> {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        ready!(self.as_mut().poll_pending(cx))?;
-        let found = find_bare(buf);
-        match found {
+        let this = self.get_mut();
+        ready!(this.poll_pending(cx))?;
+        match find_bare(buf) {
             // Answers before it go out first; the dispatcher then writes
             // the rest, which starts with the bare answer.
-            Some((at, _)) if at > 0 => self.project().io.poll_write(cx, &buf[..at]),
+            Some((at, _)) if at > 0 => this.io().poll_write(cx, &buf[..at]),
             Some((_, which)) => match head_end(buf) {
                 Some(end) => {
-                    let this = self.as_mut().project();
-                    *this.pending = json_answer(which);
-                    *this.written = 0;
+                    this.pending = json_answer(which);
+                    this.written = 0;
+                    this.linger = true;
                     // The bare head counts as written; the replacement is
                     // written now or before the next write, flush or shutdown.
-                    match self.poll_pending(cx) {
+                    match this.poll_pending(cx) {
                         Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
                         _ => Poll::Ready(Ok(end)),
                     }
                 }
-                None => self.project().io.poll_write(cx, buf),
+                None => this.io().poll_write(cx, buf),
             },
-            None => self.project().io.poll_write(cx, buf),
+            None => this.io().poll_write(cx, buf),
         }
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(self.as_mut().poll_pending(cx))?;
-        self.project().io.poll_flush(cx)
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_pending(cx))?;
+        this.io().poll_flush(cx)
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(self.as_mut().poll_pending(cx))?;
-        self.project().io.poll_shutdown(cx)
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_pending(cx))?;
+        this.io().poll_shutdown(cx)
     }
 }
 
-impl<T: AsyncRead> AsyncRead for JsonBadRequest<T> {
+impl<T: Io> AsyncRead for JsonBadRequest<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.project();
+        let this = self.get_mut();
         if !this.read_ahead.is_empty() {
             let n = this.read_ahead.len().min(buf.remaining());
             buf.put_slice(&this.read_ahead.split_to(n));
             return Poll::Ready(Ok(()));
         }
-        this.io.poll_read(cx, buf)
+        this.io().poll_read(cx, buf)
     }
 }
 
@@ -224,12 +279,12 @@ mod tests {
     use tokio::io::AsyncWriteExt;
 
     async fn through(writes: &[&[u8]]) -> Vec<u8> {
-        let mut out = JsonBadRequest::new(Vec::new());
+        let mut out = JsonBadRequest::new(tokio::io::join(tokio::io::empty(), Vec::new()));
         for w in writes {
             out.write_all(w).await.unwrap();
         }
         out.flush().await.unwrap();
-        out.into_parts().0
+        out.into_parts().0.into_inner().1
     }
 
     #[tokio::test]

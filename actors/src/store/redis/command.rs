@@ -3,7 +3,7 @@
 //! over the same connection while it reconnects after a break.
 
 use super::codec::{corrupt, decode, from_redis, unavailable};
-use super::connection::Shared;
+use super::connection::{Connection, Shared};
 use super::lua::LuaScript;
 use super::{RedisStore, COMMAND_TIMEOUT};
 use crate::store::StoreError;
@@ -59,21 +59,13 @@ impl RedisStore {
         key: &str,
         command: &Cmd,
     ) -> Result<T, StoreError> {
-        let retry = is_read(command);
-        self.timed(doing, key, async {
-            // The same connection: its manager is reconnecting it.
-            let mut conn = self.shared.get();
-            let mut pause = RECONNECT_PAUSE;
-            loop {
-                match command.query_async(&mut conn).await {
-                    Err(e) if retry && worth_retrying(&e, pause) => {
-                        tokio::time::sleep(pause).await;
-                        pause *= 2;
-                    }
-                    other => return other.map_err(|e| from_redis(doing, key, e)),
-                }
-            }
-        })
+        run_on(
+            &self.shared,
+            doing,
+            key,
+            is_read(command),
+            |mut conn| async move { command.query_async(&mut conn).await },
+        )
         .await
     }
 
@@ -140,13 +132,36 @@ pub(super) async fn invoke_on<T: FromRedisValue, K: AsRef<str>, A: AsRef<str>>(
     for a in args {
         invocation.arg(a.as_ref());
     }
-    let retry = script.is_read_only();
+    let invocation = &invocation;
+    run_on(
+        shared,
+        doing,
+        key,
+        script.is_read_only(),
+        |mut conn| async move { invocation.invoke_async(&mut conn).await },
+    )
+    .await
+}
+
+/// Runs `call` on one of `shared`'s connections under [`COMMAND_TIMEOUT`];
+/// when `retry` (a read), again on the same connection while its manager
+/// reconnects it ([`worth_retrying`]).
+async fn run_on<T, F, Fut>(
+    shared: &Shared,
+    doing: &'static str,
+    key: &str,
+    retry: bool,
+    call: F,
+) -> Result<T, StoreError>
+where
+    F: Fn(Connection) -> Fut,
+    Fut: Future<Output = ::redis::RedisResult<T>>,
+{
     timed(doing, key, async {
-        // The same connection: its manager is reconnecting it.
-        let mut conn = shared.get();
+        let conn = shared.get();
         let mut pause = RECONNECT_PAUSE;
         loop {
-            match invocation.invoke_async(&mut conn).await {
+            match call(conn.clone()).await {
                 Err(e) if retry && worth_retrying(&e, pause) => {
                     tokio::time::sleep(pause).await;
                     pause *= 2;

@@ -654,12 +654,12 @@ async fn post_markers_of_either_layout_are_read() {
     assert_eq!(states[0].unread, 0);
 }
 
-/// Appends that arrive for a Bay while its previous batch is in Redis go
-/// together in one script (group commit), and each is answered on its
-/// own: a stale revision and a message whose conversation state has the
-/// wrong type fail alone, the rest are stored in order. Redis is paused
-/// (`CLIENT PAUSE … WRITE`) so the first append is still in flight when
-/// the others arrive.
+/// Appends that arrive for a Bay while its batches are in Redis (two at
+/// most) go together in one script (group commit), and each is answered on
+/// its own: a stale revision and a message whose conversation state has
+/// the wrong type fail alone, the rest are stored with `seq`, `createdAt`
+/// and log ids in one order. Redis is paused (`CLIENT PAUSE … WRITE`) so
+/// the first two appends are still in flight when the others arrive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_waiting_for_a_bay_go_in_one_batch_and_are_answered_apart() {
     let server = RedisServer::start();
@@ -701,6 +701,7 @@ async fn appends_waiting_for_a_bay_go_in_one_batch_and_are_answered_apart() {
         tokio::spawn(async move { store.append_message(&bay, m, kind).await })
     };
     let first = send("first", &good, good_rev);
+    let second = send("second", &good, good_rev);
     tokio::time::sleep(Duration::from_millis(50)).await;
     let mut rest = Vec::new();
     for i in 0..8 {
@@ -715,7 +716,8 @@ async fn appends_waiting_for_a_bay_go_in_one_batch_and_are_answered_apart() {
         other => panic!("expected Appended, got {other:?}"),
     };
     let first = appended(first.await.unwrap().unwrap());
-    let mut stored = vec![first];
+    let second = appended(second.await.unwrap().unwrap());
+    let mut stored = vec![first, second];
     for r in rest {
         stored.push(appended(r.await.unwrap().unwrap()));
     }
@@ -729,15 +731,14 @@ async fn appends_waiting_for_a_bay_go_in_one_batch_and_are_answered_apart() {
     }
     stored.push(appended(tail.await.unwrap().unwrap()));
     let batches = calls(&server, "evalsha") - evalsha0;
-    assert!(
-        batches <= 2,
-        "the first append, then everything that waited behind it: {batches} calls"
-    );
+    // Two batches in flight at most: the first two appends, each alone,
+    // then everything that waited behind them.
+    assert!(batches <= 3, "{batches} calls for 11 appends");
     // The spawned senders arrive in any order; whatever it was, seq,
     // createdAt and log entries agree on it.
     stored.sort_by_key(|a| a.message.seq);
     let seqs: Vec<u64> = stored.iter().map(|a| a.message.seq).collect();
-    assert_eq!(seqs, (2..=11).collect::<Vec<u64>>());
+    assert_eq!(seqs, (2..=12).collect::<Vec<u64>>());
     assert!(stored.windows(2).all(|w| w[0].entry < w[1].entry));
     assert!(stored
         .windows(2)
@@ -747,7 +748,66 @@ async fn appends_waiting_for_a_bay_go_in_one_batch_and_are_answered_apart() {
         .messages_since(&bay.id, &good.id, chrono::DateTime::UNIX_EPOCH, 100)
         .await
         .unwrap();
-    assert_eq!(history.len(), 11);
+    assert_eq!(history.len(), 12);
     let head = store.log_head(&bay.id).await.unwrap();
     assert_eq!(head.entry, stored.last().unwrap().entry);
+}
+
+/// A post queued behind batches stuck in Redis is answered `Unavailable`
+/// within the command timeout counted from its arrival (not the stuck
+/// batches' timeouts plus its own), and, never sent, is never stored:
+/// its 503 is not one of those that may have been applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_queued_behind_a_stuck_batch_times_out_unsent() {
+    let server = RedisServer::start();
+    let store = Arc::new(redis_store(&server, Limits::default()).await);
+    let bay = new_bay(&*store).await;
+    let (u, _) = new_participant(&*store, &bay.id, "p_user", ParticipantKind::User).await;
+    let c = new_group(&*store, &bay.id, "c_1", &[(&u, Role::Member)], 5).await;
+    store
+        .append(&bay.id, message(&c, &u, "warm", None), u.kind)
+        .await
+        .unwrap();
+    let revision = store
+        .conversation_revisioned(&bay.id, &c.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .revision;
+    server.cmd(&["CLIENT", "PAUSE", "6500", "WRITE"]);
+    let started = Instant::now();
+    let send = |content: &str| {
+        let store = store.clone();
+        let bay = bay.id.clone();
+        let mut m = message(&c, &u, content, None);
+        m.revision = revision;
+        let kind = u.kind;
+        tokio::spawn(async move { store.append_message(&bay, m, kind).await })
+    };
+    // Two batches in flight (stuck), then one that waits for them.
+    let stuck = [send("stuck 1"), send("stuck 2")];
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let queued = send("queued");
+    let answer = queued.await.unwrap();
+    assert!(
+        matches!(answer, Err(StoreError::Unavailable { .. })),
+        "{answer:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "answered after {:?}: one timeout, not two",
+        started.elapsed()
+    );
+    for s in stuck {
+        let _ = s.await.unwrap();
+    }
+    // Once Redis resumes, the stuck scripts may well run (their 503s are
+    // the ambiguous kind); the queued post was never sent.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let history = store
+        .messages_since(&bay.id, &c.id, chrono::DateTime::UNIX_EPOCH, 100)
+        .await
+        .unwrap();
+    let contents: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
+    assert!(!contents.contains(&"queued"), "{contents:?}");
 }

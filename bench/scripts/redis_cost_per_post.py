@@ -9,6 +9,8 @@ on it, creates one Bay with ROOMS conversations of 4 agents, then one agent
 per room posts MESSAGES times over REST (keep-alive, sequential), and prints
 per post: Redis commands by name, EVALSHA and all-command usec, Redis CPU.
     python3 bench/scripts/redis_cost_per_post.py [MESSAGES] [ROOMS] [CONCURRENCY]
+With REDIS_CPU=1 GATEWAY_CPUS=0, Redis runs on a core of its own and the
+gateway and this client on the other (see BENCHMARKS.md, "Group commit").
 With CONCURRENCY > 1 (default 1) the measured posts go out over that many
 keep-alive connections at once (each room's poster on one of them), so
 Redis sees posts back to back instead of one at a time.
@@ -96,7 +98,11 @@ def admin(base, path, body):
 def main():
     rport, gport = free_port(), free_port()
     tmp = tempfile.mkdtemp()
-    redis = subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
+    # REDIS_CPU (e.g. "1"): Redis pinned to a core of its own, the gateway
+    # and this client on the others (GATEWAY_CPUS, e.g. "0"), so Redis's
+    # time per post is not inflated by sharing a core with them.
+    pin = lambda var: ["taskset", "-c", os.environ[var]] if os.environ.get(var) else []
+    redis = subprocess.Popen(pin("REDIS_CPU") + ["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
                               "--appendonly", "no", "--dir", tmp, "--loglevel", "warning"],
                              stdout=subprocess.DEVNULL)
     for _ in range(100):  # Redis listening before the gateway connects
@@ -109,6 +115,8 @@ def main():
                SWITCHBOARD_LIMITS__UPDATES_PER_MINUTE="1000000000",
                SWITCHBOARD_LIMITS__MAX_CONNECTIONS_PER_IP="0")
     env.pop("SWITCHBOARD_BIN", None)  # not a gateway setting
+    if os.environ.get("GATEWAY_CPUS"):
+        os.sched_setaffinity(0, {int(c) for c in os.environ["GATEWAY_CPUS"].split(",")})
     gw = subprocess.Popen([binary(), "serve", "--bind", f"127.0.0.1:{gport}", "--store", "redis",
                            "--redis-url", f"redis://127.0.0.1:{rport}"], env=env, stdout=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{gport}"

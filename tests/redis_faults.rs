@@ -311,3 +311,43 @@ async fn a_client_that_leaves_mid_opening_frees_its_connection_at_once() {
     );
     proxy.heal();
 }
+
+/// Posts of one conversation run one at a time. With Redis stuck, each
+/// post is still answered within the deadline counted from its own
+/// arrival, not after every post ahead of it has timed out in turn; and a
+/// post that never reached Redis is never stored, though answered 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posts_queued_in_a_conversation_are_answered_in_time_and_not_stored_late() {
+    let redis = RedisServer::start(false);
+    let gw = Gateway::spawn_with(Opts::default().redis(&redis.url())).await;
+    let w = World::create(&gw, "queued").await;
+    let (s, b, _) = timed_post(&gw, &w.ana, "warm").await;
+    assert_eq!(s, 201, "{b}");
+    redis.cmd(&["CLIENT", "PAUSE", "20000", "WRITE"]);
+    let posts = (0..4).map(|i| {
+        let (gw, ana) = (&gw, &w.ana);
+        async move { timed_post(gw, ana, &format!("queued {i}")).await }
+    });
+    let answers = futures_util::future::join_all(posts).await;
+    redis.cmd(&["CLIENT", "UNPAUSE"]);
+    for (s, b, took) in &answers {
+        // The 5 s deadline, with margin for a loaded machine; before, the
+        // fourth post took four timeouts (20 s).
+        assert!(*took < Duration::from_secs(9), "answered after {took:?}");
+        assert_error(*s, b, 503, "STORE_UNAVAILABLE");
+    }
+    // Only the post whose append was in Redis when it stuck may be stored.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (s, history) = gw.get(&w.ana, "/conversations/group/messages").await;
+    assert_eq!(s, 200, "{history}");
+    let stored = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["content"].as_str().unwrap().starts_with("queued"))
+        .count();
+    assert!(
+        stored <= 1,
+        "{stored} of the queued posts were stored: {history}"
+    );
+}

@@ -49,6 +49,15 @@ const STALE_ATTEMPTS: usize = 8;
 /// Messages posted here remembered as reply targets.
 const RECENT_MESSAGES: usize = 256;
 
+/// Longest a [`Post`] may take from its arrival: its wait for the posts
+/// ahead of it in the conversation (they run one at a time) and its own
+/// append. Past it the post is answered `Unavailable`; one that had not
+/// reached the store yet, or was still queued there, is never stored. It
+/// matches the store's command timeout, so with the store stuck each post
+/// is answered about this long after it arrived, not this long after each
+/// post ahead of it failed in turn.
+pub const POST_DEADLINE: Duration = Duration::from_secs(5);
+
 /// The conversation actor. See the module docs.
 pub struct ConversationActor {
     bay: BayId,
@@ -182,6 +191,8 @@ pub struct Post {
     /// The sender's request budget, for the append to take from (`None`
     /// when the caller counted the request itself).
     pub budget: Option<Budget>,
+    /// When the caller sent the post: [`POST_DEADLINE`] counts from here.
+    pub received: Instant,
 }
 
 /// Outcome of a [`Post`].
@@ -214,8 +225,25 @@ impl Handler<Post> for ConversationActor {
         self.typing.remove(&msg.sender.id);
         let (store, bay, id) = (self.store.clone(), self.bay.clone(), self.id.clone());
         let cache = self.cache.clone();
+        let deadline = msg.received + POST_DEADLINE;
         AtomicResponse::new(Box::pin(
-            async move { post(&*store, &bay, &id, &cache, msg).await }.into_actor(self),
+            async move {
+                let late = || StoreError::Unavailable {
+                    doing: "posting a message",
+                    cause: format!(
+                        "not answered within {} s of arrival (the store is slow or stuck)",
+                        POST_DEADLINE.as_secs()
+                    ),
+                };
+                if Instant::now() >= deadline {
+                    return Err(late());
+                }
+                let posting = post(&*store, &bay, &id, &cache, msg);
+                tokio::time::timeout_at(deadline.into(), posting)
+                    .await
+                    .unwrap_or_else(|_| Err(late()))
+            }
+            .into_actor(self),
         ))
     }
 }

@@ -133,6 +133,7 @@ async fn post_outcome(
             idempotency,
             stream: false,
             budget: None,
+            received: std::time::Instant::now(),
         })
         .await??)
 }

@@ -306,6 +306,7 @@ pub(crate) async fn post(
             idempotency,
             stream: send.stream,
             budget: send.budget,
+            received: std::time::Instant::now(),
         })
         .await
         .map_err(ApiError::from)

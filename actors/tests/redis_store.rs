@@ -654,6 +654,20 @@ async fn post_markers_of_either_layout_are_read() {
     assert_eq!(states[0].unread, 0);
 }
 
+/// The revision `c` is at now (what a routed append carries).
+async fn revision(
+    store: &dyn Store,
+    bay: &BayId,
+    c: &switchboard_actors::model::Conversation,
+) -> u64 {
+    store
+        .conversation_revisioned(bay, &c.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .revision
+}
+
 /// Appends that arrive for a Bay while its batches are in Redis (two at
 /// most) go together in one script (group commit), and each is answered on
 /// its own: a stale revision and a message whose conversation state has
@@ -675,20 +689,10 @@ async fn appends_waiting_for_a_bay_go_in_one_batch_and_are_answered_apart() {
     let state = switchboard_actors::store::redis::keys::BayKeys::new(&bay.id)
         .conversation_state(&broken.id);
     server.cmd(&["SET", &state, "not a hash"]);
-    let revision = |c: &switchboard_actors::model::Conversation| {
-        let store = store.clone();
-        let bay = bay.id.clone();
-        let id = c.id.clone();
-        async move {
-            store
-                .conversation_revisioned(&bay, &id)
-                .await
-                .unwrap()
-                .unwrap()
-                .revision
-        }
-    };
-    let (good_rev, broken_rev) = (revision(&good).await, revision(&broken).await);
+    let (good_rev, broken_rev) = (
+        revision(&*store, &bay.id, &good).await,
+        revision(&*store, &bay.id, &broken).await,
+    );
     let evalsha0 = calls(&server, "evalsha");
 
     server.cmd(&["CLIENT", "PAUSE", "300", "WRITE"]);
@@ -768,12 +772,7 @@ async fn a_post_queued_behind_a_stuck_batch_times_out_unsent() {
         .append(&bay.id, message(&c, &u, "warm", None), u.kind)
         .await
         .unwrap();
-    let revision = store
-        .conversation_revisioned(&bay.id, &c.id)
-        .await
-        .unwrap()
-        .unwrap()
-        .revision;
+    let revision = revision(&*store, &bay.id, &c).await;
     server.cmd(&["CLIENT", "PAUSE", "6500", "WRITE"]);
     let started = Instant::now();
     let send = |content: &str| {

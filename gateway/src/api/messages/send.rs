@@ -395,7 +395,8 @@ pub(super) async fn send_message(
 ) -> Result<HttpResponse, ApiError> {
     // With Redis buckets the append takes the call in its own script (one
     // store call per post); a send refused before the append takes it
-    // here, before answering, so every request counts once either way.
+    // here, before answering, so every request counts once either way
+    // (but for one the store failed, below).
     let budget = state.limits.agent_budget(&caller.principal);
     if budget.is_none() {
         state.limits.check_agent(&caller.principal).await?;
@@ -409,7 +410,11 @@ pub(super) async fn send_message(
         budget.clone(),
     )
     .await;
-    if budget.is_some_and(|b| !b.is_taken()) {
+    // A send the store failed (503) is not charged: the failure was ours,
+    // and a limiter call into the same failing Redis would only hold the
+    // answer up (up to the limiter's own timeout).
+    let store_failed = matches!(&answer, Err(e) if e.code == ErrorCode::StoreUnavailable);
+    if budget.is_some_and(|b| !b.is_taken()) && !store_failed {
         state.limits.check_agent(&caller.principal).await?;
     }
     answer

@@ -55,7 +55,9 @@ const RECENT_MESSAGES: usize = 256;
 /// reached the store yet, or was still queued there, is never stored. It
 /// matches the store's command timeout, so with the store stuck each post
 /// is answered about this long after it arrived, not this long after each
-/// post ahead of it failed in turn.
+/// post ahead of it failed in turn. Posts that arrived before one of the
+/// conversation's posts failed with the store are answered at once,
+/// unsent: they waited behind it, and the store is in trouble.
 pub const POST_DEADLINE: Duration = Duration::from_secs(5);
 
 /// The conversation actor. See the module docs.
@@ -86,6 +88,10 @@ struct WriteCache {
     participants: HashMap<ParticipantId, Participant>,
     /// Recently posted messages, newest last (reply targets).
     recent: VecDeque<ReplyTarget>,
+    /// When a post last ended with the store failing (unreachable, timed
+    /// out, or past [`POST_DEADLINE`]): the posts that had arrived by
+    /// then waited behind it, and are answered at once, unsent.
+    store_failed_at: Option<Instant>,
 }
 
 /// The conversation as routing sees it at one revision.
@@ -226,22 +232,38 @@ impl Handler<Post> for ConversationActor {
         let (store, bay, id) = (self.store.clone(), self.bay.clone(), self.id.clone());
         let cache = self.cache.clone();
         let deadline = msg.received + POST_DEADLINE;
+        let behind_a_failure = cache
+            .lock()
+            .store_failed_at
+            .is_some_and(|failed| msg.received <= failed);
         AtomicResponse::new(Box::pin(
             async move {
-                let late = || StoreError::Unavailable {
+                let unsent = |why: &str| StoreError::Unavailable {
                     doing: "posting a message",
-                    cause: format!(
-                        "not answered within {} s of arrival (the store is slow or stuck)",
-                        POST_DEADLINE.as_secs()
-                    ),
+                    cause: format!("not sent: {why}"),
                 };
+                if behind_a_failure {
+                    return Err(unsent("it waited behind a post the store failed"));
+                }
                 if Instant::now() >= deadline {
-                    return Err(late());
+                    return Err(unsent("its turn came past the deadline"));
                 }
                 let posting = post(&*store, &bay, &id, &cache, msg);
-                tokio::time::timeout_at(deadline.into(), posting)
+                let outcome = tokio::time::timeout_at(deadline.into(), posting)
                     .await
-                    .unwrap_or_else(|_| Err(late()))
+                    .unwrap_or_else(|_| {
+                        Err(StoreError::Unavailable {
+                            doing: "posting a message",
+                            cause: format!(
+                                "not answered within {} s of arrival (the store is slow or stuck)",
+                                POST_DEADLINE.as_secs()
+                            ),
+                        })
+                    });
+                if matches!(outcome, Err(StoreError::Unavailable { .. })) {
+                    cache.lock().store_failed_at = Some(Instant::now());
+                }
+                outcome
             }
             .into_actor(self),
         ))

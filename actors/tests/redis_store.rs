@@ -783,9 +783,22 @@ async fn a_post_queued_behind_a_stuck_batch_times_out_unsent() {
         let kind = u.kind;
         tokio::spawn(async move { store.append_message(&bay, m, kind).await })
     };
-    // Two batches in flight (stuck), then one that waits for them.
-    let stuck = [send("stuck 1"), send("stuck 2")];
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Two batches in flight (stuck), then one that waits for them. The
+    // pause between them keeps the first runner from taking both stuck
+    // posts in one batch, which would leave the second slot to "queued".
+    let first = send("stuck 1");
+    // Redis counts a client held by the pause as blocked.
+    let held = Instant::now();
+    while !server
+        .text(&["INFO", "clients"])
+        .contains("blocked_clients:1")
+    {
+        assert!(held.elapsed() < Duration::from_secs(3), "never sent");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let second = send("stuck 2");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stuck = [first, second];
     let queued = send("queued");
     let answer = queued.await.unwrap();
     assert!(

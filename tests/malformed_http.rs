@@ -131,6 +131,83 @@ async fn a_huge_header_gets_a_json_431_not_a_reset() {
     }
 }
 
+/// A long-poll sent with a body (some clients send `{}`, or an empty
+/// chunked body, with a GET) is answered like any other: the body is read
+/// and dropped, and the connection carries the next request. A chunked
+/// body that does not parse gets the JSON 400 and one past the poll's
+/// body cap the JSON 413, each followed by the connection's close.
+#[tokio::test]
+async fn a_long_poll_with_a_body_is_answered_and_a_broken_body_refused() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "pb").await;
+    let poll = |headers: &str, body: &str| {
+        format!(
+            "GET /api/agent-api/updates?wait=0 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n{headers}\r\n{body}",
+            w.rex
+        )
+    };
+    let two = format!(
+        "{}{}",
+        poll("Content-Length: 2\r\n", "{}"),
+        poll(
+            "Transfer-Encoding: chunked\r\nConnection: close\r\n",
+            "0\r\n\r\n"
+        )
+    );
+    let raw = exchange(&gw, two.as_bytes()).await;
+    let got = answers(&raw);
+    assert_eq!(got.len(), 2, "{raw:?}");
+    for (status, _, body) in &got {
+        let body: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(*status, 200, "{body}");
+        assert!(body["cursor"].is_string(), "{body}");
+    }
+    let refused = [
+        (
+            poll("Transfer-Encoding: chunked\r\n", "zz\r\nhello\r\n0\r\n\r\n"),
+            400,
+            "MALFORMED_REQUEST",
+        ),
+        (
+            poll("Content-Length: 70000\r\n", &"a".repeat(70_000)),
+            413,
+            "PAYLOAD_TOO_LARGE",
+        ),
+    ];
+    for (request, status, code) in refused {
+        let raw = exchange(&gw, request.as_bytes()).await;
+        let got = answers(&raw);
+        assert_eq!(got.len(), 1, "{raw:?}");
+        assert_eq!(got[0].1, "application/json", "{raw:?}");
+        let body: Value = serde_json::from_str(&got[0].2).unwrap();
+        assert_error(got[0].0, &body, status, code);
+        assert!(
+            raw.to_ascii_lowercase().contains("connection: close"),
+            "{raw:?}"
+        );
+    }
+}
+
+/// A send whose chunked body does not parse is refused as a malformed
+/// request (the framing is broken, not the JSON), and nothing is stored.
+#[tokio::test]
+async fn a_send_with_a_broken_chunked_body_is_a_malformed_request() {
+    let gw = Gateway::spawn().await;
+    let w = World::create(&gw, "cb").await;
+    let request = format!(
+        "POST /api/agent-api/conversations/group/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{{\"con\r\nzz\r\ntent\": \"hi\"}}\r\n0\r\n\r\n",
+        w.rex
+    );
+    let raw = exchange(&gw, request.as_bytes()).await;
+    let got = answers(&raw);
+    assert_eq!(got.len(), 1, "{raw:?}");
+    let body: Value = serde_json::from_str(&got[0].2).unwrap();
+    assert_error(got[0].0, &body, 400, "MALFORMED_REQUEST");
+    let (status, page) = gw.get(&w.rex, "/conversations/group/messages").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(!page.to_string().contains("\"hi\""), "{page}");
+}
+
 /// On a keep-alive connection the answers before the malformed request
 /// stay as they were, and the malformed one gets the JSON body.
 #[tokio::test]

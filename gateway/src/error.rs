@@ -159,9 +159,26 @@ pub fn json_error(
         E::Deserialize(e) => {
             ApiError::new(ErrorCode::InvalidJson, format!("invalid json body: {e}"))
         }
+        E::Payload(e) => broken_body(e)
+            .unwrap_or_else(|| ApiError::new(ErrorCode::InvalidJson, "invalid json body")),
         _ => ApiError::new(ErrorCode::InvalidJson, "invalid json body"),
     };
     api.into()
+}
+
+/// 400 `MALFORMED_REQUEST` for a body HTTP itself could not read (a chunked
+/// encoding that does not parse, a body cut short), as for a head that
+/// does not parse: the fault is the framing, not the JSON inside it.
+/// `None` for other payload errors.
+pub fn broken_body(err: &actix_web::error::PayloadError) -> Option<ApiError> {
+    use actix_web::error::PayloadError as P;
+    match err {
+        P::EncodingCorrupted | P::Incomplete(_) => Some(ApiError::new(
+            ErrorCode::MalformedRequest,
+            format!("the request body is not valid HTTP/1.1: {err}"),
+        )),
+        _ => None,
+    }
 }
 
 /// Maps query-string failures to 400 INVALID_REQUEST.

@@ -193,8 +193,11 @@ impl<T: Io> Drop for JsonBadRequest<T> {
 }
 
 /// Sends a FIN, then reads and drops what the peer sends until it closes,
-/// [`LINGER`] passes or [`MAX_LINGER_BYTES`] were read; then closes.
-async fn linger<T: Io>(mut io: T) {
+/// [`LINGER`] passes or [`MAX_LINGER_BYTES`] were read; then closes. For a
+/// connection answered before its request was read to the end: closing it
+/// with unread bytes would make the kernel send a reset, and the client
+/// could lose the answer ("lingering close", as nginx does).
+pub async fn linger<T: Io>(mut io: T) {
     let _ = tokio::time::timeout(LINGER, async {
         let _ = io.shutdown().await;
         let mut scratch = [0u8; 8192];

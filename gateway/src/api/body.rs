@@ -7,7 +7,7 @@
 //! refused too (RFC 8259 §4 leaves its meaning open: serde_json would keep
 //! the last, another parser in the path the first).
 
-use crate::error::ApiError;
+use crate::error::{broken_body, ApiError};
 use actix_web::dev::Payload;
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use futures_util::future::LocalBoxFuture;
@@ -59,15 +59,21 @@ impl<T: DeserializeOwned + 'static> FromRequest for Object<T> {
 /// The raw body of a route that reads it itself (an optional body), with
 /// the extractor's failure as the JSON error every route answers: 413
 /// `PAYLOAD_TOO_LARGE` past `limits.max_body_bytes` (actix's own answer
-/// would be plain text), 400 `INVALID_JSON` for a body that could not be
-/// read.
+/// would be plain text), 400 `MALFORMED_REQUEST` for a body whose HTTP
+/// framing is broken ([`broken_body`]), 400 `INVALID_JSON` for one that
+/// could not be read otherwise.
 pub fn raw_body(body: Result<web::Bytes, actix_web::Error>) -> Result<web::Bytes, ApiError> {
-    body.map_err(|e| match e.as_error::<actix_web::error::PayloadError>() {
-        Some(actix_web::error::PayloadError::Overflow) => ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            "the body is larger than this gateway accepts",
-        ),
-        _ => ApiError::new(ErrorCode::InvalidJson, format!("unreadable body: {e}")),
+    body.map_err(|e| {
+        let payload = e.as_error::<actix_web::error::PayloadError>();
+        if let Some(actix_web::error::PayloadError::Overflow) = payload {
+            return ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                "the body is larger than this gateway accepts",
+            );
+        }
+        payload.and_then(broken_body).unwrap_or_else(|| {
+            ApiError::new(ErrorCode::InvalidJson, format!("unreadable body: {e}"))
+        })
     })
 }
 

@@ -8,8 +8,9 @@
 //! connection's request head is first read here, into a buffer that grows
 //! only as the head does, and decoded with actix-http's own h1 [`Codec`]
 //! (the same parser and limits, and the same encoding of the answer). A
-//! `GET` of [`UPDATES_PATH`] over HTTP/1.1 with no body and no upgrade is
-//! served here as the app's route serves it ([`updates::answer`]): the
+//! `GET` of [`UPDATES_PATH`] over HTTP/1.1 with no upgrade is served here
+//! (after dropping the body some clients send with it) as the app's route
+//! serves it ([`updates::answer`]): the
 //! same authentication, checks, log line, metrics and `x-request-id`. Once
 //! the head is read only the socket, the codec and the poll itself are
 //! held, and the connection then waits for its next request the same way
@@ -26,7 +27,7 @@ use super::updates::{self, UpdatesQuery};
 use super::upgrade::{head_and_body, Socket};
 use crate::auth::{authenticate_token, presented_token};
 use crate::error::{invalid_query, ApiError};
-use crate::malformed::JsonBadRequest;
+use crate::malformed::{linger, JsonBadRequest};
 use crate::middleware::request_log;
 use crate::state::AppState;
 use actix_codec::{Decoder, Encoder};
@@ -144,6 +145,13 @@ impl Front {
                     return Box::pin(http.call((io, Protocol::Http1, peer))).await;
                 }
                 Next::Poll(req) => {
+                    if let Err(refused) = discard_body(&mut io, &mut buf, &mut codec).await {
+                        // The rest of the body goes unread: answer, then
+                        // close without a reset (see `malformed::linger`).
+                        let _ = respond(&mut io, &mut codec, refused.error_response(), true).await;
+                        linger(io).await;
+                        return Ok(());
+                    }
                     if buf.is_empty() {
                         // Lets the head's bytes go with the request.
                         buf = BytesMut::new();
@@ -288,6 +296,68 @@ async fn until_gone<F: std::future::Future>(
     }
 }
 
+/// Largest body a poll may carry (bytes). A `GET` body has no meaning
+/// (RFC 9110 §9.3.1) and `/updates` ignores it, but some clients send one
+/// (`{}`, an empty chunked body); those are read and dropped. A longer one
+/// is refused 413.
+const MAX_POLL_BODY: usize = 64 * 1024;
+
+/// Reads and drops the body the poll's head declared, if any (its bytes
+/// already in `buf` first), so that the connection can carry the next
+/// request. Errors, each answered before the connection closes:
+/// `MALFORMED_REQUEST` (400) for a chunked body that does not parse,
+/// `PAYLOAD_TOO_LARGE` (413) past [`MAX_POLL_BODY`], `REQUEST_TIMEOUT`
+/// (408) when the body stalls for [`FIRST_HEAD_TIMEOUT`], and
+/// `MALFORMED_REQUEST` when the client closes halfway.
+async fn discard_body(
+    io: &mut TcpStream,
+    buf: &mut BytesMut,
+    codec: &mut Codec,
+) -> Result<(), ApiError> {
+    if matches!(codec.message_type(), MessageType::None) {
+        return Ok(());
+    }
+    let mut read = 0;
+    loop {
+        match codec.decode(buf) {
+            Ok(Some(Message::Chunk(Some(chunk)))) => {
+                read += chunk.len();
+                if read > MAX_POLL_BODY {
+                    return Err(ApiError::new(
+                        ErrorCode::PayloadTooLarge,
+                        format!("a GET of /updates takes no body; at most {MAX_POLL_BODY} bytes of one are read and dropped"),
+                    ));
+                }
+            }
+            Ok(Some(Message::Chunk(None))) => return Ok(()),
+            Ok(Some(Message::Item(_))) | Err(_) => {
+                return Err(ApiError::new(
+                    ErrorCode::MalformedRequest,
+                    "the request body is not valid HTTP/1.1 chunked encoding",
+                ))
+            }
+            Ok(None) => {
+                buf.reserve(READ_CHUNK);
+                match tokio::time::timeout(FIRST_HEAD_TIMEOUT, io.read_buf(buf)).await {
+                    Ok(Ok(n)) if n > 0 => {}
+                    Ok(_) => {
+                        return Err(ApiError::new(
+                            ErrorCode::MalformedRequest,
+                            "the connection ended inside the request body",
+                        ))
+                    }
+                    Err(_) => {
+                        return Err(ApiError::new(
+                            ErrorCode::RequestTimeout,
+                            "the request body did not arrive in time",
+                        ))
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Decodes the head at the start of `buf` if it is a poll's: `Some(Ok)`
 /// with the request (its bytes taken from `buf`), `Some(Err)` when it is
 /// not a poll or not valid (`buf` untouched), `None` while incomplete.
@@ -315,13 +385,13 @@ fn probe(buf: &mut BytesMut, codec: &mut Codec) -> Option<Result<Request, ()>> {
 }
 
 /// A request this module serves: `GET` of exactly [`UPDATES_PATH`] over
-/// HTTP/1.1, with no body, no upgrade and no `Expect`.
+/// HTTP/1.1, with no upgrade and no `Expect` (a body, if any, is dropped
+/// by [`discard_body`]).
 fn is_poll(req: &Request, codec: &Codec) -> bool {
     let head = req.head();
     head.method == Method::GET
         && head.version == Version::HTTP_11
         && head.uri.path() == UPDATES_PATH
-        && matches!(codec.message_type(), MessageType::None)
         && !codec.upgrade()
         && !head.expect()
 }

@@ -459,20 +459,21 @@ fn app(
         .app_data(web::QueryConfig::default().error_handler(query_error))
         .app_data(web::PathConfig::default().error_handler(path_error))
         .app_data(web::PayloadConfig::default().limit(max_body))
+        // Routes are tried in the order given here, each dynamic one with a
+        // regex match, so the agent API's comes early and its most used
+        // routes first: a send tries a few patterns, not every one.
         // Pairing needs no token: served before the agent scope's gate.
         .configure(api::pairing::routes)
-        // Rooms by link: the capability in the path is the credential.
-        .configure(rooms::routes)
         // Nor do signed downloads: the signature is the credential.
         .configure(api::files::public_routes)
         .service(
             web::scope("/api/agent-api")
                 // Authentication before any extractor reads the body.
                 .wrap(actix_web::middleware::from_fn(auth::agent_gate))
+                .configure(api::messages::routes)
                 .configure(api::agent::routes)
                 .configure(api::directory::routes)
                 .configure(api::connectors::routes)
-                .configure(api::messages::routes)
                 .configure(api::drafts::routes)
                 .configure(api::webhook::routes)
                 .configure(api::polls::routes)
@@ -483,6 +484,8 @@ fn app(
                 .configure(realtime::ws::routes)
                 .configure(realtime::sse::routes),
         )
+        // Rooms by link: the capability in the path is the credential.
+        .configure(rooms::routes)
         // MCP (docs/mcp.md): its own gate, the same bearer tokens.
         .configure(|cfg| state.mcp.routes(cfg))
         .service(web::scope("/api/admin").configure(api::admin::routes))

@@ -30,9 +30,10 @@ use switchboard_protocol::error::ErrorCode;
 use switchboard_protocol::ids::{ConversationId, MessageId};
 
 /// Registers the routes under `/api/agent-api`.
+/// The send first: the most used route of the agent API.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(wait::wait_for_message)
-        .service(send::send_message)
+    cfg.service(send::send_message)
+        .service(wait::wait_for_message)
         .service(edit::edit_message)
         .service(edit::delete_message)
         .service(reactions::add_reaction)

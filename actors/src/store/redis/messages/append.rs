@@ -197,9 +197,7 @@ impl Stamped {
             }
         }
         let done = match status {
-            ScriptStatus::Ok => {
-                return Self::parse(doing, bay, keys, reply).map(ControlFlow::Continue)
-            }
+            ScriptStatus::Ok => return Self::parse(doing, keys, reply).map(ControlFlow::Continue),
             ScriptStatus::Failed => {
                 let cause = reply
                     .get(1)
@@ -245,18 +243,14 @@ impl Stamped {
     }
 
     /// The `{'ok', log id, createdAt ms, suppressed, seq}` reply.
-    fn parse(
-        doing: &'static str,
-        bay: &BayId,
-        keys: &MessageKeys,
-        reply: &[Value],
-    ) -> Result<Self, StoreError> {
+    /// Errors name the conversation's key: the reply is the script's.
+    fn parse(doing: &'static str, keys: &MessageKeys, reply: &[Value]) -> Result<Self, StoreError> {
         let msgs = keys.messages.as_str();
         let [_, entry, ms, suppressed, seq] = reply else {
             return Err(corrupt(doing, msgs, "append script gave a malformed reply"));
         };
         Ok(Stamped {
-            entry: entry_id(doing, &BayKeys::new(bay).log(), entry)?,
+            entry: entry_id(doing, msgs, entry)?,
             created_ms: text(doing, msgs, ms)?
                 .parse()
                 .map_err(|e| corrupt(doing, msgs, e))?,

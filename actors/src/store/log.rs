@@ -403,6 +403,51 @@ pub enum LogEvent {
     },
 }
 
+impl LogEvent {
+    /// Decodes a record (JSON, its keys in any order).
+    ///
+    /// serde reads an internally tagged enum (`{"kind": …, …}`) by first
+    /// buffering the whole object into a tree of its own, then reading the
+    /// variant from that tree: two passes, and an allocation per string. A
+    /// message record (nearly every record, and every feed of the Bay on
+    /// every node decodes each one) is read in one pass instead, as a
+    /// struct whose `kind` must be `message`. Any other record fails that
+    /// at its first unknown key or at its `kind` and goes through serde's
+    /// own path, which also gives the error for one that is no `LogEvent`.
+    ///
+    /// # Errors
+    /// serde_json's, for a record that is not a valid `LogEvent`.
+    pub fn from_json(raw: &[u8]) -> serde_json::Result<LogEvent> {
+        /// [`LogEvent::Message`]'s fields and its tag.
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct MessageRecord {
+            #[serde(rename = "kind")]
+            _kind: MessageKind,
+            conversation: ConversationRef,
+            message: StoredMessage,
+        }
+        /// The only `kind` a [`MessageRecord`] takes.
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum MessageKind {
+            Message,
+        }
+        if let Ok(MessageRecord {
+            conversation,
+            message,
+            ..
+        }) = serde_json::from_slice(raw)
+        {
+            return Ok(LogEvent::Message {
+                conversation,
+                message,
+            });
+        }
+        serde_json::from_slice(raw)
+    }
+}
+
 /// What a [`LogEvent::Change`] records. Each becomes one event type on the
 /// wire (see [`Event`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -741,6 +786,56 @@ mod tests {
     use switchboard_protocol::ids::MessageId;
     use switchboard_protocol::model::{ConversationType, ParticipantKind, Role};
     use switchboard_protocol::routing::Routing;
+
+    /// The fast path of `from_json` reads a message record exactly as
+    /// serde's own path does, whatever the order of its keys, and other
+    /// records still decode.
+    #[test]
+    fn records_decode_the_same_on_either_path() {
+        let conversation = ConversationRef {
+            id: ConversationId("c".into()),
+            kind: ConversationType::Group,
+            title: Some("Launch \"plan\"".into()),
+        };
+        let message = StoredMessage::new(
+            MessageId("m".into()),
+            ConversationId("c".into()),
+            SenderView {
+                id: ParticipantId("ana".into()),
+                name: "Ana".into(),
+                kind: ParticipantKind::User,
+                role: Some(Role::Member),
+            },
+            "@Rex hi, \"kind\":\"message\" é".into(),
+            None,
+            None,
+            Routing::default(),
+        );
+        let events = [
+            LogEvent::Message {
+                conversation: conversation.clone(),
+                message,
+            },
+            LogEvent::Roster {
+                conversation,
+                members: vec![ParticipantId("ana".into())],
+            },
+        ];
+        for event in events {
+            let raw = serde_json::to_vec(&event).unwrap();
+            let slow: LogEvent = serde_json::from_slice(&raw).unwrap();
+            assert_eq!(LogEvent::from_json(&raw).unwrap(), slow);
+            assert_eq!(slow, event);
+            // As the Redis engine writes it, through a `Value` (keys sorted:
+            // `kind` between the others).
+            let sorted = serde_json::to_vec(&serde_json::to_value(&event).unwrap()).unwrap();
+            assert_ne!(sorted, raw);
+            assert_eq!(LogEvent::from_json(&sorted).unwrap(), event);
+        }
+        assert!(LogEvent::from_json(br#"{"kind":"message","conversation":1}"#).is_err());
+        assert!(LogEvent::from_json(br#"{"kind":"roster","message":{}}"#).is_err());
+        assert!(LogEvent::from_json(b"[]").is_err());
+    }
 
     #[test]
     fn cached_frames_equal_per_recipient_serialization() {

@@ -4,8 +4,8 @@
 //! The full read's script is `log/read.lua`.
 
 use super::codec::{
-    array, corrupt, decode, entry_id, epoch_candidate, from_redis, stream_entries, stream_fields,
-    text, unavailable,
+    array, corrupt, entry_id, epoch_candidate, from_redis, stream_entries, stream_fields, text,
+    unavailable,
 };
 use super::keys::BayKeys;
 use super::log::{LogStateKeys, LOG_STATE};
@@ -65,7 +65,7 @@ impl RedisStore {
         let records = stream_entries(doing, log, entries, "e")?
             .into_iter()
             .map(|(id, raw)| {
-                let event: LogEvent = decode(doing, log, raw)?;
+                let event = LogEvent::from_json(raw).map_err(|e| corrupt(doing, log, e))?;
                 Ok(Arc::new(LogRecord::new(id, event)))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
@@ -186,7 +186,8 @@ impl RedisStore {
                 return Ok(None);
             }
             expected = id;
-            records.push(Arc::new(LogRecord::new(id, decode(doing, &log, event)?)));
+            let event = LogEvent::from_json(event).map_err(|e| corrupt(doing, &log, e))?;
+            records.push(Arc::new(LogRecord::new(id, event)));
         }
         if records.is_empty() {
             return Ok(None);

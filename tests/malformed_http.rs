@@ -174,8 +174,28 @@ async fn a_long_poll_with_a_body_is_answered_and_a_broken_body_refused() {
             "PAYLOAD_TOO_LARGE",
         ),
     ];
+    // With `Expect: 100-continue` the same checks apply: the client is
+    // told to go on (unless its declared length is already too long).
+    let expect =
+        |headers: &str, body: &str| poll(&format!("Expect: 100-continue\r\n{headers}"), body);
+    let refused = refused.into_iter().chain([
+        (
+            expect("Transfer-Encoding: chunked\r\n", "zz\r\nhello\r\n"),
+            400,
+            "MALFORMED_REQUEST",
+        ),
+        (
+            expect("Content-Length: 70000\r\n", ""),
+            413,
+            "PAYLOAD_TOO_LARGE",
+        ),
+    ]);
     for (request, status, code) in refused {
         let raw = exchange(&gw, request.as_bytes()).await;
+        let raw = raw
+            .strip_prefix("HTTP/1.1 100 Continue\r\n\r\n")
+            .unwrap_or(&raw)
+            .to_owned();
         let got = answers(&raw);
         assert_eq!(got.len(), 1, "{raw:?}");
         assert_eq!(got[0].1, "application/json", "{raw:?}");
@@ -269,36 +289,54 @@ async fn well_formed_traffic_passes_unchanged() {
     assert_eq!(&pong[..], &look_alike[..]);
 }
 
+/// A body that stalls gets the JSON 408 at `timing.request_body_timeout`
+/// and its connection closes: with a `Content-Length`, chunked (which
+/// actix-http would otherwise read on to its end to discard, holding the
+/// connection for as long as the client sends nothing), and on the
+/// long-poll's path, whose body the front reads.
 #[tokio::test]
 async fn a_body_that_does_not_arrive_in_time_gets_a_json_408_and_the_connection_closes() {
     let gw =
         Gateway::spawn_with(Opts::default().env("SWITCHBOARD_TIMING__REQUEST_BODY_TIMEOUT", "2s"))
             .await;
     let w = World::create(&gw, "slow").await;
-    let started = std::time::Instant::now();
-    // 100 bytes declared, 11 sent, then nothing: a trickling client.
-    let head = format!(
-        "POST /api/agent-api/conversations/dm/messages HTTP/1.1\r\nHost: x\r\n\
-         Authorization: Bearer {}\r\nContent-Type: application/json\r\n\
-         Content-Length: 100\r\n\r\n{{\"content\":",
-        w.rex
-    );
-    let raw = exchange(&gw, head.as_bytes()).await;
-    let waited = started.elapsed();
-    let got = answers(&raw);
-    assert_eq!(got.len(), 1, "{raw}");
-    let (status, content_type, body) = &got[0];
-    assert_eq!(
-        (*status, content_type.as_str()),
-        (408, "application/json"),
-        "{raw}"
-    );
-    let body: Value = serde_json::from_str(body).unwrap();
-    assert_eq!(body["code"], "REQUEST_TIMEOUT", "{body}");
-    assert!(
-        waited >= Duration::from_secs(2),
-        "not before the deadline: {waited:?}"
-    );
+    let send = |framing: &str, start: &str| {
+        format!(
+            "POST /api/agent-api/conversations/dm/messages HTTP/1.1\r\nHost: x\r\n\
+             Authorization: Bearer {}\r\nContent-Type: application/json\r\n\
+             {framing}\r\n\r\n{start}",
+            w.rex
+        )
+    };
+    let stalled = [
+        // 100 bytes declared, 11 sent, then nothing: a trickling client.
+        send("Content-Length: 100", "{\"content\":"),
+        send("Transfer-Encoding: chunked", "b\r\n{\"content\":\r\n"),
+        format!(
+            "GET /api/agent-api/updates?wait=0 HTTP/1.1\r\nHost: x\r\n\
+             Authorization: Bearer {}\r\nContent-Length: 10\r\n\r\nabc",
+            w.rex
+        ),
+    ];
+    for request in stalled {
+        let started = std::time::Instant::now();
+        let raw = exchange(&gw, request.as_bytes()).await;
+        let waited = started.elapsed();
+        let got = answers(&raw);
+        assert_eq!(got.len(), 1, "{raw}");
+        let (status, content_type, body) = &got[0];
+        assert_eq!(
+            (*status, content_type.as_str()),
+            (408, "application/json"),
+            "{raw}"
+        );
+        let body: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(body["code"], "REQUEST_TIMEOUT", "{body}");
+        assert!(
+            waited >= Duration::from_secs(2),
+            "not before the deadline: {waited:?}"
+        );
+    }
     // Nothing was posted, and a body that arrives in time is served.
     let (status, page) = gw.get(&w.rex, "/conversations/dm/messages").await;
     assert_eq!(status, 200);

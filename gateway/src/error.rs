@@ -172,13 +172,16 @@ pub fn json_error(
 /// `None` for other payload errors.
 pub fn broken_body(err: &actix_web::error::PayloadError) -> Option<ApiError> {
     use actix_web::error::PayloadError as P;
-    match err {
-        P::EncodingCorrupted | P::Incomplete(_) => Some(ApiError::new(
-            ErrorCode::MalformedRequest,
-            format!("the request body is not valid HTTP/1.1: {err}"),
-        )),
-        _ => None,
-    }
+    let says = match err {
+        P::EncodingCorrupted => "the request body is not valid HTTP/1.1 chunked encoding",
+        P::Incomplete(None) => "the request body ended before its declared length",
+        // What actix reports for a body its `Content-Encoding` cannot decode.
+        P::Incomplete(Some(_)) => {
+            "the request body could not be read (is its Content-Encoding right?)"
+        }
+        _ => return None,
+    };
+    Some(ApiError::new(ErrorCode::MalformedRequest, says))
 }
 
 /// Maps query-string failures to 400 INVALID_REQUEST.

@@ -395,6 +395,11 @@ fn listen(
                     // (20–40 s). HTTP clients do not half-close a request
                     // they still await an answer to.
                     .h1_allow_half_closed(false)
+                    // The app's way to end a connection's reading (a body
+                    // left unread after its 408).
+                    .on_connect_ext(|io: &realtime::upgrade::Socket, ext| {
+                        ext.insert(io.end_after_answer());
+                    })
                     .local_addr(addr)
                     .upgrade(realtime::upgrade::service(state.clone()))
                     .finish(map_config(app(&state, max_body), |_| AppConfig::default()));

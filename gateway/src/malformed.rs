@@ -26,8 +26,11 @@
 //! only without the body.
 
 use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
@@ -126,6 +129,40 @@ pub struct JsonBadRequest<T: Io> {
     written: usize,
     // Set once an answer was swapped: the socket lingers when dropped.
     linger: bool,
+    // Set by the app to end reading (see [`EndAfterAnswer`]).
+    end_reading: EndAfterAnswer,
+}
+
+/// A connection's switch, set by the app, that ends its reading once the
+/// answer in the making is out: the next read of the socket's wrapper
+/// reports end of stream, so actix-http writes what it holds and closes
+/// (the socket lingers as after a swapped answer). For a refusal that
+/// leaves the request's body unread, which actix-http would otherwise
+/// read on to its end to discard. Reached from a request through
+/// `HttpRequest::conn_data` (the server puts it there on connect).
+#[derive(Clone, Default)]
+pub struct EndAfterAnswer(Arc<EndReading>);
+
+/// The switch, and the dispatcher's last read waiting on the socket: an
+/// idle socket would not wake it otherwise.
+#[derive(Default)]
+pub struct EndReading {
+    set: AtomicBool,
+    reader: AtomicWaker,
+}
+
+impl EndAfterAnswer {
+    /// Ends the connection's reading (see the type's docs).
+    pub fn set(&self) {
+        self.0.set.store(true, Ordering::Release);
+        self.0.reader.wake();
+    }
+
+    /// Whether it is set; else `cx` is woken when it is.
+    fn poll_set(&self, cx: &Context<'_>) -> bool {
+        self.0.reader.register(cx.waker());
+        self.0.set.load(Ordering::Acquire)
+    }
 }
 
 /// Longest a socket lingers after an error answer (see [`JsonBadRequest`]).
@@ -149,7 +186,13 @@ impl<T: Io> JsonBadRequest<T> {
             pending: Vec::new(),
             written: 0,
             linger: false,
+            end_reading: EndAfterAnswer::default(),
         }
+    }
+
+    /// This connection's [`EndAfterAnswer`].
+    pub fn end_after_answer(&self) -> EndAfterAnswer {
+        self.end_reading.clone()
     }
 
     /// The socket itself, for a connection that leaves HTTP (a WebSocket),
@@ -267,6 +310,11 @@ impl<T: Io> AsyncRead for JsonBadRequest<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.end_reading.poll_set(cx) {
+            // End of stream, as far as the dispatcher knows.
+            this.linger = true;
+            return Poll::Ready(Ok(()));
+        }
         if !this.read_ahead.is_empty() {
             let n = this.read_ahead.len().min(buf.remaining());
             buf.put_slice(&this.read_ahead.split_to(n));

@@ -48,7 +48,9 @@ fn templates() -> &'static [Template] {
 /// `…/messages/wait` is the GET route, not the `{mid}` of `…/messages/{mid}`
 /// (no message id is `wait`), so its `Allow` is `GET`.
 pub fn allowed(path: &str) -> Vec<String> {
-    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    // One leading slash: `//api/…` is not `/api/…` (the router does not
+    // serve it either).
+    let parts: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
     let matching: Vec<&Template> = templates()
         .iter()
         .filter(|(segments, _)| {
@@ -74,7 +76,9 @@ pub fn allowed(path: &str) -> Vec<String> {
 /// The default service: 405 with `Allow`, or 404 `NOT_FOUND`.
 pub async fn fallback(req: HttpRequest) -> HttpResponse {
     let methods = allowed(req.path());
-    if methods.is_empty() {
+    // A path documented with this very method that no route took (a
+    // spelling the router reads differently) is not a 405 either.
+    if methods.is_empty() || methods.iter().any(|m| m == req.method().as_str()) {
         return ApiError::new(ErrorCode::NotFound, "no such route").error_response();
     }
     let mut res = ApiError::new(
@@ -115,5 +119,6 @@ mod tests {
         );
         assert!(allowed("/api/agent-api/nope").is_empty());
         assert!(allowed("/api/agent-api/conversations//messages").is_empty());
+        assert!(allowed("//api/agent-api/me").is_empty());
     }
 }

@@ -18,6 +18,7 @@
 //! 3.5 Mbit/s. Requests without a body are not affected.
 
 use crate::error::ApiError;
+use crate::malformed::EndAfterAnswer;
 use crate::state::AppState;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
@@ -56,6 +57,7 @@ pub async fn body_deadline(
         return Ok(next.call(req).await?.map_into_left_body());
     }
     let expired = Rc::new(Cell::new(false));
+    let end_reading = req.conn_data::<EndAfterAnswer>().cloned();
     let body = req.take_payload();
     let deadlined = Deadlined::new(body, limit, expired.clone());
     req.set_payload(Payload::Stream {
@@ -64,6 +66,13 @@ pub async fn body_deadline(
     let res = next.call(req).await?;
     if !expired.get() {
         return Ok(res.map_into_left_body());
+    }
+    // The rest of the body stays unread: the connection ends after this
+    // answer. Left to itself actix-http would go on reading a chunked body
+    // to its end to discard it, holding the connection as long as the
+    // client trickles (or sends nothing).
+    if let Some(end) = end_reading {
+        end.set();
     }
     let refusal = ApiError::new(
         ErrorCode::RequestTimeout,

@@ -145,7 +145,10 @@ impl Front {
                     return Box::pin(http.call((io, Protocol::Http1, peer))).await;
                 }
                 Next::Poll(req) => {
-                    if let Err(refused) = discard_body(&mut io, &mut buf, &mut codec).await {
+                    let limit = self.state.settings.timing.request_body_timeout;
+                    if let Err(refused) =
+                        discard_body(&mut io, &mut buf, &mut codec, &req, limit).await
+                    {
                         // The rest of the body goes unread: answer, then
                         // close without a reset (see `malformed::linger`).
                         let _ = respond(&mut io, &mut codec, refused.error_response(), true).await;
@@ -304,29 +307,50 @@ const MAX_POLL_BODY: usize = 64 * 1024;
 
 /// Reads and drops the body the poll's head declared, if any (its bytes
 /// already in `buf` first), so that the connection can carry the next
-/// request. Errors, each answered before the connection closes:
-/// `MALFORMED_REQUEST` (400) for a chunked body that does not parse,
-/// `PAYLOAD_TOO_LARGE` (413) past [`MAX_POLL_BODY`], `REQUEST_TIMEOUT`
-/// (408) when the body stalls for [`FIRST_HEAD_TIMEOUT`], and
-/// `MALFORMED_REQUEST` when the client closes halfway.
+/// request. A client that asked `Expect: 100-continue` is told to go on
+/// first, unless its `Content-Length` is already past the cap. Errors,
+/// each answered before the connection closes: `MALFORMED_REQUEST` (400)
+/// for a chunked body that does not parse or a connection that ends
+/// inside the body, `PAYLOAD_TOO_LARGE` (413) past [`MAX_POLL_BODY`], and
+/// `REQUEST_TIMEOUT` (408) when the body has not ended `limit`
+/// (`timing.request_body_timeout`) after the head, as for any route.
 async fn discard_body(
     io: &mut TcpStream,
     buf: &mut BytesMut,
     codec: &mut Codec,
+    req: &Request,
+    limit: Duration,
 ) -> Result<(), ApiError> {
     if matches!(codec.message_type(), MessageType::None) {
         return Ok(());
     }
+    let too_large = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("a GET of /updates takes no body; at most {MAX_POLL_BODY} bytes of one are read and dropped"),
+        )
+    };
+    if req.head().expect() {
+        let declared = req
+            .head()
+            .headers
+            .get(actix_http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > MAX_POLL_BODY) {
+            return Err(too_large());
+        }
+        io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .await
+            .map_err(|_| ApiError::new(ErrorCode::MalformedRequest, "the connection ended"))?;
+    }
+    let deadline = tokio::time::Instant::now() + limit;
     let mut read = 0;
     loop {
         match codec.decode(buf) {
             Ok(Some(Message::Chunk(Some(chunk)))) => {
                 read += chunk.len();
                 if read > MAX_POLL_BODY {
-                    return Err(ApiError::new(
-                        ErrorCode::PayloadTooLarge,
-                        format!("a GET of /updates takes no body; at most {MAX_POLL_BODY} bytes of one are read and dropped"),
-                    ));
+                    return Err(too_large());
                 }
             }
             Ok(Some(Message::Chunk(None))) => return Ok(()),
@@ -338,7 +362,7 @@ async fn discard_body(
             }
             Ok(None) => {
                 buf.reserve(READ_CHUNK);
-                match tokio::time::timeout(FIRST_HEAD_TIMEOUT, io.read_buf(buf)).await {
+                match tokio::time::timeout_at(deadline, io.read_buf(buf)).await {
                     Ok(Ok(n)) if n > 0 => {}
                     Ok(_) => {
                         return Err(ApiError::new(
@@ -349,7 +373,10 @@ async fn discard_body(
                     Err(_) => {
                         return Err(ApiError::new(
                             ErrorCode::RequestTimeout,
-                            "the request body did not arrive in time",
+                            format!(
+                                "the request body did not arrive within {} s (timing.request_body_timeout)",
+                                limit.as_secs()
+                            ),
                         ))
                     }
                 }
@@ -385,15 +412,14 @@ fn probe(buf: &mut BytesMut, codec: &mut Codec) -> Option<Result<Request, ()>> {
 }
 
 /// A request this module serves: `GET` of exactly [`UPDATES_PATH`] over
-/// HTTP/1.1, with no upgrade and no `Expect` (a body, if any, is dropped
-/// by [`discard_body`]).
+/// HTTP/1.1, with no upgrade (a body, if any, is dropped by
+/// [`discard_body`]).
 fn is_poll(req: &Request, codec: &Codec) -> bool {
     let head = req.head();
     head.method == Method::GET
         && head.version == Version::HTTP_11
         && head.uri.path() == UPDATES_PATH
         && !codec.upgrade()
-        && !head.expect()
 }
 
 /// Writes `res` (marked as the connection's last when `close`); whether

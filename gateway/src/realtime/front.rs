@@ -145,15 +145,18 @@ impl Front {
                     return Box::pin(http.call((io, Protocol::Http1, peer))).await;
                 }
                 Next::Poll(req) => {
-                    let limit = self.state.settings.timing.request_body_timeout;
-                    if let Err(refused) =
-                        discard_body(&mut io, &mut buf, &mut codec, &req, limit).await
-                    {
-                        // The rest of the body goes unread: answer, then
-                        // close without a reset (see `malformed::linger`).
-                        let _ = respond(&mut io, &mut codec, refused.error_response(), true).await;
-                        linger(io).await;
-                        return Ok(());
+                    if !matches!(codec.message_type(), MessageType::None) {
+                        // Boxed, as is the refusal: this future lives as long
+                        // as the connection, and most polls have no body (a
+                        // lingering close alone holds an 8 KiB buffer).
+                        let limit = self.state.settings.timing.request_body_timeout;
+                        let discarded =
+                            Box::pin(discard_body(&mut io, &mut buf, &mut codec, &req, limit))
+                                .await;
+                        if let Err(refused) = discarded {
+                            Box::pin(refuse(io, codec, refused)).await;
+                            return Ok(());
+                        }
                     }
                     if buf.is_empty() {
                         // Lets the head's bytes go with the request.
@@ -299,14 +302,22 @@ async fn until_gone<F: std::future::Future>(
     }
 }
 
+/// Answers `refused` and closes the connection: the rest of the request's
+/// body goes unread, so the close lingers (see `malformed::linger`) lest
+/// the client lose the answer to a reset.
+async fn refuse(mut io: TcpStream, mut codec: Codec, refused: ApiError) {
+    let _ = respond(&mut io, &mut codec, refused.error_response(), true).await;
+    linger(io).await;
+}
+
 /// Largest body a poll may carry (bytes). A `GET` body has no meaning
 /// (RFC 9110 §9.3.1) and `/updates` ignores it, but some clients send one
 /// (`{}`, an empty chunked body); those are read and dropped. A longer one
 /// is refused 413.
 const MAX_POLL_BODY: usize = 64 * 1024;
 
-/// Reads and drops the body the poll's head declared, if any (its bytes
-/// already in `buf` first), so that the connection can carry the next
+/// Reads and drops the body the poll's head declared (its bytes already in
+/// `buf` first), so that the connection can carry the next
 /// request. A client that asked `Expect: 100-continue` is told to go on
 /// first, unless its `Content-Length` is already past the cap. Errors,
 /// each answered before the connection closes: `MALFORMED_REQUEST` (400)
@@ -321,9 +332,6 @@ async fn discard_body(
     req: &Request,
     limit: Duration,
 ) -> Result<(), ApiError> {
-    if matches!(codec.message_type(), MessageType::None) {
-        return Ok(());
-    }
     let too_large = || {
         ApiError::new(
             ErrorCode::PayloadTooLarge,

@@ -73,18 +73,23 @@ async fn a_malformed_request_head_gets_a_json_400() {
     ];
     for (what, request) in cases {
         let raw = exchange(&gw, request).await;
-        let got = answers(&raw);
-        assert_eq!(got.len(), 1, "{what}: {raw:?}");
-        let (status, content_type, body) = &got[0];
-        assert_eq!(*status, 400, "{what}: {raw:?}");
-        assert_eq!(content_type, "application/json", "{what}: {raw:?}");
-        let body: Value = serde_json::from_str(body).unwrap();
-        assert_error(*status, &body, 400, "MALFORMED_REQUEST");
-        assert!(
-            raw.to_ascii_lowercase().contains("connection: close"),
-            "{what}: {raw:?}"
-        );
+        assert_one_closing_error(&raw, 400, "MALFORMED_REQUEST", what);
     }
+}
+
+/// `raw` is one answer, the JSON error `status` / `code`, marked as the
+/// connection's last.
+fn assert_one_closing_error(raw: &str, status: u16, code: &str, what: &str) {
+    let got = answers(raw);
+    assert_eq!(got.len(), 1, "{what}: {raw:?}");
+    let (got_status, content_type, body) = &got[0];
+    assert_eq!(content_type, "application/json", "{what}: {raw:?}");
+    let body: Value = serde_json::from_str(body).unwrap();
+    assert_error(*got_status, &body, status, code);
+    assert!(
+        raw.to_ascii_lowercase().contains("connection: close"),
+        "{what}: {raw:?}"
+    );
 }
 
 /// A head with more headers than the decoder takes gets the dispatcher's
@@ -102,16 +107,7 @@ async fn a_request_head_with_too_many_headers_gets_a_json_431() {
 
 /// `raw` is one answer: 431 with the JSON body `MALFORMED_REQUEST`.
 fn assert_one_json_431(raw: &str) {
-    let got = answers(raw);
-    assert_eq!(got.len(), 1, "{raw:?}");
-    let (status, content_type, body) = &got[0];
-    assert_eq!(
-        (*status, content_type.as_str()),
-        (431, "application/json"),
-        "{raw:?}"
-    );
-    let body: Value = serde_json::from_str(body).unwrap();
-    assert_eq!(body["code"], "MALFORMED_REQUEST", "{body}");
+    assert_one_closing_error(raw, 431, "MALFORMED_REQUEST", "a head too large");
 }
 
 /// A head far past what the decoder takes (one 300 KB header) gets the
@@ -196,15 +192,7 @@ async fn a_long_poll_with_a_body_is_answered_and_a_broken_body_refused() {
             .strip_prefix("HTTP/1.1 100 Continue\r\n\r\n")
             .unwrap_or(&raw)
             .to_owned();
-        let got = answers(&raw);
-        assert_eq!(got.len(), 1, "{raw:?}");
-        assert_eq!(got[0].1, "application/json", "{raw:?}");
-        let body: Value = serde_json::from_str(&got[0].2).unwrap();
-        assert_error(got[0].0, &body, status, code);
-        assert!(
-            raw.to_ascii_lowercase().contains("connection: close"),
-            "{raw:?}"
-        );
+        assert_one_closing_error(&raw, status, code, code);
     }
 }
 
@@ -322,16 +310,7 @@ async fn a_body_that_does_not_arrive_in_time_gets_a_json_408_and_the_connection_
         let started = std::time::Instant::now();
         let raw = exchange(&gw, request.as_bytes()).await;
         let waited = started.elapsed();
-        let got = answers(&raw);
-        assert_eq!(got.len(), 1, "{raw}");
-        let (status, content_type, body) = &got[0];
-        assert_eq!(
-            (*status, content_type.as_str()),
-            (408, "application/json"),
-            "{raw}"
-        );
-        let body: Value = serde_json::from_str(body).unwrap();
-        assert_eq!(body["code"], "REQUEST_TIMEOUT", "{body}");
+        assert_one_closing_error(&raw, 408, "REQUEST_TIMEOUT", "a stalled body");
         assert!(
             waited >= Duration::from_secs(2),
             "not before the deadline: {waited:?}"

@@ -36,6 +36,19 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use switchboard_protocol::error::ErrorCode;
 
+/// 408 `REQUEST_TIMEOUT` for a body not complete `limit`
+/// (`timing.request_body_timeout`) after its head; the long-poll's front
+/// (`realtime/front.rs`) answers it too.
+pub fn body_timed_out(limit: Duration) -> ApiError {
+    ApiError::new(
+        ErrorCode::RequestTimeout,
+        format!(
+            "the request body did not arrive within {} s (timing.request_body_timeout)",
+            limit.as_secs()
+        ),
+    )
+}
+
 /// Middleware around the whole app: puts every request body under the
 /// deadline, and answers 408 when it passed.
 pub async fn body_deadline(
@@ -74,13 +87,7 @@ pub async fn body_deadline(
     if let Some(end) = end_reading {
         end.set();
     }
-    let refusal = ApiError::new(
-        ErrorCode::RequestTimeout,
-        format!(
-            "the request body did not arrive within {} s (timing.request_body_timeout)",
-            limit.as_secs()
-        ),
-    );
+    let refusal = body_timed_out(limit);
     let mut res = res.error_response(refusal);
     // The rest of the body may still come: the connection cannot carry
     // another request.

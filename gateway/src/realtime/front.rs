@@ -28,6 +28,7 @@ use super::upgrade::{head_and_body, Socket};
 use crate::auth::{authenticate_token, presented_token};
 use crate::error::{invalid_query, ApiError};
 use crate::malformed::{linger, JsonBadRequest};
+use crate::middleware::body_deadline::body_timed_out;
 use crate::middleware::request_log;
 use crate::state::AppState;
 use actix_codec::{Decoder, Encoder};
@@ -378,15 +379,7 @@ async fn discard_body(
                             "the connection ended inside the request body",
                         ))
                     }
-                    Err(_) => {
-                        return Err(ApiError::new(
-                            ErrorCode::RequestTimeout,
-                            format!(
-                                "the request body did not arrive within {} s (timing.request_body_timeout)",
-                                limit.as_secs()
-                            ),
-                        ))
-                    }
+                    Err(_) => return Err(body_timed_out(limit)),
                 }
             }
         }

@@ -244,7 +244,14 @@ impl BayFeed {
         self.presence
             .activity
             .retain(|_, a| a.thinking_until_ms > now || a.active_ms + idle_ms > now);
-        let mut out: HashMap<ParticipantId, ParticipantPresence> = HashMap::new();
+        // Sized up front: a Bay of 10,000 sessions is rebuilt every
+        // interval, and growing the map rehashes it a dozen times.
+        let mut out: HashMap<ParticipantId, ParticipantPresence> = HashMap::with_capacity(
+            self.by_participant
+                .len()
+                .max(self.presence.activity.len())
+                .max(self.presence.linger_until.len()),
+        );
         fn entry<'a>(
             out: &'a mut HashMap<ParticipantId, ParticipantPresence>,
             p: &ParticipantId,
@@ -303,8 +310,7 @@ impl BayFeed {
         {
             return;
         }
-        let mut list: Vec<ParticipantPresence> = record.values().cloned().collect();
-        list.sort_by(|a, b| a.participant.cmp(&b.participant));
+        let list: Vec<ParticipantPresence> = record.values().cloned().collect();
         self.presence.writing = true;
         self.presence.published = Some(record);
         let (store, bay, ttl) = (
@@ -312,11 +318,7 @@ impl BayFeed {
             self.bay.clone(),
             self.settings.presence.record_ttl(),
         );
-        let write = async move {
-            store
-                .set_presence(&bay, crate::node::id(), &list, ttl)
-                .await
-        };
+        let write = async move { store.set_presence(&bay, crate::node::id(), list, ttl).await };
         ctx.spawn(write.into_actor(self).map(|res, act, ctx| {
             act.presence.writing = false;
             match res {
@@ -528,7 +530,7 @@ mod tests {
             f.attach_via("s1", "p1", Transport::Ws).await;
             let e = wait_entry(&f, "p1", |e| e.session).await;
             assert_eq!(e.transports, [Transport::Ws]);
-            assert_eq!(e.node, crate::node::id(), "the record's node");
+            assert_eq!(&*e.node, crate::node::id(), "the record's node");
             // A second transport of a participant already written is
             // written at once too, not at the interval.
             f.attach_via("s2", "p1", Transport::Sse).await;

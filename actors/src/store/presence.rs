@@ -4,6 +4,7 @@ use super::now_ms;
 use super::StoreError;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use std::sync::Arc;
 use std::time::Duration;
 use switchboard_protocol::cursor::EntryId;
 use switchboard_protocol::ids::{BayId, ParticipantId};
@@ -48,8 +49,10 @@ pub struct ParticipantPresence {
     pub transports: Vec<crate::session::Transport>,
     /// The node whose record holds the entry: filled in by
     /// [`PresenceStore::presence_records`], not stored in the entry.
+    /// Shared by every entry of one record (a read of a Bay's records
+    /// clones one pointer per entry, not the node's id).
     #[serde(skip)]
-    pub node: String,
+    pub node: Arc<str>,
 }
 
 impl ParticipantPresence {
@@ -64,7 +67,7 @@ impl ParticipantPresence {
             sent_ms: 0,
             active_ms: 0,
             transports: Vec::new(),
-            node: String::new(),
+            node: Arc::default(),
         }
     }
 
@@ -110,14 +113,16 @@ pub enum Published {
 /// does not decode.
 #[async_trait]
 pub trait PresenceStore: Send + Sync + 'static {
-    /// Replaces `node`'s presence record of `bay` with `entries`, valid
-    /// until `ttl` from now (nodes refresh it well within; a node that
-    /// stops refreshing drops out when it expires).
+    /// Replaces `node`'s presence record of `bay` with `entries` (in any
+    /// order; taken by value, so an engine that keeps them need not copy
+    /// a Bay's worth of entries every interval), valid until `ttl` from
+    /// now (nodes refresh it well within; a node that stops refreshing
+    /// drops out when it expires).
     async fn set_presence(
         &self,
         bay: &BayId,
         node: &str,
-        entries: &[ParticipantPresence],
+        entries: Vec<ParticipantPresence>,
         ttl: Duration,
     ) -> Result<(), StoreError>;
     /// The entries of every live (unexpired) presence record of `bay`,

@@ -27,7 +27,7 @@ fn at_node(entries: &[ParticipantPresence], node: &str) -> Vec<ParticipantPresen
         .iter()
         .cloned()
         .map(|mut e| {
-            e.node = node.to_owned();
+            e.node = node.into();
             e
         })
         .collect()
@@ -76,11 +76,11 @@ async fn presence_records_merge_nodes_and_expire(store: Arc<dyn Store>) {
     }];
     let long = Duration::from_secs(60);
     store
-        .set_presence(&bay.id, "node_a", &on_a, long)
+        .set_presence(&bay.id, "node_a", on_a.to_vec(), long)
         .await
         .unwrap();
     store
-        .set_presence(&bay.id, "node_b", &on_b, long)
+        .set_presence(&bay.id, "node_b", on_b.to_vec(), long)
         .await
         .unwrap();
     // Each entry comes back naming the node whose record holds it.
@@ -99,7 +99,7 @@ async fn presence_records_merge_nodes_and_expire(store: Arc<dyn Store>) {
 
     // A node's new record replaces its old one.
     store
-        .set_presence(&bay.id, "node_a", &[], long)
+        .set_presence(&bay.id, "node_a", vec![], long)
         .await
         .unwrap();
     assert_eq!(
@@ -110,7 +110,7 @@ async fn presence_records_merge_nodes_and_expire(store: Arc<dyn Store>) {
 
     // A record that is not refreshed expires.
     store
-        .set_presence(&bay.id, "node_b", &on_b, Duration::from_millis(200))
+        .set_presence(&bay.id, "node_b", on_b.to_vec(), Duration::from_millis(200))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -119,7 +119,7 @@ async fn presence_records_merge_nodes_and_expire(store: Arc<dyn Store>) {
     // Other Bays are apart.
     let other = new_bay(store).await;
     store
-        .set_presence(&other.id, "node_a", &on_a, long)
+        .set_presence(&other.id, "node_a", on_a.to_vec(), long)
         .await
         .unwrap();
     assert!(store.presence_records(&bay.id).await.unwrap().is_empty());
@@ -262,7 +262,7 @@ async fn presence_records_follow_each_changed_entry(store: Arc<dyn Store>) {
     let long = Duration::from_secs(60);
     let first = vec![entry("a", now), entry("b", now), entry("c", now)];
     store
-        .set_presence(&bay.id, "node_a", &first, long)
+        .set_presence(&bay.id, "node_a", first.to_vec(), long)
         .await
         .unwrap();
     assert_eq!(
@@ -279,7 +279,7 @@ async fn presence_records_follow_each_changed_entry(store: Arc<dyn Store>) {
         entry("d", now + 1),
     ];
     store
-        .set_presence(&bay.id, "node_a", &second, long)
+        .set_presence(&bay.id, "node_a", second.to_vec(), long)
         .await
         .unwrap();
     assert_eq!(
@@ -288,7 +288,7 @@ async fn presence_records_follow_each_changed_entry(store: Arc<dyn Store>) {
     );
     // The same record again (a heartbeat): still the same.
     store
-        .set_presence(&bay.id, "node_a", &second, long)
+        .set_presence(&bay.id, "node_a", second.to_vec(), long)
         .await
         .unwrap();
     assert_eq!(
@@ -297,13 +297,18 @@ async fn presence_records_follow_each_changed_entry(store: Arc<dyn Store>) {
     );
     // Lapsed and collected, then written again unchanged: whole again.
     store
-        .set_presence(&bay.id, "node_a", &second, Duration::from_millis(200))
+        .set_presence(
+            &bay.id,
+            "node_a",
+            second.to_vec(),
+            Duration::from_millis(200),
+        )
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(store.presence_records(&bay.id).await.unwrap().is_empty());
     store
-        .set_presence(&bay.id, "node_a", &second, long)
+        .set_presence(&bay.id, "node_a", second.to_vec(), long)
         .await
         .unwrap();
     assert_eq!(

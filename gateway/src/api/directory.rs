@@ -107,17 +107,17 @@ async fn list_agents(state: web::Data<AppState>, caller: Caller) -> Result<HttpR
         state.store.connectors(bay),
     )?;
     let now = now_ms();
+    let online: HashSet<ParticipantId> = records
+        .iter()
+        .filter(|e| e.present_at(now))
+        .map(|e| e.participant.clone())
+        .collect();
     let states = presence::compute(
-        &records,
+        records,
         &drafts,
         now,
         state.settings.timing.presence_idle_after,
     );
-    let online: HashSet<&ParticipantId> = records
-        .iter()
-        .filter(|e| e.present_at(now))
-        .map(|e| &e.participant)
-        .collect();
     let mut agents: Vec<DirectoryAgent> = participants
         .into_iter()
         .filter(|p| p.kind == ParticipantKind::Agent && &p.id != me)

@@ -34,7 +34,7 @@ pub(crate) async fn member_sessions(
             .iter()
             .filter(|e| e.participant == *member && e.present_at(now))
         {
-            let slot = nodes.entry(e.node.as_str()).or_default();
+            let slot = nodes.entry(&*e.node).or_default();
             slot.0.extend(&e.transports);
             slot.1 |= !e.session;
         }

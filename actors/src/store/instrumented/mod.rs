@@ -565,7 +565,7 @@ impl PresenceStore for Instrumented {
         &self,
         bay: &BayId,
         node: &str,
-        entries: &[ParticipantPresence],
+        entries: Vec<ParticipantPresence>,
         ttl: Duration,
     ) -> Result<(), StoreError> {
         timed(

@@ -97,7 +97,7 @@ struct BayState {
     /// Delivery status by owner; outlives the webhook.
     webhook_status: HashMap<ParticipantId, WebhookStatus>,
     /// Node → (its presence record, expiry in Unix ms).
-    presence: HashMap<String, (Vec<ParticipantPresence>, u64)>,
+    presence: HashMap<std::sync::Arc<str>, (Vec<ParticipantPresence>, u64)>,
     /// Published presence states; absent = `offline`.
     published: HashMap<ParticipantId, PresenceState>,
     /// Open drafts by message id: conversation, author, last activity.

@@ -15,15 +15,13 @@ impl PresenceStore for MemoryStore {
         &self,
         bay: &BayId,
         node: &str,
-        entries: &[ParticipantPresence],
+        entries: Vec<ParticipantPresence>,
         ttl: Duration,
     ) -> Result<(), StoreError> {
+        let until = now_ms() + ttl.as_millis() as u64;
         let mut st = self.state.lock();
         if let Some(b) = st.bays.get_mut(bay) {
-            b.presence.insert(
-                node.to_owned(),
-                (entries.to_vec(), now_ms() + ttl.as_millis() as u64),
-            );
+            b.presence.insert(node.into(), (entries, until));
         }
         Ok(())
     }
@@ -38,9 +36,9 @@ impl PresenceStore for MemoryStore {
         Ok(b.presence
             .iter()
             .flat_map(|(node, (entries, _))| {
-                entries.iter().cloned().map(|mut e| {
-                    e.node.clone_from(node);
-                    e
+                entries.iter().map(|e| ParticipantPresence {
+                    node: node.clone(),
+                    ..e.clone()
                 })
             })
             .collect())

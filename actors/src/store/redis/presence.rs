@@ -144,7 +144,7 @@ impl PresenceStore for RedisStore {
         &self,
         bay: &BayId,
         node: &str,
-        entries: &[ParticipantPresence],
+        entries: Vec<ParticipantPresence>,
         ttl: Duration,
     ) -> Result<(), StoreError> {
         let doing = "recording presence";
@@ -161,7 +161,7 @@ impl PresenceStore for RedisStore {
             },
         )?;
         let mut now: HashMap<&ParticipantId, (String, u64)> = HashMap::with_capacity(entries.len());
-        for e in entries {
+        for e in &entries {
             let json = encode(doing, &key, e)?;
             let d = digest(&json);
             now.insert(&e.participant, (json, d));
@@ -234,8 +234,9 @@ impl PresenceStore for RedisStore {
                         .collect(),
                 }
             };
+            let node: std::sync::Arc<str> = node.into();
             out.extend(entries.into_iter().map(|mut e| {
-                e.node.clone_from(&node);
+                e.node = node.clone();
                 e
             }));
         }

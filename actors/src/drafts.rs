@@ -41,7 +41,7 @@ impl DraftVersions {
         let LogEvent::Change { change, .. } = &record.event else {
             return true;
         };
-        match change {
+        match &**change {
             Change::Delta {
                 message, version, ..
             } => self.0.get(message).is_none_or(|seen| version > seen),

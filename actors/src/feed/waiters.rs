@@ -87,10 +87,10 @@ impl BayFeed {
             LogEvent::Message { message, .. } if !message.is_streaming() => {
                 Some(&message.sender.id)
             }
-            LogEvent::Change {
-                change: Change::Completed { message },
-                ..
-            } => Some(&message.sender.id),
+            LogEvent::Change { change, .. } => match &**change {
+                Change::Completed { message } => Some(&message.sender.id),
+                _ => None,
+            },
             _ => None,
         };
         let Some(waiting) = self.waiters.remove(conversation) else {

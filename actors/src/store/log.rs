@@ -276,9 +276,9 @@ impl LogRecord {
 /// What a log entry records.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-// Records live behind `Arc` and are never moved by value in bulk, so the
-// size gap between variants costs nothing worth a box.
-#[allow(clippy::large_enum_variant)]
+// The two large payloads are boxed: the enum is as large as its largest
+// variant, and the replay buffer holds every record, most of them small
+// (session controls, presence, rosters). Unboxed, each took 816 bytes.
 pub enum LogEvent {
     /// A new message; delivered to the conversation's members as an `Event`.
     Message {
@@ -287,7 +287,7 @@ pub enum LogEvent {
         conversation: ConversationRef,
         /// The message as stored, routing included, so every recipient's
         /// `shouldRespond` is computed from it alone.
-        message: StoredMessage,
+        message: Box<StoredMessage>,
     },
     /// Something happened to a message after it was sent (edit, delete,
     /// reaction, vote) or to a member's read state; delivered to the
@@ -296,7 +296,7 @@ pub enum LogEvent {
         /// `{ id, type, title }` of the conversation at the time of the change.
         conversation: ConversationRef,
         /// What changed.
-        change: Change,
+        change: Box<Change>,
     },
     /// The conversation was created or changed: its full member list after
     /// the change. Idempotent, so replaying it twice is harmless.
@@ -441,7 +441,7 @@ impl LogEvent {
         {
             return Ok(LogEvent::Message {
                 conversation,
-                message,
+                message: Box::new(message),
             });
         }
         serde_json::from_slice(raw)
@@ -814,7 +814,7 @@ mod tests {
         let events = [
             LogEvent::Message {
                 conversation: conversation.clone(),
-                message,
+                message: Box::new(message),
             },
             LogEvent::Roster {
                 conversation,
@@ -872,7 +872,7 @@ mod tests {
             EntryId::new(1, 0),
             LogEvent::Message {
                 conversation: conversation.clone(),
-                message: message.clone(),
+                message: Box::new(message.clone()),
             },
         );
         for who in ["rex", "brain", "ana"] {

@@ -68,7 +68,7 @@ async fn changes_replace_the_message_and_log_the_change(store: Arc<dyn Store>) {
             entry,
             LogEvent::Change {
                 conversation: c.reference(),
-                change: edit,
+                change: Box::new(edit),
             }
         )]
     );
@@ -133,7 +133,7 @@ async fn changes_replace_the_message_and_log_the_change(store: Arc<dyn Store>) {
             entry,
             LogEvent::Change {
                 conversation: c.reference(),
-                change: deletion,
+                change: Box::new(deletion),
             }
         )]
     );
@@ -486,19 +486,19 @@ async fn cards_polls_and_reactions_round_trip_through_changes(store: Arc<dyn Sto
         vec![
             LogEvent::Message {
                 conversation: c.reference(),
-                message: carded,
+                message: Box::new(carded),
             },
             LogEvent::Message {
                 conversation: c.reference(),
-                message: polled,
+                message: Box::new(polled),
             },
             LogEvent::Change {
                 conversation: c.reference(),
-                change: reaction,
+                change: Box::new(reaction),
             },
             LogEvent::Change {
                 conversation: c.reference(),
-                change: vote,
+                change: Box::new(vote),
             },
         ]
     );

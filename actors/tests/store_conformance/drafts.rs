@@ -151,14 +151,13 @@ async fn drafts_stream_close_and_count_their_round_at_completion(store: Arc<dyn 
         .into_iter()
         .map(|(_, e)| match e {
             LogEvent::Message { message, .. } => format!("message:{:?}", message.state),
-            LogEvent::Change {
-                change: Change::Delta { text, version, .. },
-                ..
-            } => format!("delta:{version}:{text}"),
-            LogEvent::Change {
-                change: Change::Completed { message },
-                ..
-            } => format!("completed:{}", message.routing.suppressed),
+            LogEvent::Change { change, .. } => match *change {
+                Change::Delta { text, version, .. } => format!("delta:{version}:{text}"),
+                Change::Completed { message } => {
+                    format!("completed:{}", message.routing.suppressed)
+                }
+                other => format!("{other:?}"),
+            },
             other => format!("{other:?}"),
         })
         .collect();

@@ -62,7 +62,7 @@ async fn idempotent_appends_store_once(store: Arc<dyn Store>) {
             first.entry,
             LogEvent::Message {
                 conversation: c.reference(),
-                message: first.message.clone(),
+                message: Box::new(first.message.clone()),
             }
         )],
         "exactly one Message entry"

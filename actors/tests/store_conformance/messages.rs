@@ -81,7 +81,7 @@ async fn history_since_before_and_paging(store: Arc<dyn Store>) {
             r.event,
             LogEvent::Message {
                 conversation: c.reference(),
-                message: m.clone()
+                message: Box::new(m.clone())
             }
         );
     }
@@ -694,10 +694,10 @@ async fn read_markers_only_move_forward(store: Arc<dyn Store>) {
             entry,
             LogEvent::Change {
                 conversation: g.reference(),
-                change: Change::Read {
+                change: Box::new(Change::Read {
                     participant: bob.id.clone(),
                     message: m2.id.clone(),
-                },
+                }),
             }
         )]
     );

@@ -60,10 +60,10 @@ pub async fn start_typing(
                     bay,
                     LogEvent::Change {
                         conversation: conversation.clone(),
-                        change: Change::Typing {
+                        change: Box::new(Change::Typing {
                             participant: participant.clone(),
                             until,
-                        },
+                        }),
                     },
                 )
                 .await?;

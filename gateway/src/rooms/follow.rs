@@ -146,7 +146,7 @@ fn named(
         LogEvent::Change {
             conversation: c,
             change,
-        } if &c.id == conversation => match change {
+        } if &c.id == conversation => match &**change {
             Change::Delta { .. } | Change::Read { .. } | Change::Typing { .. } => None,
             other => other.message().cloned(),
         },

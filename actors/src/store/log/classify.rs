@@ -45,33 +45,27 @@ impl LogEvent {
     /// addressed to it: its own typing indicator, which only the other
     /// members see.
     pub fn hidden_from(&self, recipient: &ParticipantId) -> bool {
-        matches!(
-            self,
-            LogEvent::Change {
-                change: Change::Typing { participant, .. },
-                ..
-            } if participant == recipient
-        )
+        match self {
+            LogEvent::Change { change, .. } => matches!(
+                &**change,
+                Change::Typing { participant, .. } if participant == recipient
+            ),
+            _ => false,
+        }
     }
 
     /// Bytes a session is charged for this entry while it is queued
     /// (an estimate of its frame size).
     pub fn estimated_bytes(&self) -> usize {
         match self {
-            LogEvent::Message { message, .. }
-            | LogEvent::Change {
-                change: Change::Edited { message },
-                ..
-            }
-            | LogEvent::Change {
-                change: Change::Completed { message },
-                ..
-            } => message.content.len() + 512,
-            LogEvent::Change {
-                change: Change::Delta { text, .. },
-                ..
-            } => text.len() + 256,
-            LogEvent::Change { .. } => 512,
+            LogEvent::Message { message, .. } => message.content.len() + 512,
+            LogEvent::Change { change, .. } => match &**change {
+                Change::Edited { message } | Change::Completed { message } => {
+                    message.content.len() + 512
+                }
+                Change::Delta { text, .. } => text.len() + 256,
+                _ => 512,
+            },
             LogEvent::Presence { .. } => 160,
             LogEvent::SummaryRequested { .. } => 320,
             LogEvent::ConnectorRequest { payload, .. } => payload.to_string().len() + 320,

@@ -48,12 +48,12 @@ impl DraftStore for MemoryStore {
         let entry = log_of(&mut st.logs, bay).append(
             LogEvent::Change {
                 conversation: append.conversation,
-                change: Change::Delta {
+                change: Box::new(Change::Delta {
                     message: append.message,
                     offset: append.offset,
                     text: append.text,
                     version,
-                },
+                }),
             },
             &self.limits,
         );
@@ -102,7 +102,7 @@ impl DraftStore for MemoryStore {
         let entry = log_of(&mut st.logs, bay).append(
             LogEvent::Change {
                 conversation: change.conversation,
-                change: change.change,
+                change: Box::new(change.change),
             },
             &self.limits,
         );

@@ -109,7 +109,7 @@ impl MessageStore for MemoryStore {
         let entry = log_of(&mut st.logs, bay).append(
             LogEvent::Message {
                 conversation: new.conversation,
-                message: message.clone(),
+                message: Box::new(message.clone()),
             },
             &self.limits,
         );
@@ -146,7 +146,7 @@ impl MessageStore for MemoryStore {
         let entry = log_of(&mut st.logs, bay).append(
             LogEvent::Change {
                 conversation: change.conversation,
-                change: change.change,
+                change: Box::new(change.change),
             },
             &self.limits,
         );
@@ -190,10 +190,10 @@ impl MessageStore for MemoryStore {
         let entry = log_of(&mut st.logs, bay).append(
             LogEvent::Change {
                 conversation: conversation.clone(),
-                change: Change::Read {
+                change: Box::new(Change::Read {
                     participant: participant.clone(),
                     message: message.id.clone(),
-                },
+                }),
             },
             &self.limits,
         );

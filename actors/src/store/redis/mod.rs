@@ -150,7 +150,7 @@ fn change_event(
             doing,
             &LogEvent::Change {
                 conversation,
-                change,
+                change: Box::new(change),
             },
         )?,
     )

@@ -129,6 +129,10 @@ pub struct RedisStore {
     /// an interval writes only the entries that changed (see
     /// `presence.rs`).
     presence_written: presence::Written,
+    /// The presence records this process last read, by version, so a
+    /// record is decoded again only when its node wrote it again (see
+    /// `presence.rs`).
+    presence_read: parking_lot::Mutex<presence::ReadCache>,
     /// Whether the credentials channel may be written in the same script
     /// as a Bay's keys: a server that is not a cluster (see `directory.rs`).
     atomic_credentials: bool,

@@ -11,6 +11,14 @@
 //! each entry it wrote; a failed write, or a heartbeat found missing (the
 //! record lapsed and was collected, or the data set was lost), makes the
 //! next write whole. Readers see exactly what a whole record said.
+//!
+//! Each write stamps its heartbeat with a version (`seq`) unique to the
+//! write, in the same script as the entries. A reader keeps the entries it
+//! decoded per record and version ([`ReadCache`]), and reads a record's
+//! hash again only when its heartbeat names another version: the Bay's
+//! publisher reads every record at every tick (500 ms), and a record only
+//! changes at its node's interval (2 s), or not at all while its
+//! participants sit idle.
 
 use super::codec::{corrupt, decode, encode, entry_id, status, ScriptStatus};
 use super::keys::BayKeys;
@@ -61,14 +69,92 @@ lua_params! {
 }
 
 /// What this process last wrote of each of its records: (Bay, node) →
-/// participant → digest of the entry's JSON.
+/// participant → digest of the entry ([`digest`]).
 pub(super) type Written = Mutex<HashMap<(BayId, String), HashMap<ParticipantId, u64>>>;
+
+/// The records this process read, per Bay: node → (the version its
+/// heartbeat named, the entries then), and when the Bay was last read.
+/// Bays not read for [`READ_CACHE_IDLE`] are forgotten.
+#[derive(Default)]
+pub(super) struct ReadCache {
+    bays: HashMap<BayId, (std::time::Instant, Records)>,
+    swept: Option<std::time::Instant>,
+}
+
+/// The entries of one record version, shared by the reads that find it
+/// unchanged.
+type CachedEntries = std::sync::Arc<[ParticipantPresence]>;
+
+/// One Bay's cached records: node → (version, entries).
+type Records = HashMap<String, (u64, CachedEntries)>;
+
+/// How long a Bay's cached records outlive its last read.
+const READ_CACHE_IDLE: Duration = Duration::from_secs(60);
+
+impl ReadCache {
+    /// `bay`'s cached records (node → version, entries).
+    fn of(&self, bay: &BayId) -> Records {
+        self.bays
+            .get(bay)
+            .map(|(_, nodes)| nodes.clone())
+            .unwrap_or_default()
+    }
+
+    /// Notes the record `node` just wrote of `bay`, at version `seq`.
+    fn wrote(&mut self, bay: &BayId, node: &str, seq: u64, entries: CachedEntries) {
+        let (used, nodes) = self
+            .bays
+            .entry(bay.clone())
+            .or_insert_with(|| (std::time::Instant::now(), Records::new()));
+        *used = std::time::Instant::now();
+        nodes.insert(node.to_owned(), (seq, entries));
+    }
+
+    /// Replaces `bay`'s cached records with what a read found live, and
+    /// forgets Bays no one read for a while (looked for once a minute).
+    fn store(&mut self, bay: &BayId, nodes: Records) {
+        let now = std::time::Instant::now();
+        if nodes.is_empty() {
+            self.bays.remove(bay);
+        } else {
+            self.bays.insert(bay.clone(), (now, nodes));
+        }
+        if self
+            .swept
+            .is_none_or(|at| now.duration_since(at) >= READ_CACHE_IDLE)
+        {
+            self.swept = Some(now);
+            self.bays
+                .retain(|_, (used, _)| now.duration_since(*used) < READ_CACHE_IDLE);
+        }
+    }
+}
+
+/// A version for one record write: unique to this write among all nodes
+/// (a per-process counter started at a random point), so a reader can tell
+/// an unchanged record by its heartbeat alone. 0 means "none" (heartbeats
+/// of older nodes): such records are always read.
+fn next_version() -> u64 {
+    static NEXT: LazyLock<std::sync::atomic::AtomicU64> = LazyLock::new(|| {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            ^ (u64::from(std::process::id()) << 32);
+        std::sync::atomic::AtomicU64::new(seed.max(1))
+    });
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        .max(1)
+}
 
 /// One node's field in a Bay's presence hash.
 #[derive(Serialize, Deserialize)]
 struct Presence {
     /// Unix ms after which the record no longer counts.
     until: i64,
+    /// The version of the record this heartbeat was written with (see
+    /// [`next_version`]); 0 when the writer predates versions.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    seq: u64,
     /// Participants present on that node (a session, or within the
     /// linger): all that nodes before activity presence read. Empty in
     /// heartbeats (`record`).
@@ -85,10 +171,29 @@ struct Presence {
     record: bool,
 }
 
-/// A digest of an entry's JSON: what tells a changed entry.
-fn digest(json: &str) -> u64 {
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A digest of what an entry stores (every field its JSON carries; not
+/// `node`, which a reader fills in): what tells a changed entry. Taken from
+/// the fields, not the JSON, so an unchanged entry is never encoded: a
+/// record of 10,000 idle participants is rewritten every interval.
+fn digest(e: &ParticipantPresence) -> u64 {
+    let ParticipantPresence {
+        participant,
+        session,
+        linger_until_ms,
+        thinking_until_ms,
+        typed_ms,
+        sent_ms,
+        active_ms,
+        transports,
+        node: _,
+    } = e;
     let mut h = DefaultHasher::new();
-    json.hash(&mut h);
+    (participant, session, linger_until_ms, thinking_until_ms).hash(&mut h);
+    (typed_ms, sent_ms, active_ms, transports).hash(&mut h);
     h.finish()
 }
 
@@ -150,22 +255,22 @@ impl PresenceStore for RedisStore {
         let doing = "recording presence";
         let key = BayKeys::new(bay).presence();
         let until = Utc::now().timestamp_millis() + ttl.as_millis() as i64;
+        let seq = next_version();
         let heartbeat = encode(
             doing,
             &key,
             &Presence {
                 until,
+                seq,
                 online: Vec::new(),
                 entries: None,
                 record: true,
             },
         )?;
-        let mut now: HashMap<&ParticipantId, (String, u64)> = HashMap::with_capacity(entries.len());
-        for e in &entries {
-            let json = encode(doing, &key, e)?;
-            let d = digest(&json);
-            now.insert(&e.participant, (json, d));
-        }
+        let now: HashMap<&ParticipantId, (&ParticipantPresence, u64)> = entries
+            .iter()
+            .map(|e| (&e.participant, (e, digest(e))))
+            .collect();
         let slot = (bay.clone(), node.to_owned());
         // Taken out while the write runs: a failed write leaves nothing,
         // so the next one is whole.
@@ -176,10 +281,14 @@ impl PresenceStore for RedisStore {
             let removed: Vec<&ParticipantId> = previous
                 .map(|p| p.keys().filter(|id| !now.contains_key(id)).collect())
                 .unwrap_or_default();
-            let written: Vec<(&ParticipantId, &str)> = now
+            let written: Vec<(&ParticipantId, String)> = now
                 .iter()
                 .filter(|(id, (_, d))| previous.is_none_or(|p| p.get(*id) != Some(d)))
-                .map(|(id, (json, _))| (*id, json.as_str()))
+                .map(|(id, (e, _))| Ok((*id, encode(doing, &key, *e)?)))
+                .collect::<Result<_, StoreError>>()?;
+            let written: Vec<(&ParticipantId, &str)> = written
+                .iter()
+                .map(|(id, json)| (*id, json.as_str()))
                 .collect();
             if self
                 .write_presence(bay, node, &heartbeat, ttl, full, &removed, &written)
@@ -195,6 +304,11 @@ impl PresenceStore for RedisStore {
             .map(|(id, (_, d))| (id.clone(), d))
             .collect();
         self.presence_written.lock().insert(slot, digests);
+        // What this node wrote is what a read of this version would
+        // decode: its own publisher need not read it back.
+        self.presence_read
+            .lock()
+            .wrote(bay, node, seq, CachedEntries::from(entries));
         Ok(())
     }
 
@@ -206,33 +320,50 @@ impl PresenceStore for RedisStore {
         let now = Utc::now().timestamp_millis();
         let mut out = Vec::new();
         let mut expired = Vec::new();
+        let cached = self.presence_read.lock().of(bay);
+        let mut fresh = Records::new();
         for (node, value) in raw {
             let p: Presence = decode(doing, &key, &value)?;
             if p.until <= now {
                 expired.push(node);
                 continue;
             }
-            let entries = if p.record {
-                let record = k.presence_record(&node);
-                let fields: Vec<(String, Vec<u8>)> = self
-                    .query(doing, &record, cmd("HGETALL").arg(&record))
-                    .await?;
-                fields
-                    .iter()
-                    .map(|(_, json)| decode(doing, &record, json))
-                    .collect::<Result<Vec<ParticipantPresence>, _>>()?
-            } else {
-                match p.entries {
-                    Some(entries) => entries,
-                    None => p
-                        .online
-                        .into_iter()
-                        .map(|participant| ParticipantPresence {
-                            session: true,
-                            ..ParticipantPresence::new(participant)
-                        })
-                        .collect(),
+            if p.record {
+                let entries = match cached.get(&node) {
+                    Some((seq, entries)) if p.seq != 0 && *seq == p.seq => entries.clone(),
+                    _ => {
+                        let record = k.presence_record(&node);
+                        let fields: Vec<(String, Vec<u8>)> = self
+                            .query(doing, &record, cmd("HGETALL").arg(&record))
+                            .await?;
+                        fields
+                            .iter()
+                            .map(|(_, json)| decode(doing, &record, json))
+                            .collect::<Result<CachedEntries, _>>()?
+                    }
+                };
+                let shared: std::sync::Arc<str> = node.as_str().into();
+                out.extend(entries.iter().map(|e| ParticipantPresence {
+                    node: shared.clone(),
+                    ..e.clone()
+                }));
+                if p.seq != 0 {
+                    fresh.insert(node, (p.seq, entries));
                 }
+                continue;
+            }
+            // A record in the heartbeat itself (nodes before per-participant
+            // records), or only who is online (nodes before activity presence).
+            let entries = match p.entries {
+                Some(entries) => entries,
+                None => p
+                    .online
+                    .into_iter()
+                    .map(|participant| ParticipantPresence {
+                        session: true,
+                        ..ParticipantPresence::new(participant)
+                    })
+                    .collect(),
             };
             let node: std::sync::Arc<str> = node.into();
             out.extend(entries.into_iter().map(|mut e| {
@@ -251,6 +382,7 @@ impl PresenceStore for RedisStore {
                 let _: i64 = self.query(doing, record, cmd("DEL").arg(record)).await?;
             }
         }
+        self.presence_read.lock().store(bay, fresh);
         Ok(out)
     }
 

@@ -92,6 +92,7 @@ pub async fn connect_to(
         blocking,
         limits,
         presence_written: Default::default(),
+        presence_read: Default::default(),
         atomic_credentials: false,
     };
     store.ping().await?;

@@ -549,6 +549,47 @@ async fn a_client_moving_off_a_draining_node_within_the_linger_emits_nothing() {
     wait_listed(&b, &w.brain, "rex", ("online", "online")).await;
 }
 
+/// Connecting counts as activity, a reconnect within the linger does
+/// not, whichever node it goes through: an idle agent that reconnects
+/// through another node stays idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_agent_reconnecting_through_another_node_within_the_linger_stays_idle() {
+    let redis = RedisServer::start(false);
+    let opts = || {
+        fast()
+            .env("SWITCHBOARD_TIMING__PRESENCE_IDLE_AFTER", "2s")
+            .redis(&redis.url())
+    };
+    let a = Gateway::spawn_with(opts()).await;
+    let b = Gateway::spawn_with(opts()).await;
+    let w = World::create(&a, "b1").await;
+    let mut brain = b.ws_ready(&w.brain, None).await;
+    let rex = a.ws_ready(&w.rex, None).await;
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "online"
+    );
+    assert_eq!(
+        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
+        "idle"
+    );
+
+    // Off node A, onto node B 300 ms later, inside A's 1 s linger; then
+    // past the linger (a negative needs the wait) a marker bounds the read.
+    rex.close().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _rex = b.ws_ready(&w.rex, None).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let marker = post(&b, &w.ana, "group", "marker").await;
+    let seen = presence_until_message(&mut brain, &marker).await;
+    assert!(
+        seen.iter().all(|e| e["participantId"] != "rex"),
+        "a reconnect through another node changed rex's presence: {seen:?}"
+    );
+    let (status, presence) = listed(&b, &w.brain, "rex").await;
+    assert_eq!((status.as_str(), presence.as_str()), ("online", "idle"));
+}
+
 #[tokio::test]
 async fn an_open_draft_shows_streaming_until_it_completes() {
     let gw = Gateway::spawn_with(fast()).await;

@@ -600,7 +600,10 @@ impl Handler<Batch> for BayFeed {
                     }
                 }
                 LogEvent::ConnectorAnswered { .. } => self.wake_answer(record),
-                LogEvent::Presence { participant, .. } => {
+                LogEvent::Presence {
+                    participant, state, ..
+                } => {
+                    self.announced(participant, *state);
                     for peer in self.peers_of(participant) {
                         for &slot in self.by_participant.get(&peer).into_iter().flatten() {
                             stage(&mut self.sessions, &mut self.outgoing, slot, record);
@@ -798,6 +801,15 @@ mod tests {
         }
 
         pub(super) async fn start_with(presence: PresenceSettings) -> Fixture {
+            Self::start_prepared(presence, async |_, _| {}).await
+        }
+
+        /// The same, `prepare` run on the store (its Bay created) before
+        /// the feed starts.
+        pub(super) async fn start_prepared(
+            presence: PresenceSettings,
+            prepare: impl AsyncFnOnce(&dyn Store, &BayId),
+        ) -> Fixture {
             let store: Arc<dyn Store> = Arc::new(MemoryStore::new(MemoryLimits {
                 replay_window: Duration::from_secs(900),
                 max_entries: 1000,
@@ -810,6 +822,7 @@ mod tests {
                 })
                 .await
                 .unwrap();
+            prepare(&*store, &bay).await;
             let settings = FeedSettings {
                 watermark_interval: Duration::from_secs(60),
                 linger: Duration::ZERO,

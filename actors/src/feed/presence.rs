@@ -31,6 +31,7 @@ use actix::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use switchboard_protocol::ids::ParticipantId;
+use switchboard_protocol::presence::PresenceState;
 
 /// Sessions that start within this long of each other are written to the
 /// presence record together: each write carries the node's whole record
@@ -57,6 +58,16 @@ pub(super) struct Presence {
     /// and a feed without sessions (one a webhook worker keeps) never
     /// writes.
     published: Option<HashMap<ParticipantId, ParticipantPresence>>,
+    /// The Bay's published states as the log told this feed
+    /// (`Presence` entries), seeded from the store when the feed starts:
+    /// whether a participant starting its first session here is present
+    /// through another node already (a reconnect within that node's
+    /// linger, or a second session), which is no activity. Until the seed
+    /// arrives `offline` is kept too, so the older seed cannot overwrite
+    /// it; after, a participant absent is `offline`.
+    announced: HashMap<ParticipantId, PresenceState>,
+    /// The seed was merged into `announced` (or could not be read).
+    seeded: bool,
     /// A write is in flight. Writes are serialized, so an older record
     /// never lands after a newer one.
     writing: bool,
@@ -90,6 +101,8 @@ impl Default for Presence {
             lingering_via: HashMap::new(),
             activity: HashMap::new(),
             published: Some(HashMap::new()),
+            announced: HashMap::new(),
+            seeded: false,
             writing: false,
             due: false,
             again: false,
@@ -105,6 +118,25 @@ impl BayFeed {
     /// long as the feed does. A zero interval or tick turns either off.
     pub(super) fn start_presence(&self, ctx: &mut Context<Self>) {
         let presence = self.settings.presence;
+        if !presence.tick.is_zero() {
+            let (store, bay) = (self.store.clone(), self.bay.clone());
+            let seed = async move { store.published_presence(&bay).await };
+            ctx.spawn(seed.into_actor(self).map(|res, act, _| {
+                let p = &mut act.presence;
+                match res {
+                    Ok(states) => {
+                        for (participant, state) in states {
+                            p.announced.entry(participant).or_insert(state);
+                        }
+                    }
+                    Err(err) => {
+                        tracing::debug!(bay = %act.bay, error = %err, "could not read the published presence; reconnects through other nodes count as arrivals");
+                    }
+                }
+                p.announced.retain(|_, s| *s != PresenceState::Offline);
+                p.seeded = true;
+            }));
+        }
         if !presence.interval.is_zero() {
             ctx.run_interval(presence.interval, |act, ctx| {
                 act.publish_presence(ctx);
@@ -180,8 +212,20 @@ impl BayFeed {
         }
     }
 
+    /// Notes a published state read from the log (a `Presence` entry).
+    pub(super) fn announced(&mut self, participant: &ParticipantId, state: PresenceState) {
+        let p = &mut self.presence;
+        if state == PresenceState::Offline && p.seeded {
+            p.announced.remove(participant);
+        } else {
+            p.announced.insert(participant.clone(), state);
+        }
+    }
+
     /// Notes that a session of `participant` started. Its first one here
-    /// (not merely a reconnect within the linger) counts as activity.
+    /// counts as activity, unless it is merely a reconnect: within its
+    /// linger here, or while it is present through another node (a
+    /// reconnect there within that node's linger, or a session there).
     pub(super) fn session_started(
         &mut self,
         participant: &ParticipantId,
@@ -198,7 +242,12 @@ impl BayFeed {
             .by_participant
             .get(participant)
             .is_some_and(|s| s.len() > 1);
-        if !lingering && !had_session {
+        let elsewhere = self
+            .presence
+            .announced
+            .get(participant)
+            .is_some_and(|s| *s != PresenceState::Offline);
+        if !lingering && !had_session && !elsewhere {
             self.presence
                 .activity
                 .entry(participant.clone())
@@ -478,8 +527,8 @@ mod tests {
                 .await
                 .unwrap()
                 .into_iter()
-                .find(|e| e.participant.0 == participant);
-            if let Some(e) = found.filter(|e| ok(e)) {
+                .find(|e| e.participant.0 == participant && ok(e));
+            if let Some(e) = found {
                 return e;
             }
             assert!(
@@ -512,6 +561,53 @@ mod tests {
                 "lingers for the setting: {e:?}"
             );
             assert_eq!(f.online().await, ["p1"]);
+        });
+    }
+
+    #[test]
+    fn a_reconnect_through_another_node_within_its_linger_is_no_activity() {
+        use crate::store::PresenceChange;
+        actix::System::new().block_on(async {
+            let settings = PresenceSettings {
+                interval: Duration::from_secs(60),
+                linger: Duration::from_secs(30),
+                tick: Duration::from_secs(60),
+                idle_after: Duration::from_secs(300),
+            };
+            // Another node served p1, long idle, and lingers it after its
+            // session there ended; the Bay shows it present.
+            let f = Fixture::start_prepared(settings, async |store, bay| {
+                let p1 = ParticipantId("p1".into());
+                let lingering = ParticipantPresence {
+                    linger_until_ms: now_ms() + 30_000,
+                    active_ms: now_ms() - 200_000,
+                    ..ParticipantPresence::new(p1.clone())
+                };
+                let ttl = Duration::from_secs(60);
+                store
+                    .set_presence(bay, "n_other", vec![lingering], ttl)
+                    .await
+                    .unwrap();
+                let online = PresenceChange {
+                    participant: p1,
+                    from: PresenceState::Offline,
+                    to: PresenceState::Online,
+                    at: chrono::Utc::now(),
+                };
+                store.publish_presence(bay, &[online]).await.unwrap();
+            })
+            .await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            f.attach("s1", "p1").await;
+            f.attach("s2", "p2").await;
+            let here = |e: &ParticipantPresence| e.session && &*e.node == crate::node::id();
+            let first = wait_entry(&f, "p2", here).await;
+            assert!(
+                first.active_ms > 0,
+                "a first arrival is activity: {first:?}"
+            );
+            let back = wait_entry(&f, "p1", here).await;
+            assert_eq!(back.active_ms, 0, "a reconnect is not: {back:?}");
         });
     }
 

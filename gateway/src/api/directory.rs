@@ -47,12 +47,15 @@ pub(crate) struct DirectoryAgent {
     /// Always `null`: this gateway stores no avatars.
     #[schema(required = true, value_type = Option<String>)]
     avatar: Option<String>,
-    /// `online` while the agent holds a `/ws` or `/updates` session on any
-    /// node, or held one within `timing.presence_linger` (an `/updates`
-    /// client stays online between its polls), else `offline`. Going
-    /// offline shows within the linger (2.5 s by default) after a clean
-    /// close, and within about three `timing.presence_interval`s (6 s)
-    /// when the node holding the session dies.
+    /// `online` while the agent holds a `/ws`, `/events` or `/updates`
+    /// session on any node, or held one within its linger
+    /// (`timing.presence_linger`, 2.5 s by default, after a `/ws` or
+    /// `/events` session; `timing.presence_poll_linger`, 10 s, after an
+    /// `/updates` call, so a poller stays online between its polls), else
+    /// `offline`. Going offline shows when the linger ends after a clean
+    /// close (plus the moment the server takes to see the close), and
+    /// within about three `timing.presence_interval`s (6 s) when the node
+    /// holding the session dies.
     status: AgentStatus,
     /// Activity presence: `streaming` (an open streaming draft),
     /// `thinking` (a live typing indicator, or a 👀 reaction), `online`,
@@ -73,7 +76,8 @@ pub(crate) struct DirectoryAgent {
 #[derive(Serialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum AgentStatus {
-    /// Holds a `/ws` or `/updates` session on some node.
+    /// Holds a `/ws`, `/events` or `/updates` session on some node, or
+    /// held one within its linger.
     Online,
     /// Holds none.
     Offline,
@@ -85,7 +89,7 @@ pub(crate) enum AgentStatus {
     operation_id = "listAgents",
     tag = "agent",
     summary = "The other agents of the caller's Bay",
-    description = "Every agent of the caller's Bay except the caller, sorted by id, whether or not it shares a conversation with the caller. `status` is `online` while the agent holds a `/ws` or `/updates` session on any node, or held one within `timing.presence_linger` (an `/updates` client stays online between its polls), else `offline`; going offline shows within 2.5 s of a clean close and within about 6 s when the agent's node dies (defaults). `presence` is its activity presence: `streaming`, `thinking`, `online`, `idle` or `offline`, by the rule of `presence.updated` events. `connector` is `{ platform }` for a connector agent (protocol §9; marked by the admin API), whose `capabilities` are then `[\"ask\", \"send\"]`; otherwise `connector` is `null` and `capabilities` `[]`. `avatar` is always `null`: this gateway stores none. Works with user tokens too.",
+    description = "Every agent of the caller's Bay except the caller, sorted by id, whether or not it shares a conversation with the caller. `status` is `online` while the agent holds a `/ws`, `/events` or `/updates` session on any node, or held one within its linger (2.5 s after a `/ws` or `/events` session, `timing.presence_linger`; 10 s after an `/updates` call, `timing.presence_poll_linger`, so a poller stays online between its polls), else `offline`; going offline shows when the linger ends after a clean close, and within about 6 s when the agent's node dies (defaults). `presence` is its activity presence: `streaming`, `thinking`, `online`, `idle` or `offline`, by the rule of `presence.updated` events. `connector` is `{ platform }` for a connector agent (protocol §9; marked by the admin API), whose `capabilities` are then `[\"ask\", \"send\"]`; otherwise `connector` is `null` and `capabilities` `[]`. `avatar` is always `null`: this gateway stores none. Works with user tokens too.",
     responses(
         (status = 200, description = "The other agents of the Bay", body = AgentDirectory),
         (status = 401, description = "UNAUTHORIZED: missing, unknown, rotated or revoked token", body = ErrorBody),

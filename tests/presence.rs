@@ -26,6 +26,13 @@ fn defaults() -> Opts {
     Opts::default().env("SWITCHBOARD_TIMING__PRESENCE_TICK", "500ms")
 }
 
+/// Reads `ws` until `who` shows `online` and then, left quiet, `idle`.
+async fn went_online_then_idle(ws: &mut Ws, who: &str) {
+    for state in ["online", "idle"] {
+        assert_eq!(next_state_of(ws, who, Duration::from_secs(10)).await, state);
+    }
+}
+
 /// Reads `ws` until a `presence.updated` about `who` arrives; returns it.
 async fn next_presence_of(ws: &mut Ws, who: &str, patience: Duration) -> Value {
     let deadline = tokio::time::Instant::now() + patience;
@@ -391,14 +398,7 @@ async fn a_quiet_agent_turns_idle_and_a_send_brings_it_back_online() {
     let w = World::create(&gw, "b1").await;
     let mut brain = gw.ws_ready(&w.brain, None).await;
     let _rex = gw.ws_ready(&w.rex, None).await;
-    assert_eq!(
-        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
-        "online"
-    );
-    assert_eq!(
-        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
-        "idle"
-    );
+    went_online_then_idle(&mut brain, "rex").await;
     // Idle keeps the session-based `status`.
     let (status, presence) = listed(&gw, &w.brain, "rex").await;
     assert_eq!((status.as_str(), presence.as_str()), ("online", "idle"));
@@ -565,14 +565,7 @@ async fn an_idle_agent_reconnecting_through_another_node_within_the_linger_stays
     let w = World::create(&a, "b1").await;
     let mut brain = b.ws_ready(&w.brain, None).await;
     let rex = a.ws_ready(&w.rex, None).await;
-    assert_eq!(
-        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
-        "online"
-    );
-    assert_eq!(
-        next_state_of(&mut brain, "rex", Duration::from_secs(10)).await,
-        "idle"
-    );
+    went_online_then_idle(&mut brain, "rex").await;
 
     // Off node A, onto node B 300 ms later, inside A's 1 s linger; then
     // past the linger (a negative needs the wait) a marker bounds the read.

@@ -24,7 +24,7 @@ sleep "$DELAY"
 PID=$(pgrep -n -f "^$SB serve" || true)
 if [ -n "$PID" ]; then
   if [ -n "${PERF_DWARF:-}" ]; then
-    perf record -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$PID" -o "$OUT/perf.data" -- sleep "$SECS" 2>/dev/null || true
+    perf record -e "${PERF_EVENT:-cpu-clock}" -F 499 --call-graph dwarf,16384 -p "$PID" -o "$OUT/perf.data" -- sleep "$SECS" 2>/dev/null || true
   else
     perf record -e cpu-clock -F 999 -g -p "$PID" -o "$OUT/perf.data" -- sleep "$SECS" 2>/dev/null || true
   fi

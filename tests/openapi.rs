@@ -366,13 +366,13 @@ async fn every_listed_route_is_served_with_its_method() {
     // And the default service really answers that way: a served path with
     // another method is 405 with `Allow`; an unknown path is 404.
     for (method, path, allow) in [
-        (Method::DELETE, "/healthz", "GET"),
+        (Method::DELETE, "/healthz", "GET, HEAD"),
         (
             Method::PUT,
             "/api/agent-api/conversations/c/messages",
-            "GET, POST",
+            "GET, HEAD, POST",
         ),
-        (Method::POST, "/api/agent-api/me", "GET"),
+        (Method::POST, "/api/agent-api/me", "GET, HEAD"),
         (Method::GET, "/api/agent-api/polls", "POST"),
     ] {
         let res = gw
@@ -395,6 +395,118 @@ async fn every_listed_route_is_served_with_its_method() {
     let status = res.status().as_u16();
     let body: Value = res.json().await.unwrap_or(Value::Null);
     common::assert_error(status, &body, 404, "NOT_FOUND");
+}
+
+/// `HEAD` is a `GET` without content (RFC 9110 §9.3.2) where `GET` only
+/// reads; where it holds the request or acts it is 405 `Allow: GET`.
+#[tokio::test]
+async fn head_answers_as_get_without_content_except_on_holding_routes() {
+    let gw = Gateway::spawn().await;
+    let (_, _, bay) = admin(&gw, Method::POST, "/bays", Some(json!({"name": "H"}))).await;
+    let bay = bay["id"].as_str().unwrap().to_owned();
+    let (_, _, p) = admin(
+        &gw,
+        Method::POST,
+        &format!("/bays/{bay}/participants"),
+        Some(json!({"kind": "agent", "name": "Hal"})),
+    )
+    .await;
+    let token = p["token"].as_str().unwrap().to_owned();
+    for path in [
+        "/api/agent-api/me",
+        "/api/agent-api/conversations",
+        "/api/agent-api/agents",
+        "/api/agent-api/conversations/nope/messages",
+        "/openapi.json",
+        "/healthz",
+    ] {
+        let get = gw
+            .http
+            .get(gw.url(path))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        let get_status = get.status();
+        let get_len = get.bytes().await.unwrap().len();
+        let head = gw
+            .http
+            .head(gw.url(path))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(head.status(), get_status, "HEAD {path}");
+        let declared: usize = head.headers()["content-length"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(declared, get_len, "HEAD {path}: the GET's length");
+        assert!(
+            head.bytes().await.unwrap().is_empty(),
+            "HEAD {path}: no content"
+        );
+    }
+    // Without a token, the same 401 as the GET.
+    let head = gw
+        .http
+        .head(gw.url("/api/agent-api/me"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), 401);
+    for path in [
+        "/api/agent-api/updates",
+        "/api/agent-api/events",
+        "/api/agent-api/ws",
+        "/api/agent-api/conversations/c/messages/wait",
+    ] {
+        let res = gw
+            .http
+            .head(gw.url(path))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 405, "HEAD {path}");
+        assert_eq!(res.headers()["allow"], "GET", "HEAD {path}");
+    }
+    // The keep-alive connection still serves a GET after those.
+    let res = gw
+        .http
+        .get(gw.url("/api/agent-api/me"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
+
+/// A method a path is not served with is 405 even without a credential:
+/// `GET` of pairing's `POST`-only route (which takes no token) names
+/// `POST`, rather than the agent API's 401.
+#[tokio::test]
+async fn a_wrong_method_without_a_token_is_405() {
+    let gw = Gateway::spawn().await;
+    let res = gw
+        .http
+        .get(gw.url("/api/agent-api/pair"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["allow"], "POST");
+    let status = res.status().as_u16();
+    let body: Value = res.json().await.unwrap();
+    common::assert_error(status, &body, 405, "METHOD_NOT_ALLOWED");
+    // A served method without a token is still 401.
+    let res = gw
+        .http
+        .get(gw.url("/api/agent-api/me"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
 }
 
 // ---- real answers against the documented schemas ----

@@ -159,7 +159,8 @@ impl FromRequest for Caller {
 
 /// Middleware for the agent API scope: authenticates (header, or `?token=`
 /// on `/ws` and `/events`) before any extractor looks at the path, query or body, and
-/// answers 401 (or 503 when the store is down) without reading further.
+/// answers 401 (or 503 when the store is down) without reading further;
+/// a method the path is not served with gets its 405 rather than the 401.
 pub async fn agent_gate(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
@@ -174,6 +175,17 @@ pub async fn agent_gate(
                 .await
                 .map(ServiceResponse::map_into_left_body)
         }
-        Err(e) => Ok(req.error_response(e).map_into_right_body()),
+        Err(e) => {
+            // A method the path is not served with is 405 whatever the
+            // credential (e.g. `GET …/pair`, a route that takes no token):
+            // only looked up on this failing path, so sends pay nothing.
+            let methods = crate::method_not_allowed::allowed(req.path());
+            if !methods.is_empty() && !methods.iter().any(|m| m == req.method().as_str()) {
+                let (req, _) = req.into_parts();
+                let res = crate::method_not_allowed::fallback(req.clone()).await;
+                return Ok(ServiceResponse::new(req, res).map_into_right_body());
+            }
+            Ok(req.error_response(e).map_into_right_body())
+        }
     }
 }

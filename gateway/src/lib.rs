@@ -449,6 +449,10 @@ fn app(
     >,
 > {
     App::new()
+        // Innermost: runs just before routing, so a `HEAD` finds its `GET`.
+        .wrap(actix_web::middleware::from_fn(
+            middleware::head::head_as_get_route,
+        ))
         .wrap(actix_web::middleware::from_fn(
             middleware::body_deadline::body_deadline,
         ))

@@ -12,7 +12,7 @@ use actix_web::http::header::{
     Header as _, Range,
 };
 use actix_web::http::StatusCode;
-use actix_web::{get, head, web, HttpRequest, HttpResponse};
+use actix_web::{get, web, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use switchboard_actors::store::{FileLink, StoredFile};
@@ -33,7 +33,9 @@ pub(crate) struct Signed {
     sig: Option<String>,
 }
 
-/// `GET /attachments/signed-content?bay=&id=&exp=&sig=` → the bytes.
+/// `GET /attachments/signed-content?bay=&id=&exp=&sig=` → the bytes. A
+/// `HEAD` is this `GET` without the body (`middleware/head.rs`): checked
+/// the same way, and the file is not read.
 #[utoipa::path(
     operation_id = "downloadAttachment",
     tag = "agent",
@@ -53,18 +55,6 @@ pub(crate) struct Signed {
 )]
 #[get("/api/agent-api/attachments/signed-content")]
 pub(super) async fn download_attachment(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
-    signed_content(&state, &req).await
-}
-
-/// `HEAD` of a signed URL: the GET's status and headers (`Content-Length`,
-/// `Content-Type`, `Content-Disposition`, ranges too) without the body,
-/// which the HTTP layer drops for HEAD (RFC 9110 §9.3.2). Checked like the
-/// GET: a bad signature is 403, a deleted file 410.
-#[head("/api/agent-api/attachments/signed-content")]
-pub(super) async fn head_attachment(
     state: web::Data<AppState>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {

@@ -26,5 +26,4 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 /// agent scope and its token gate.
 pub fn public_routes(cfg: &mut web::ServiceConfig) {
     cfg.service(download::download_attachment);
-    cfg.service(download::head_attachment);
 }

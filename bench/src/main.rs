@@ -53,6 +53,10 @@ struct Cli {
     /// Padding bytes appended to each message body.
     #[arg(long, default_value_t = 0)]
     pad: usize,
+    /// Switchboard: spread the rooms over this many Bays (room r in Bay
+    /// r % bays; on Redis Cluster, Bays are what spread over the masters).
+    #[arg(long, default_value_t = 1)]
+    bays: usize,
     /// Where server logs go.
     #[arg(long, default_value = "bench/results/logs")]
     log_dir: PathBuf,
@@ -342,6 +346,7 @@ fn main() {
         inflight: cli.inflight,
         src_addrs: cli.src_addrs,
         pad: cli.pad,
+        bays: cli.bays,
         log_dir: cli.log_dir.clone(),
         dist_file: cli.dist.clone(),
     };

@@ -38,6 +38,8 @@ pub struct Common {
     pub src_addrs: usize,
     /// Bytes of padding added to each message body.
     pub pad: usize,
+    /// Switchboard: Bays the rooms are spread over (room `r` in Bay `r % bays`).
+    pub bays: usize,
     pub log_dir: PathBuf,
     /// Write the S1 latency distribution here (for the plot).
     pub dist_file: Option<PathBuf>,
@@ -272,6 +274,7 @@ async fn setup(
 ) -> Result<Pool> {
     let mut t = Target::new(c.system, servers.addrs.clone(), c.inflight)?;
     t.want_ids = want_ids;
+    t.bays = c.bays;
     let target = Arc::new(t);
     let layout = target.provision(rooms, per_room, human, 32).await?;
     Ok(Pool::new(target, layout, c.src_addrs))

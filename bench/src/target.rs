@@ -119,6 +119,10 @@ pub struct Target {
     pub http: reqwest::Client,
     /// For S4 on nchan: ask for `ws+meta.nchan` frames (they carry the id).
     pub want_ids: bool,
+    /// Switchboard: how many Bays the rooms are spread over (1 by default:
+    /// every room in one Bay). On Redis Cluster a Bay's keys share one hash
+    /// slot, so several Bays are what spreads the load over the masters.
+    pub bays: usize,
 }
 
 fn room_id(r: usize) -> String {
@@ -142,12 +146,15 @@ impl Target {
             nodes,
             http,
             want_ids: false,
+            bays: 1,
         })
     }
 
     /// Creates what the system needs for `rooms` rooms of `per_room`
-    /// subscribers (Switchboard: a Bay, agents, GROUP conversations and, with
-    /// `human_publisher`, one human per room who posts; the peers need nothing).
+    /// subscribers (Switchboard: [`Target::bays`] Bays, agents, GROUP
+    /// conversations and, with `human_publisher`, one human per room who
+    /// posts; room `r` and its members are in Bay `r % bays`; the peers need
+    /// nothing).
     pub async fn provision(
         &self,
         rooms: usize,
@@ -185,15 +192,28 @@ impl Target {
                 Ok::<_, anyhow_lite::Error>(v)
             }
         };
-        post("/bays".into(), json!({"id": BAY, "name": "Bench"})).await?;
-        let mut specs: Vec<(String, &str)> = (0..n).map(|i| (format!("a{i}"), "agent")).collect();
+        let bays = self.bays.max(1);
+        let bay = |room: usize| {
+            if bays == 1 {
+                BAY.to_owned()
+            } else {
+                format!("{BAY}{}", room % bays)
+            }
+        };
+        for b in 0..bays.min(rooms.max(1)) {
+            post("/bays".into(), json!({"id": bay(b), "name": "Bench"})).await?;
+        }
+        // (id, kind, room)
+        let mut specs: Vec<(String, &str, usize)> = (0..n)
+            .map(|i| (format!("a{i}"), "agent", i / per_room))
+            .collect();
         if human_publisher {
-            specs.extend((0..rooms).map(|r| (format!("h{r}"), "user")));
+            specs.extend((0..rooms).map(|r| (format!("h{r}"), "user", r)));
         }
         let tokens: Vec<Result<String>> =
-            futures_util::stream::iter(specs.iter().map(|(id, kind)| {
+            futures_util::stream::iter(specs.iter().map(|(id, kind, room)| {
                 post(
-                    format!("/bays/{BAY}/participants"),
+                    format!("/bays/{}/participants", bay(*room)),
                     json!({"id": id, "kind": kind, "name": id}),
                 )
             }))
@@ -217,7 +237,7 @@ impl Target {
                 members.push(format!("h{r}"));
             }
             post(
-                format!("/bays/{BAY}/conversations"),
+                format!("/bays/{}/conversations", bay(r)),
                 json!({"id": room_id(r), "type": "GROUP", "title": room_id(r), "members": members}),
             )
         });

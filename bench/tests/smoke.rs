@@ -22,6 +22,7 @@ fn common(system: System, server: String) -> Common {
         inflight: 4,
         src_addrs: 2,
         pad: 0,
+        bays: 1,
         log_dir: std::env::temp_dir().join(format!("switchboard-bench-smoke-{}", system.name())),
         dist_file: None,
     }

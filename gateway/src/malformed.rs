@@ -30,7 +30,7 @@ use futures_util::task::AtomicWaker;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use switchboard_protocol::error::{ErrorBody, ErrorCode};
@@ -92,12 +92,24 @@ fn json_400() -> Vec<u8> {
     json_answer(0)
 }
 
+/// How every bare answer starts: a 4xx status line.
+const BARE_START: &[u8] = b"HTTP/1.1 4";
+
 /// The first bare answer in `buf`: where it starts and which it is.
+///
+/// Every answer the dispatcher writes passes here, so `buf` is scanned
+/// once, for [`BARE_START`] with a searcher built once, and only where that
+/// occurs is it compared with each bare head.
 fn find_bare(buf: &[u8]) -> Option<(usize, usize)> {
-    BARE.iter()
-        .enumerate()
-        .filter_map(|(i, (head, ..))| memchr::memmem::find(buf, head).map(|at| (at, i)))
-        .min()
+    static START: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
+    START
+        .get_or_init(|| memchr::memmem::Finder::new(BARE_START))
+        .find_iter(buf)
+        .find_map(|at| {
+            BARE.iter()
+                .position(|(head, ..)| buf[at..].starts_with(head))
+                .map(|i| (at, i))
+        })
 }
 
 /// What [`JsonBadRequest`] wraps: a socket (or, in tests, its stand-in)
@@ -336,6 +348,18 @@ mod tests {
         }
         out.flush().await.unwrap();
         out.into_parts().0.into_inner().1
+    }
+
+    #[test]
+    fn every_bare_answer_starts_as_the_scan_expects() {
+        for (head, ..) in BARE {
+            assert!(head.starts_with(BARE_START));
+        }
+        // The first bare head wins, after a JSON 4xx that is not one.
+        let json_404 = b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\n\r\n{}";
+        let buf = [&json_404[..], BARE_431, BARE_408].concat();
+        assert_eq!(find_bare(&buf), Some((json_404.len(), 1)));
+        assert_eq!(find_bare(json_404), None);
     }
 
     #[tokio::test]

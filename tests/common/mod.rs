@@ -32,6 +32,9 @@ pub struct Gateway {
     /// The gateway's own Redis under `SWITCHBOARD_TEST_STORE=redis`
     /// (dropped, so killed, after the process).
     redis: Option<RedisServer>,
+    /// The attachment directory [`serve_command`] made up for it, removed
+    /// when the gateway is dropped.
+    files_dir: Option<std::path::PathBuf>,
 }
 
 /// Settings for [`Gateway::spawn_with`]: extra environment variables over
@@ -226,6 +229,9 @@ impl Drop for Gateway {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = &self.files_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -571,7 +577,7 @@ pub fn serve_command(opts: &Opts) -> Command {
         .env(
             "SWITCHBOARD_FILES__DIR",
             std::env::temp_dir().join(format!(
-                "sb-files-{}-{}",
+                "{FILES_DIR_PREFIX}{}-{}",
                 std::process::id(),
                 rand::random::<u64>()
             )),
@@ -583,6 +589,9 @@ pub fn serve_command(opts: &Opts) -> Command {
     }
     cmd
 }
+
+/// How [`serve_command`] names a gateway's own attachment directory.
+const FILES_DIR_PREFIX: &str = "sb-files-";
 
 impl Gateway {
     /// Like [`Gateway::spawn_with`], but with `SWITCHBOARD_ADMIN_TOKEN`
@@ -596,6 +605,18 @@ impl Gateway {
     /// Starts `cmd` (a `switchboard serve` with piped stdout/stderr), captures
     /// its output and waits for the "listening on" line.
     pub async fn spawn_command(mut cmd: Command) -> Gateway {
+        // The attachment directory made up for this gateway alone (a test
+        // that names its own keeps it).
+        let files_dir = cmd
+            .get_envs()
+            .find(|(k, _)| *k == "SWITCHBOARD_FILES__DIR")
+            .and_then(|(_, v)| v)
+            .map(std::path::PathBuf::from)
+            .filter(|dir| {
+                dir.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(FILES_DIR_PREFIX))
+            });
         let mut child = cmd.spawn().expect("start switchboard");
         let output = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -640,6 +661,7 @@ impl Gateway {
                 .build()
                 .unwrap(),
             redis: None,
+            files_dir,
         }
     }
 

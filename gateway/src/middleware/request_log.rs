@@ -10,6 +10,9 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
+use metrics::{Counter, Histogram};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::time::Instant;
 use tracing::Instrument;
 
@@ -72,6 +75,9 @@ pub fn request_id(headers: &actix_web::http::header::HeaderMap) -> String {
         .map_or_else(|| ulid::Ulid::new().to_string(), str::to_owned)
 }
 
+/// A request series' labels: method, route, status.
+type SeriesKey = (&'static str, String, u16);
+
 /// Counts and times one finished request (`switchboard_http_requests_total`,
 /// `switchboard_http_request_duration_seconds`) and logs its line. `route`
 /// is the matched pattern or [`UNMATCHED`].
@@ -83,11 +89,29 @@ pub fn finished(
     query: &str,
 ) {
     // Labels from fixed sets only: an invented method or a random path
-    // must not add a series (`/metrics` would grow unbounded).
+    // must not add a series (`/metrics` would grow unbounded). That also
+    // bounds this thread's cache of the series' handles, which spares each
+    // request building two keys and looking them up in the registry.
+    thread_local! {
+        static SERIES: RefCell<HashMap<SeriesKey, (Counter, Histogram)>> =
+            RefCell::new(HashMap::new());
+    }
     let method_label = method_label(method);
-    metrics::counter!(crate::metrics::HTTP_REQUESTS, "method" => method_label, "route" => route.clone(), "status" => status.to_string()).increment(1);
-    metrics::histogram!(crate::metrics::HTTP_SECONDS, "method" => method_label, "route" => route)
-        .record(started.elapsed().as_secs_f64());
+    let seconds = started.elapsed().as_secs_f64();
+    SERIES.with(|series| {
+        let mut series = series.borrow_mut();
+        let (count, time) = series
+            .entry((method_label, route, status))
+            .or_insert_with_key(|(method, route, status)| {
+                let route = route.clone();
+                (
+                    metrics::counter!(crate::metrics::HTTP_REQUESTS, "method" => *method, "route" => route.clone(), "status" => status.to_string()),
+                    metrics::histogram!(crate::metrics::HTTP_SECONDS, "method" => *method, "route" => route),
+                )
+            });
+        count.increment(1);
+        time.record(seconds);
+    });
     tracing::info!(
         status,
         elapsed_ms = elapsed_ms(started),
@@ -157,17 +181,21 @@ pub async fn request_log(
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let id = request_id(req.headers());
-    let method = req.method().to_string();
-    let path = req.path().to_owned();
     let query = redact_query(req.query_string());
-    // The resolved client (a trusted proxy's forwarded address), as every
+    // The fields are worked out only when the span is enabled. `client` is
+    // the resolved client (a trusted proxy's forwarded address), as every
     // per-IP limit sees it.
-    let client = req
-        .app_data::<actix_web::web::Data<crate::state::AppState>>()
-        .and_then(|state| state.client_ip(req.peer_addr(), req.headers()))
-        .map(|ip| ip.to_string())
-        .unwrap_or_default();
-    let span = tracing::info_span!("request", request_id = %id, %method, %path, %client);
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %req.method(),
+        path = %req.path(),
+        client = %req
+            .app_data::<actix_web::web::Data<crate::state::AppState>>()
+            .and_then(|state| state.client_ip(req.peer_addr(), req.headers()))
+            .map(|ip| ip.to_string())
+            .unwrap_or_default(),
+    );
     let started = Instant::now();
     let mut unanswered = Unanswered::new(span.clone(), started, query);
     let result = next.call(req).instrument(span.clone()).await;

@@ -286,7 +286,12 @@ pub(crate) async fn post(
         .as_bytes()]),
     });
     let bay = &caller.principal.bay;
-    let token = attach::claim_token(idempotency.as_ref().map(|i| i.key.as_str()));
+    // A claim token only for a send with files (minting one is a ULID).
+    let token = if send.attachments.is_empty() {
+        String::new()
+    } else {
+        attach::claim_token(idempotency.as_ref().map(|i| i.key.as_str()))
+    };
     let mut metadata = send.metadata;
     if !send.attachments.is_empty() {
         let files = attach::claim(state, bay, &sender.id, &send.attachments, &token).await?;

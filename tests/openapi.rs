@@ -472,6 +472,15 @@ async fn head_answers_as_get_without_content_except_on_holding_routes() {
         assert_eq!(res.status(), 405, "HEAD {path}");
         assert_eq!(res.headers()["allow"], "GET", "HEAD {path}");
     }
+    // A summary's `?refresh=1` asks the summarizer: no HEAD there either.
+    let res = gw
+        .http
+        .head(gw.url("/api/agent-api/conversations/c/summary?refresh=1"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 405);
     // The keep-alive connection still serves a GET after those.
     let res = gw
         .http
@@ -499,14 +508,27 @@ async fn a_wrong_method_without_a_token_is_405() {
     let status = res.status().as_u16();
     let body: Value = res.json().await.unwrap();
     common::assert_error(status, &body, 405, "METHOD_NOT_ALLOWED");
+    // The same on the admin API and MCP, which have gates of their own.
+    for (method, path, allow) in [
+        (Method::PUT, "/api/admin/bays", "GET, HEAD, POST"),
+        (Method::HEAD, "/api/admin/nodes/live", "GET"),
+        (Method::PUT, "/api/mcp", "DELETE, GET, POST"),
+    ] {
+        let res = gw
+            .http
+            .request(method.clone(), gw.url(path))
+            .bearer_auth("not-a-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 405, "{method} {path}");
+        assert_eq!(res.headers()["allow"], allow, "{method} {path}");
+    }
     // A served method without a token is still 401.
-    let res = gw
-        .http
-        .get(gw.url("/api/agent-api/me"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 401);
+    for path in ["/api/agent-api/me", "/api/admin/bays"] {
+        let res = gw.http.get(gw.url(path)).send().await.unwrap();
+        assert_eq!(res.status(), 401, "{path}");
+    }
 }
 
 // ---- real answers against the documented schemas ----

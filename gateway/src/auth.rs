@@ -175,17 +175,15 @@ pub async fn agent_gate(
                 .await
                 .map(ServiceResponse::map_into_left_body)
         }
-        Err(e) => {
-            // A method the path is not served with is 405 whatever the
-            // credential (e.g. `GET …/pair`, a route that takes no token):
-            // only looked up on this failing path, so sends pay nothing.
-            let methods = crate::method_not_allowed::allowed(req.path());
-            if !methods.is_empty() && !methods.iter().any(|m| m == req.method().as_str()) {
-                let (req, _) = req.into_parts();
-                let res = crate::method_not_allowed::fallback(req.clone()).await;
-                return Ok(ServiceResponse::new(req, res).map_into_right_body());
+        // A method the path is not served with is 405 whatever the
+        // credential (e.g. `GET …/pair`, a route that takes no token):
+        // only looked up once the credential failed, so sends pay nothing.
+        Err(e) => Ok(
+            match crate::method_not_allowed::wrong_method(req.request()) {
+                Some(res) => req.into_response(res),
+                None => req.error_response(e),
             }
-            Ok(req.error_response(e).map_into_right_body())
-        }
+            .map_into_right_body(),
+        ),
     }
 }

@@ -21,7 +21,8 @@ type Template = (Vec<Option<String>>, Vec<String>, bool);
 /// `GET` operations (OpenAPI `operationId`) not also served as `HEAD`: they
 /// hold the request open until something happens (a long-poll, a stream, an
 /// upgrade), or the read itself acts (a link request's poll collects the
-/// token; a room link's `GET` may send). A `HEAD` there is 405.
+/// token; a room link's `GET` may send; a summary's `?refresh=1` asks the
+/// summarizer). A `HEAD` there is 405.
 pub const GET_ONLY: &[&str] = &[
     "getUpdates",
     "openWebSocket",
@@ -30,6 +31,7 @@ pub const GET_ONLY: &[&str] = &[
     "mcpStream",
     "pollLinkRequest",
     "readRoom",
+    "getSummary",
     "adminConversationLive",
     "adminNodesLive",
     "adminWebhooksLive",
@@ -118,8 +120,23 @@ pub fn head_as_get(path: &str) -> bool {
         .any(|(_, _, head_as_get)| *head_as_get)
 }
 
+/// The 405 of a request whose path is served, but not with its method;
+/// `None` when the path is not served at all or is served with it. The
+/// credential gates (agent API, admin API, MCP) answer this before their
+/// 401: a method a path does not take is refused whatever the credential.
+pub fn wrong_method(req: &HttpRequest) -> Option<HttpResponse> {
+    let methods = allowed(req.path());
+    (!methods.is_empty() && !methods.iter().any(|m| m == req.method().as_str()))
+        .then(|| answer(req))
+}
+
 /// The default service: 405 with `Allow`, or 404 `NOT_FOUND`.
 pub async fn fallback(req: HttpRequest) -> HttpResponse {
+    answer(&req)
+}
+
+/// 405 with `Allow`, or 404 `NOT_FOUND`.
+fn answer(req: &HttpRequest) -> HttpResponse {
     let methods = allowed(req.path());
     // A path documented with this very method that no route took (a
     // spelling the router reads differently) is not a 405 either.

@@ -68,7 +68,15 @@ async fn admin_gate(
             .call(req)
             .await
             .map(ServiceResponse::map_into_left_body),
-        Err(e) => Ok(req.error_response(e).map_into_right_body()),
+        // A method the path is not served with is 405 whatever the
+        // credential, as on the agent API (a disabled admin API stays 404).
+        Err(e) => Ok(
+            match crate::method_not_allowed::wrong_method(req.request()) {
+                Some(res) if e.code != ErrorCode::NotFound => req.into_response(res),
+                _ => req.error_response(e),
+            }
+            .map_into_right_body(),
+        ),
     }
 }
 

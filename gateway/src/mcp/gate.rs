@@ -33,7 +33,16 @@ pub async fn mcp_gate(
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
     let caller = match authenticate(req.request(), false).await {
         Ok(caller) => caller,
-        Err(e) => return Ok(req.error_response(e).map_into_right_body()),
+        // A method MCP does not take is 405 whatever the credential.
+        Err(e) => {
+            return Ok(
+                match crate::method_not_allowed::wrong_method(req.request()) {
+                    Some(res) => req.into_response(res),
+                    None => req.error_response(e),
+                }
+                .map_into_right_body(),
+            )
+        }
     };
     let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
         return Ok(req

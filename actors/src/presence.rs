@@ -205,16 +205,52 @@ pub async fn current(
 /// step failed or conflicted).
 type Known = Option<HashMap<ParticipantId, PresenceState>>;
 
+/// What the publisher's last step computed from: the records' version
+/// (`PresenceStore::presence_version`), the open drafts' authors, and the
+/// next moment a state changes by itself. While all three hold, the states
+/// are what were computed then, and a step reads no records.
+#[derive(Default)]
+struct Computed {
+    version: Option<u64>,
+    drafts: Vec<ParticipantId>,
+    next_change_ms: Option<u64>,
+}
+
 /// One publishing step: computes the states, logs the changes against
 /// the published ones (`known`, read from the store when `None`, and kept
 /// current). Returns the next moment a state changes by itself.
+///
+/// Skipped when nothing it computes from moved since the last step
+/// (`last`) and the published states are known: for a Bay whose records
+/// are rewritten every `presence_interval`, most ticks then cost a version
+/// read instead of every record (a Bay of 10,000 participants held its
+/// node's thread about 3 ms per tick to read and recompute them).
 async fn publish_once(
     store: &dyn Store,
     bay: &BayId,
     settings: &PresenceSettings,
     known: &mut Known,
+    last: &mut Computed,
 ) -> Result<Option<u64>, StoreError> {
-    let states = current(store, bay, settings.idle_after).await?;
+    let (version, mut drafts) =
+        futures_util::try_join!(store.presence_version(bay), store.draft_authors(bay))?;
+    drafts.sort();
+    let now = now_ms();
+    if version.is_some()
+        && version == last.version
+        && drafts == last.drafts
+        && last.next_change_ms.is_none_or(|at| now < at)
+        && known.is_some()
+    {
+        return Ok(last.next_change_ms);
+    }
+    let entries = store.presence_records(bay).await?;
+    let states = compute(entries, &drafts, now, settings.idle_after);
+    *last = Computed {
+        version,
+        drafts,
+        next_change_ms: states.next_change_ms,
+    };
     let published = match known.take() {
         Some(published) => published,
         None => store.published_presence(bay).await?.into_iter().collect(),
@@ -294,6 +330,7 @@ pub async fn run_publisher(
     let node = crate::node::id();
     let mut failing = false;
     let mut known: Known = None;
+    let mut last = Computed::default();
     // When this node last renewed the lease. Had it lapsed since (a step
     // slower than the lease), another node may have published meanwhile,
     // so the known states are read again.
@@ -309,7 +346,7 @@ pub async fn run_publisher(
                 known = None;
             }
             renewed = Some(asked);
-            publish_once(&*store, &bay, &settings, &mut known)
+            publish_once(&*store, &bay, &settings, &mut known, &mut last)
                 .await
                 .map(Step::Published)
         };
@@ -571,6 +608,48 @@ mod publisher_tests {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    #[tokio::test]
+    async fn steps_with_nothing_new_change_nothing_yet_a_timer_still_fires() {
+        use PresenceState::*;
+        let (store, bay) = bay_store().await;
+        let settings = PresenceSettings {
+            interval: Duration::from_secs(1),
+            linger: Duration::from_millis(300),
+            tick: Duration::from_millis(20),
+            idle_after: Duration::from_millis(300),
+        };
+        let rex = ParticipantPresence {
+            session: true,
+            active_ms: now_ms(),
+            ..ParticipantPresence::new(ParticipantId("rex".into()))
+        };
+        store
+            .set_presence(&bay, "n_a", vec![rex], Duration::from_secs(60))
+            .await
+            .unwrap();
+        let (mut known, mut last) = (None, Computed::default());
+        let next = publish_once(&*store, &bay, &settings, &mut known, &mut last)
+            .await
+            .unwrap();
+        assert_eq!(logged(&*store, &bay).await, [("rex".to_owned(), Online)]);
+        let idle_at = next.expect("an idle timer runs");
+        // Nothing new: the step skips, and names the same timer.
+        let again = publish_once(&*store, &bay, &settings, &mut known, &mut last)
+            .await
+            .unwrap();
+        assert_eq!(again, Some(idle_at));
+        assert_eq!(logged(&*store, &bay).await.len(), 1);
+        // Past the timer, with no record written, the step recomputes.
+        tokio::time::sleep(Duration::from_millis(idle_at.saturating_sub(now_ms()) + 20)).await;
+        publish_once(&*store, &bay, &settings, &mut known, &mut last)
+            .await
+            .unwrap();
+        assert_eq!(
+            logged(&*store, &bay).await,
+            [("rex".to_owned(), Online), ("rex".to_owned(), Idle)]
+        );
     }
 
     #[tokio::test]

@@ -12,6 +12,7 @@ use switchboard_protocol::presence::PresenceState;
 
 conformance!(
     presence_records_merge_nodes_and_expire,
+    a_presence_version_moves_on_every_write_and_expiry,
     presence_records_follow_each_changed_entry,
     publishing_presence_logs_each_change_once,
     concurrent_presence_publishers_log_a_change_once,
@@ -123,6 +124,49 @@ async fn presence_records_merge_nodes_and_expire(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(store.presence_records(&bay.id).await.unwrap().is_empty());
+}
+
+/// An engine that keeps a presence version moves it whenever the records
+/// may differ (a write, an expiry) and holds it otherwise: the publisher
+/// trusts an unchanged version to skip reading every record.
+async fn a_presence_version_moves_on_every_write_and_expiry(store: Arc<dyn Store>) {
+    let store = &*store;
+    let bay = new_bay(store).await;
+    let Some(start) = store.presence_version(&bay.id).await.unwrap() else {
+        return; // the engine keeps none: its publisher reads every tick
+    };
+    assert_eq!(store.presence_version(&bay.id).await.unwrap(), Some(start));
+    let rex = vec![ParticipantPresence {
+        session: true,
+        active_ms: now_ms(),
+        ..ParticipantPresence::new(pid("rex"))
+    }];
+    let long = Duration::from_secs(60);
+    store
+        .set_presence(&bay.id, "node_a", rex.clone(), long)
+        .await
+        .unwrap();
+    let written = store.presence_version(&bay.id).await.unwrap();
+    assert_ne!(written, Some(start));
+    assert_eq!(store.presence_version(&bay.id).await.unwrap(), written);
+    // The same record again is a write too (the engine need not compare).
+    store
+        .set_presence(&bay.id, "node_b", rex.clone(), Duration::from_millis(200))
+        .await
+        .unwrap();
+    let again = store.presence_version(&bay.id).await.unwrap();
+    assert_ne!(again, written);
+    // node_b's record expires: the version moves without a write.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_ne!(store.presence_version(&bay.id).await.unwrap(), again);
+    // Another Bay's writes leave this one's alone.
+    let held = store.presence_version(&bay.id).await.unwrap();
+    let other = new_bay(store).await;
+    store
+        .set_presence(&other.id, "node_a", rex, long)
+        .await
+        .unwrap();
+    assert_eq!(store.presence_version(&bay.id).await.unwrap(), held);
 }
 
 fn presence_change(p: &str, from: PresenceState, to: PresenceState) -> PresenceChange {

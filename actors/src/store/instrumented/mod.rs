@@ -577,6 +577,9 @@ impl PresenceStore for Instrumented {
     async fn presence_records(&self, bay: &BayId) -> Result<Vec<ParticipantPresence>, StoreError> {
         timed("presence_records", self.inner.presence_records(bay)).await
     }
+    async fn presence_version(&self, bay: &BayId) -> Result<Option<u64>, StoreError> {
+        timed("presence_version", self.inner.presence_version(bay)).await
+    }
     async fn online(&self, bay: &BayId) -> Result<Vec<ParticipantId>, StoreError> {
         timed("online", self.inner.online(bay)).await
     }

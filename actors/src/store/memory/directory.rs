@@ -131,6 +131,7 @@ impl DirectoryStore for MemoryStore {
                 webhooks: HashMap::new(),
                 webhook_status: HashMap::new(),
                 presence: HashMap::new(),
+                presence_version: 0,
                 drafts: HashMap::new(),
                 published: HashMap::new(),
                 budgets: HashMap::new(),

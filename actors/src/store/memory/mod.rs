@@ -98,6 +98,9 @@ struct BayState {
     webhook_status: HashMap<ParticipantId, WebhookStatus>,
     /// Node → (its presence record, expiry in Unix ms).
     presence: HashMap<std::sync::Arc<str>, (Vec<ParticipantPresence>, u64)>,
+    /// Bumped on every write or expiry of a presence record
+    /// (`PresenceStore::presence_version`).
+    presence_version: u64,
     /// Published presence states; absent = `offline`.
     published: HashMap<ParticipantId, PresenceState>,
     /// Open drafts by message id: conversation, author, last activity.

@@ -1,13 +1,24 @@
 //! Activity presence records: the memory engine's [`PresenceStore`].
 
 use super::log::log_of;
-use super::{now_ms, MemoryStore};
+use super::{now_ms, BayState, MemoryStore};
 use crate::store::log::LogEvent;
 use crate::store::{ParticipantPresence, PresenceChange, PresenceStore, Published, StoreError};
 use async_trait::async_trait;
 use std::time::Duration;
 use switchboard_protocol::ids::{BayId, ParticipantId};
 use switchboard_protocol::presence::PresenceState;
+
+/// Forgets `b`'s expired presence records; an expiry is a change of the
+/// records, so it moves the version.
+fn expire_records(b: &mut BayState) {
+    let now = now_ms();
+    let before = b.presence.len();
+    b.presence.retain(|_, (_, until)| *until > now);
+    if b.presence.len() != before {
+        b.presence_version += 1;
+    }
+}
 
 #[async_trait]
 impl PresenceStore for MemoryStore {
@@ -22,17 +33,17 @@ impl PresenceStore for MemoryStore {
         let mut st = self.state.lock();
         if let Some(b) = st.bays.get_mut(bay) {
             b.presence.insert(node.into(), (entries, until));
+            b.presence_version += 1;
         }
         Ok(())
     }
 
     async fn presence_records(&self, bay: &BayId) -> Result<Vec<ParticipantPresence>, StoreError> {
-        let now = now_ms();
         let mut st = self.state.lock();
         let Some(b) = st.bays.get_mut(bay) else {
             return Ok(Vec::new());
         };
-        b.presence.retain(|_, (_, until)| *until > now);
+        expire_records(b);
         Ok(b.presence
             .iter()
             .flat_map(|(node, (entries, _))| {
@@ -42,6 +53,14 @@ impl PresenceStore for MemoryStore {
                 })
             })
             .collect())
+    }
+
+    async fn presence_version(&self, bay: &BayId) -> Result<Option<u64>, StoreError> {
+        let mut st = self.state.lock();
+        Ok(st.bays.get_mut(bay).map(|b| {
+            expire_records(b);
+            b.presence_version
+        }))
     }
 
     async fn published_presence(

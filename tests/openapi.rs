@@ -317,19 +317,24 @@ fn fill(template: &str, value: &str) -> String {
     out
 }
 
+/// A new Bay with one agent named `name`: its token.
+async fn new_agent(gw: &Gateway, name: &str) -> String {
+    let (_, _, bay) = admin(gw, Method::POST, "/bays", Some(json!({"name": name}))).await;
+    let bay = bay["id"].as_str().unwrap().to_owned();
+    let (_, _, p) = admin(
+        gw,
+        Method::POST,
+        &format!("/bays/{bay}/participants"),
+        Some(json!({"kind": "agent", "name": name})),
+    )
+    .await;
+    p["token"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test]
 async fn every_listed_route_is_served_with_its_method() {
     let gw = Gateway::spawn().await;
-    let (_, _, bay) = admin(&gw, Method::POST, "/bays", Some(json!({"name": "R"}))).await;
-    let bay = bay["id"].as_str().unwrap().to_owned();
-    let (_, _, p) = admin(
-        &gw,
-        Method::POST,
-        &format!("/bays/{bay}/participants"),
-        Some(json!({"kind": "agent", "name": "Rex"})),
-    )
-    .await;
-    let token = p["token"].as_str().unwrap().to_owned();
+    let token = new_agent(&gw, "Rex").await;
     for (method, template) in ROUTES {
         let mut url = gw.url(&fill(template, "x"));
         if template.ends_with("/updates") {
@@ -402,16 +407,7 @@ async fn every_listed_route_is_served_with_its_method() {
 #[tokio::test]
 async fn head_answers_as_get_without_content_except_on_holding_routes() {
     let gw = Gateway::spawn().await;
-    let (_, _, bay) = admin(&gw, Method::POST, "/bays", Some(json!({"name": "H"}))).await;
-    let bay = bay["id"].as_str().unwrap().to_owned();
-    let (_, _, p) = admin(
-        &gw,
-        Method::POST,
-        &format!("/bays/{bay}/participants"),
-        Some(json!({"kind": "agent", "name": "Hal"})),
-    )
-    .await;
-    let token = p["token"].as_str().unwrap().to_owned();
+    let token = new_agent(&gw, "Hal").await;
     for path in [
         "/api/agent-api/me",
         "/api/agent-api/conversations",

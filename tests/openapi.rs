@@ -317,6 +317,12 @@ fn fill(template: &str, value: &str) -> String {
     out
 }
 
+/// `method path` with the agent `token`.
+async fn as_agent(gw: &Gateway, method: Method, path: &str, token: &str) -> reqwest::Response {
+    let req = gw.http.request(method, gw.url(path)).bearer_auth(token);
+    req.send().await.unwrap()
+}
+
 /// A new Bay with one agent named `name`: its token.
 async fn new_agent(gw: &Gateway, name: &str) -> String {
     let (_, _, bay) = admin(gw, Method::POST, "/bays", Some(json!({"name": name}))).await;
@@ -416,22 +422,10 @@ async fn head_answers_as_get_without_content_except_on_holding_routes() {
         "/openapi.json",
         "/healthz",
     ] {
-        let get = gw
-            .http
-            .get(gw.url(path))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap();
+        let get = as_agent(&gw, Method::GET, path, &token).await;
         let get_status = get.status();
         let get_len = get.bytes().await.unwrap().len();
-        let head = gw
-            .http
-            .head(gw.url(path))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap();
+        let head = as_agent(&gw, Method::HEAD, path, &token).await;
         assert_eq!(head.status(), get_status, "HEAD {path}");
         let declared: usize = head.headers()["content-length"]
             .to_str()
@@ -458,33 +452,21 @@ async fn head_answers_as_get_without_content_except_on_holding_routes() {
         "/api/agent-api/ws",
         "/api/agent-api/conversations/c/messages/wait",
     ] {
-        let res = gw
-            .http
-            .head(gw.url(path))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap();
+        let res = as_agent(&gw, Method::HEAD, path, &token).await;
         assert_eq!(res.status(), 405, "HEAD {path}");
         assert_eq!(res.headers()["allow"], "GET", "HEAD {path}");
     }
     // A summary's `?refresh=1` asks the summarizer: no HEAD there either.
-    let res = gw
-        .http
-        .head(gw.url("/api/agent-api/conversations/c/summary?refresh=1"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let res = as_agent(
+        &gw,
+        Method::HEAD,
+        "/api/agent-api/conversations/c/summary?refresh=1",
+        &token,
+    )
+    .await;
     assert_eq!(res.status(), 405);
     // The keep-alive connection still serves a GET after those.
-    let res = gw
-        .http
-        .get(gw.url("/api/agent-api/me"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let res = as_agent(&gw, Method::GET, "/api/agent-api/me", &token).await;
     assert_eq!(res.status(), 200);
 }
 

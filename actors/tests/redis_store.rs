@@ -823,3 +823,25 @@ async fn a_post_queued_behind_a_stuck_batch_times_out_unsent() {
     let contents: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
     assert!(!contents.contains(&"queued"), "{contents:?}");
 }
+
+/// A heartbeat of a node that predates record versions (no `seq`) may
+/// change without a new version: while one is live the engine says it
+/// has no presence version, and the publisher reads every tick.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_without_a_version_leaves_no_presence_version() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, Limits::default()).await;
+    let bay = new_bay(&store).await;
+    assert!(store.presence_version(&bay.id).await.unwrap().is_some());
+    let until = switchboard_actors::store::now_ms() + 60_000;
+    server.cmd(&[
+        "HSET",
+        &format!("sb:{{{}}}:presence", bay.id),
+        "old_node",
+        &format!(r#"{{"until":{until},"online":["p_rex"]}}"#),
+    ]);
+    assert_eq!(store.presence_version(&bay.id).await.unwrap(), None);
+    let records = store.presence_records(&bay.id).await.unwrap();
+    assert_eq!(records.len(), 1);
+    assert!(records[0].session);
+}

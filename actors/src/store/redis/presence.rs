@@ -312,6 +312,32 @@ impl PresenceStore for RedisStore {
         Ok(())
     }
 
+    /// A digest of the live heartbeats' versions (`seq`), node by node:
+    /// every write stamps a new one, and a heartbeat past its `until`
+    /// drops out. `None` while a node that predates versions writes to the
+    /// Bay (its record may change without a new version).
+    async fn presence_version(&self, bay: &BayId) -> Result<Option<u64>, StoreError> {
+        let doing = "reading presence";
+        let key = BayKeys::new(bay).presence();
+        let raw: Vec<(String, Vec<u8>)> = self.query(doing, &key, cmd("HGETALL").arg(&key)).await?;
+        let now = Utc::now().timestamp_millis();
+        let mut live: Vec<(String, u64)> = Vec::with_capacity(raw.len());
+        for (node, value) in raw {
+            let p: Presence = decode(doing, &key, &value)?;
+            if p.until <= now {
+                continue;
+            }
+            if !p.record || p.seq == 0 {
+                return Ok(None);
+            }
+            live.push((node, p.seq));
+        }
+        live.sort_unstable();
+        let mut digest = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&live, &mut digest);
+        Ok(Some(std::hash::Hasher::finish(&digest)))
+    }
+
     async fn presence_records(&self, bay: &BayId) -> Result<Vec<ParticipantPresence>, StoreError> {
         let doing = "reading presence";
         let k = BayKeys::new(bay);
